@@ -1,0 +1,5 @@
+"""`python -m rlcw ...` is `rlcw ...`."""
+
+from rlcw.cli import main
+
+main()

@@ -1,0 +1,143 @@
+"""Typed configs: dataclass defaults <- YAML file <- `key=value` overrides (OmegaConf, strict).
+
+Knows nothing of the domain. A misspelt key is an error that names the key, where it came
+from (file or command line) and the closest valid keys; a wrong type names the expected type.
+
+    cfg = load_config(GRPOConfig, "configs/grpo/cpu.yaml", ["train.max_steps=20"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rlcw.errors import RlcwError
+
+T = TypeVar("T")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _dataclass_of(tp: Any) -> type | None:
+    """The dataclass inside `tp` (also `X | None`), else None."""
+    if dataclasses.is_dataclass(tp):
+        return tp
+    for arg in typing.get_args(tp):
+        if dataclasses.is_dataclass(arg):
+            return arg
+    return None
+
+
+def flat_keys(cls: type, prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """Every leaf key of a config dataclass as `dotted.key -> (type, default)`."""
+    out: dict[str, tuple[Any, Any]] = {}
+    defaults = cls()
+    for name, tp in _field_types(cls).items():
+        sub = _dataclass_of(tp)
+        key = f"{prefix}{name}"
+        if sub is not None and getattr(defaults, name) is not None:
+            out.update(flat_keys(sub, key + "."))
+        else:
+            out[key] = (tp, getattr(defaults, name))
+    return out
+
+
+def _unknown_keys(cls: type, data: dict, prefix: str = "") -> list[str]:
+    types = _field_types(cls)
+    bad = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if key not in types:
+            bad.append(dotted)
+            continue
+        sub = _dataclass_of(types[key])
+        if sub is not None and isinstance(value, dict):
+            bad += _unknown_keys(sub, value, dotted + ".")
+    return bad
+
+
+def _check_keys(cls: type, data: dict, source: str) -> None:
+    bad = _unknown_keys(cls, data)
+    if not bad:
+        return
+    valid = list(flat_keys(cls))
+    close = difflib.get_close_matches(bad[0], valid, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else "`rlcw <command> --help` lists the keys"
+    raise RlcwError(f"unknown config key '{bad[0]}'", where=source, hint=hint)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _merge(base, other, cls: type, source: str):
+    try:
+        return OmegaConf.merge(base, other)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        expected = flat_keys(cls).get(key, (None, None))[0]
+        got = getattr(exc, "value", None)
+        exp = f"expected {_type_name(expected)}" if expected is not None else str(exc).splitlines()[0]
+        raise RlcwError(f"wrong type for '{key}': {exp}, got {got!r}", where=source) from None
+
+
+def parse_overrides(overrides: list[str]) -> dict:
+    """Parse `a.b=1` dotlist items into a nested dict; a malformed item is an error."""
+    for item in overrides:
+        if "=" not in item or item.startswith("="):
+            raise RlcwError(f"override '{item}' is not key=value", where="command line", hint="e.g. train.max_steps=20")
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)))
+    except OmegaConfBaseException as exc:
+        raise RlcwError(f"cannot parse overrides: {exc}", where="command line") from None
+
+
+def load_config(cls: type[T], config_file: str | Path | None = None, overrides: list[str] | None = None) -> T:
+    """Build a `cls` instance from defaults, an optional YAML file and dotlist overrides."""
+    base = OmegaConf.structured(cls)
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise RlcwError("config file not found", where=str(path), hint="configs live under configs/<command>/")
+        try:
+            data = OmegaConf.to_container(OmegaConf.load(path)) or {}
+        except Exception as exc:  # yaml errors carry their own line numbers
+            raise RlcwError(f"cannot parse YAML: {exc}", where=str(path)) from None
+        if not isinstance(data, dict):
+            raise RlcwError("top level must be a mapping of keys", where=str(path))
+        _check_keys(cls, data, str(path))
+        base = _merge(base, data, cls, str(path))
+    if overrides:
+        data = parse_overrides(overrides)
+        _check_keys(cls, data, "command line")
+        base = _merge(base, data, cls, "command line")
+    try:
+        return OmegaConf.to_object(base)
+    except OmegaConfBaseException as exc:
+        raise RlcwError(f"invalid config: {exc}") from None
+
+
+def to_yaml(cfg: Any) -> str:
+    """The resolved config as YAML (what goes into the run folder)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def to_dict(cfg: Any) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def describe(cls: type) -> str:
+    """One line per key, `key: type = default`, for `rlcw <command> --help`."""
+    lines = []
+    for key, (tp, default) in flat_keys(cls).items():
+        lines.append(f"  {key}: {_type_name(tp)} = {default!r}")
+    return "\n".join(lines)

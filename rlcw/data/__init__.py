@@ -1,0 +1,1 @@
+"""Data: story and preference records, loaders, prompts, corruption pairs, bundled data."""

@@ -1,0 +1,75 @@
+"""Load preference pairs from anywhere into the one preference schema.
+
+Sources: a local jsonl/json/csv/parquet file, or a hub dataset id (needs internet), with a
+column mapping for datasets that name things differently. TRL's conversational layout
+(`chosen`/`rejected` as message lists) is read by taking the last assistant message, and the
+prompt from the user messages.
+
+    load_preferences("runs/qs/pairs/train.jsonl")
+    load_preferences("some-org/story-prefs", split="train", columns={"chosen": "better"})
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlcw.data.records import validate_preference
+from rlcw.errors import RlcwError, location
+from rlcw.io import TABLE_SUFFIXES, read_table
+
+
+def _message_text(value: Any, role: str) -> Any:
+    """Text of the last message with `role` in a conversational value; other values pass through."""
+    if isinstance(value, list) and value and all(isinstance(m, dict) and "content" in m for m in value):
+        texts = [m["content"] for m in value if m.get("role") == role]
+        return texts[-1] if texts else ""
+    return value
+
+
+def to_preference(row: dict, columns: dict[str, str], where: str, line: int) -> dict:
+    """Map one raw row (any column names, plain or conversational) to a preference record."""
+    missing = [col for col in (columns["chosen"], columns["rejected"]) if col not in row]
+    if missing:
+        raise RlcwError(
+            f"missing column '{missing[0]}' (columns present: {', '.join(map(str, row))})",
+            where=location(where, line),
+            hint="map your column names, e.g. data.columns.chosen=<name>",
+        )
+    prompt = row.get(columns["prompt"], "")
+    rec = {
+        "prompt": _message_text(prompt, "user") if prompt is not None else "",
+        "chosen": _message_text(row[columns["chosen"]], "assistant"),
+        "rejected": _message_text(row[columns["rejected"]], "assistant"),
+        "source": row.get("source") or Path(where).name,
+    }
+    if row.get("meta"):
+        rec["meta"] = row["meta"]
+    return validate_preference(rec, where, line)
+
+
+def load_preferences(
+    source: str, split: str = "train", columns: dict[str, str] | None = None, limit: int | None = None
+) -> list[dict]:
+    """Preference records from a local file or a hub dataset id."""
+    cols = {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected", **(columns or {})}
+    path = Path(source).expanduser()
+    if path.suffix.lower() in TABLE_SUFFIXES or path.exists():
+        rows = read_table(path)
+        where = str(path)
+    else:
+        from datasets import load_dataset
+
+        try:
+            ds = load_dataset(source, split=split)
+        except Exception as exc:
+            raise RlcwError(
+                f"cannot load hub dataset '{source}' (split '{split}'): {exc}",
+                hint="check the id and your network, or pass a local .jsonl/.csv/.parquet file",
+            ) from None
+        rows = list(enumerate(ds, start=1))
+        where = f"{source}[{split}]"
+    out = [to_preference(row, cols, where, line) for line, row in rows[: limit or None]]
+    if not out:
+        raise RlcwError("no preference pairs found", where=where)
+    return out

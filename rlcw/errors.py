@@ -1,0 +1,29 @@
+"""User-facing errors: what went wrong, where (file, line, key), and how to fix it.
+
+The CLI prints an `RlcwError` without a traceback and exits with status 2; anything else
+is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class RlcwError(Exception):
+    """An error caused by input or set-up that the user can fix."""
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+        self.where = where
+        self.hint = hint
+        text = f"{where}: {message}" if where else message
+        if hint:
+            text += f"\n  hint: {hint}"
+        super().__init__(text)
+
+
+def location(path: object, line: int | None = None, field: str | None = None) -> str:
+    """Format a location as `file:line [field 'x']` (line is 1-based)."""
+    out = str(path)
+    if line is not None:
+        out += f":{line}"
+    if field is not None:
+        out += f" field '{field}'"
+    return out

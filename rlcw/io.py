@@ -1,0 +1,139 @@
+"""File helpers every stage shares: atomic writes and strict, located readers.
+
+Readers name the file and the 1-based line or row of any problem; writers go through a
+temporary file in the same folder and `os.replace`, so a crash never leaves a half-written
+file that looks whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rlcw.errors import RlcwError, location
+
+TABLE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    """Write `obj` as indented JSON, atomically."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def atomic_write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
+    """Write one JSON object per line, atomically."""
+    text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+    return atomic_write_text(path, text)
+
+
+def append_jsonl(path: str | Path, row: dict) -> None:
+    """Append one JSON line (metrics logs); a torn last line is skipped by `read_jsonl(lenient_tail)`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+
+
+def _require_file(path: Path) -> None:
+    if not path.exists():
+        raise RlcwError("file not found", where=str(path), hint="check the path (relative paths are from the current folder)")
+    if path.is_dir():
+        raise RlcwError("expected a file, found a folder", where=str(path))
+
+
+def _read_utf8(path: Path) -> str:
+    _require_file(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise RlcwError(
+            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            where=location(path, line),
+            hint="re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 IN > OUT`",
+        ) from None
+    if not text.strip():
+        raise RlcwError("file is empty", where=str(path), hint="expected at least one record")
+    return text
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """Yield `(line_number, object)` for each non-blank line; errors name file and line."""
+    path = Path(path)
+    for lineno, line in enumerate(_read_utf8(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RlcwError(
+                f"broken JSON ({exc.msg} at column {exc.colno})",
+                where=location(path, lineno),
+                hint="each line must be one complete JSON object",
+            ) from None
+        if not isinstance(obj, dict):
+            raise RlcwError(f"expected a JSON object, got {type(obj).__name__}", where=location(path, lineno))
+        yield lineno, obj
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Read a jsonl file into a list of objects (strict; see `iter_jsonl`)."""
+    return [obj for _, obj in iter_jsonl(path)]
+
+
+def read_table(path: str | Path) -> list[tuple[int, dict]]:
+    """Read jsonl / json (list of objects) / csv / parquet into `(row_number, dict)` pairs.
+
+    Row numbers are 1-based lines for jsonl, 1-based data rows (header excluded) otherwise.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return list(iter_jsonl(path))
+    if suffix == ".json":
+        text = _read_utf8(path)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RlcwError(f"broken JSON ({exc.msg})", where=location(path, exc.lineno)) from None
+        if not isinstance(data, list):
+            raise RlcwError("expected a JSON list of objects", where=str(path), hint="or use .jsonl")
+        return list(enumerate(data, start=1))
+    if suffix == ".csv":
+        text = _read_utf8(path)
+        rows = list(csv.DictReader(text.splitlines()))
+        return list(enumerate(rows, start=1))
+    if suffix == ".parquet":
+        _require_file(path)
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path).to_pylist()
+        if not rows:
+            raise RlcwError("file is empty", where=str(path), hint="expected at least one record")
+        return list(enumerate(rows, start=1))
+    raise RlcwError(
+        f"unsupported file type '{suffix}'", where=str(path), hint=f"use one of {', '.join(TABLE_SUFFIXES)}"
+    )

@@ -1,0 +1,1 @@
+"""Pure maths over text and numbers: no model code is imported here."""

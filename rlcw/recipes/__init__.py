@@ -1,0 +1,1 @@
+"""One module per command: docstring -> Config dataclass -> main(cfg)."""

@@ -1,0 +1,1 @@
+"""Rewards: RM rendering, the BT scorer as a TRL reward callable, length terms."""

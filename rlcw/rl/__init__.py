@@ -1,0 +1,1 @@
+"""What TRL lacks: periodic evaluation, callbacks, (later) PPO and reward-hacking monitors."""
