@@ -51,28 +51,40 @@ def flat_keys(cls: type, prefix: str = "") -> dict[str, tuple[Any, Any]]:
     return out
 
 
-def _unknown_keys(cls: type, data: dict, prefix: str = "") -> list[str]:
+def _leaves(data: dict, prefix: str) -> list[str]:
+    out = []
+    for key, value in data.items():
+        out += _leaves(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [f"{prefix}{key}"]
+    return out
+
+
+def _bad_keys(cls: type, data: dict, prefix: str = "") -> tuple[list[str], list[str]]:
+    """(unknown dotted leaf keys, sections given a scalar value)."""
     types = _field_types(cls)
-    bad = []
+    unknown, scalars = [], []
     for key, value in data.items():
         dotted = f"{prefix}{key}"
         if key not in types:
-            bad.append(dotted)
+            unknown += _leaves(value, dotted + ".") if isinstance(value, dict) and value else [dotted]
             continue
         sub = _dataclass_of(types[key])
         if sub is not None and isinstance(value, dict):
-            bad += _unknown_keys(sub, value, dotted + ".")
-    return bad
+            u, s = _bad_keys(sub, value, dotted + ".")
+            unknown, scalars = unknown + u, scalars + s
+        elif sub is not None and value is not None:
+            scalars.append(dotted)
+    return unknown, scalars
 
 
 def _check_keys(cls: type, data: dict, source: str) -> None:
-    bad = _unknown_keys(cls, data)
-    if not bad:
-        return
-    valid = list(flat_keys(cls))
-    close = difflib.get_close_matches(bad[0], valid, n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else "`rlcw <command> --help` lists the keys"
-    raise RlcwError(f"unknown config key '{bad[0]}'", where=source, hint=hint)
+    unknown, scalars = _bad_keys(cls, data)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(flat_keys(cls)), n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else "`rlcw <command> --help` lists the keys"
+        raise RlcwError(f"unknown config key '{unknown[0]}'", where=source, hint=hint)
+    if scalars:
+        example = next((k for k in flat_keys(cls) if k.startswith(scalars[0] + ".")), scalars[0] + ".<key>")
+        raise RlcwError(f"wrong type for '{scalars[0]}': expected a section (mapping), got a single value", where=source, hint=f"set its keys, e.g. {example}=...")
 
 
 def _type_name(tp: Any) -> str:

@@ -8,6 +8,7 @@ file that looks whole.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import tempfile
@@ -83,7 +84,7 @@ def _read_utf8(path: Path) -> str:
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """Yield `(line_number, object)` for each non-blank line; errors name file and line."""
     path = Path(path)
-    for lineno, line in enumerate(_read_utf8(path).splitlines(), start=1):
+    for lineno, line in enumerate(_read_utf8(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -121,10 +122,13 @@ def read_table(path: str | Path) -> list[tuple[int, dict]]:
             raise RlcwError(f"broken JSON ({exc.msg})", where=location(path, exc.lineno)) from None
         if not isinstance(data, list):
             raise RlcwError("expected a JSON list of objects", where=str(path), hint="or use .jsonl")
+        for row, item in enumerate(data, start=1):
+            if not isinstance(item, dict):
+                raise RlcwError(f"expected a JSON object, got {type(item).__name__}", where=location(path, row), hint="a .json file must hold a list of objects")
         return list(enumerate(data, start=1))
     if suffix == ".csv":
         text = _read_utf8(path)
-        rows = list(csv.DictReader(text.splitlines()))
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
         return list(enumerate(rows, start=1))
     if suffix == ".parquet":
         _require_file(path)

@@ -62,10 +62,12 @@ def build_corruption_pairs(
     rng = random.Random(seed)
     stats = PairBuildStats(stories=len(stories))
     chunked = [(s, chunk_story(s["story"], chunk_sentences, max_chunks_per_story)) for s in stories]
+    in_eval = [is_eval_story(str(s["id"]), eval_fraction, seed) for s in stories]
     train, held = [], []
     for index, (story, chunks) in enumerate(chunked):
-        donors = [c for j, (_, cs) in enumerate(chunked) if j != index for c in cs]
-        split = held if is_eval_story(str(story["id"]), eval_fraction, seed) else train
+        # donors (splice/substitute) come from the same split: no eval sentence leaks into training pairs
+        donors = [c for j, (_, cs) in enumerate(chunked) if j != index and in_eval[j] == in_eval[index] for c in cs]
+        split = held if in_eval[index] else train
         for ci, chunk in enumerate(chunks):
             stats.chunks += 1
             for kind in kinds:

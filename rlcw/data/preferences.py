@@ -36,7 +36,9 @@ def to_preference(row: dict, columns: dict[str, str], where: str, line: int) -> 
             where=location(where, line),
             hint="map your column names, e.g. data.columns.chosen=<name>",
         )
-    prompt = row.get(columns["prompt"], "")
+    prompt = row.get(columns["prompt"])
+    if prompt is None and isinstance(row[columns["chosen"]], list):  # TRL implicit prompt: user turn inside chosen
+        prompt = _message_text(row[columns["chosen"]], "user")
     rec = {
         "prompt": _message_text(prompt, "user") if prompt is not None else "",
         "chosen": _message_text(row[columns["chosen"]], "assistant"),

@@ -60,6 +60,8 @@ def validate_story(obj: dict, where: str = "<record>", line: int | None = None) 
             out[key] = value
     if out.get("min_words") is not None and out.get("max_words") is not None and out["min_words"] > out["max_words"]:
         raise RlcwError("min_words is larger than max_words", where=location(where, line, "min_words"))
+    if obj.get("meta") is not None and not isinstance(obj["meta"], dict):
+        raise RlcwError("expected an object", where=location(where, line, "meta"), hint='e.g. "meta": {"note": "..."}')
     meta = dict(obj.get("meta") or {})
     extra = {k: v for k, v in obj.items() if k not in STORY_REQUIRED + STORY_OPTIONAL}
     if extra:

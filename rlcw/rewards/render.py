@@ -43,6 +43,8 @@ class RMSpec:
             raise RlcwError(f"unknown RM type '{self.type}'", hint="use bt or genrm")
         if self.input_template not in TEMPLATES:
             raise RlcwError(f"unknown RM input template '{self.input_template}'", hint=f"use one of {TEMPLATES}")
+        if self.max_length < 1:
+            raise RlcwError(f"max_length must be at least 1, got {self.max_length}")
         if self.truncation_side not in ("left", "right"):
             raise RlcwError(f"truncation_side must be left or right, got '{self.truncation_side}'")
         return self
@@ -60,7 +62,10 @@ def load_spec(rm_dir: str | Path) -> RMSpec:
             where=str(rm_dir),
             hint="train one with `rlcw train-rm`, or point at the folder it wrote (<run>/model)",
         )
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RlcwError(f"corrupt {SPEC_FILE}: {exc}", where=str(path), hint="re-save the RM with `rlcw train-rm`") from None
     known = {f.name for f in dataclasses.fields(RMSpec)}
     return RMSpec(**{k: v for k, v in data.items() if k in known}).check()
 

@@ -1,0 +1,59 @@
+"""The callback that runs periodic evaluation inside a TRL/transformers trainer.
+
+Baseline samples come once from the starting model (step 0, before any update); every
+`every_steps` and at the end, rank 0 samples the held-out prompts with the current policy
+(same seed as the baseline), saves them as story records in `<run>/samples/step_XXXXXX.jsonl`,
+runs the evaluators and logs `eval/<evaluator>/<metric>` to metrics.jsonl and the trainer's
+loggers (TensorBoard). Other ranks wait at a barrier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch.distributed as dist
+from transformers import TrainerCallback
+
+from rlcw.data.records import write_stories
+from rlcw.rl.evaluation import run_evaluators
+from rlcw.runs import RunDir
+
+
+def _barrier() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+class PeriodicEvalCallback(TrainerCallback):
+    """`sample(model, step) -> story records`; evaluators follow `rlcw.rl.evaluation.Evaluator`."""
+
+    def __init__(self, run: RunDir, sample: Callable, evaluators: list, every_steps: int):
+        self.run, self.sample, self.evaluators, self.every_steps = run, sample, evaluators, every_steps
+        self.baseline: list[dict] = []
+        self.history: list[dict] = []
+        self._last_step = -1
+
+    def _evaluate(self, model, step: int, state) -> None:
+        if state.is_world_process_zero:
+            stories = self.sample(model, step)
+            if step == 0:
+                self.baseline = [dict(s, system="baseline") for s in stories]
+                write_stories(self.run.samples / "baseline.jsonl", self.baseline)
+            write_stories(self.run.samples / f"step_{step:06d}.jsonl", stories)
+            metrics = run_evaluators(self.evaluators, stories, self.baseline, self.run.samples)
+            self.history.append({"step": step, **metrics})
+            self.run.log(step, metrics)
+        self._last_step = step
+        _barrier()
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.every_steps and state.global_step == 0:
+            self._evaluate(model, 0, state)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.every_steps and state.global_step % self.every_steps == 0:
+            self._evaluate(model, state.global_step, state)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if self.every_steps and self._last_step != state.global_step:
+            self._evaluate(model, state.global_step, state)

@@ -1,0 +1,241 @@
+"""rlcw.config: defaults <- YAML <- key=value overrides, strict keys, typed values."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from rlcw.cli import COMMANDS
+from rlcw.config import describe, flat_keys, load_config, parse_overrides, to_yaml
+from rlcw.errors import RlcwError
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@dataclass
+class ModelSec:
+    name: str = "tiny"
+    dtype: str = "float32"
+
+
+@dataclass
+class TrainSec:
+    lr: float = 0.001
+    steps: int = 10
+    opt: str | None = None
+
+
+@dataclass
+class ToyConfig:
+    model: ModelSec = field(default_factory=ModelSec)
+    train: TrainSec = field(default_factory=TrainSec)
+    columns: dict[str, str] = field(default_factory=lambda: {"chosen": "chosen"})
+    seed: int = 0
+
+
+def _yaml(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_when_no_file_and_no_overrides():
+    cfg = load_config(ToyConfig)
+    assert isinstance(cfg, ToyConfig)
+    assert cfg.model.name == "tiny"
+    assert cfg.train.lr == 0.001
+    assert cfg.train.steps == 10
+    assert cfg.train.opt is None
+    assert cfg.columns == {"chosen": "chosen"}
+    assert cfg.seed == 0
+
+
+def test_yaml_overrides_defaults_and_keeps_the_rest(tmp_path):
+    path = _yaml(tmp_path, "model:\n  name: big\ntrain:\n  steps: 99\n  opt: adamw\ncolumns:\n  chosen: better\n")
+    cfg = load_config(ToyConfig, path)
+    assert cfg.model.name == "big"
+    assert cfg.model.dtype == "float32"  # untouched default
+    assert cfg.train.steps == 99
+    assert cfg.train.opt == "adamw"
+    assert cfg.train.lr == 0.001
+    assert cfg.columns["chosen"] == "better"
+
+
+def test_dotlist_overrides_take_precedence_over_yaml(tmp_path):
+    path = _yaml(tmp_path, "train:\n  steps: 99\n  lr: 0.5\n")
+    cfg = load_config(ToyConfig, path, ["train.steps=7", "model.name=cli"])
+    assert cfg.train.steps == 7  # command line beats YAML
+    assert cfg.train.lr == 0.5  # YAML beats default
+    assert cfg.model.name == "cli"
+
+
+def test_override_converts_string_values_to_field_types():
+    cfg = load_config(ToyConfig, None, ["train.lr=2e-5", "train.steps=3", "train.opt=null"])
+    assert cfg.train.lr == pytest.approx(2e-5)
+    assert isinstance(cfg.train.steps, int) and cfg.train.steps == 3
+    assert cfg.train.opt is None
+
+
+def test_unknown_yaml_key_names_key_file_and_suggestion(tmp_path):
+    path = _yaml(tmp_path, "train:\n  lrr: 0.1\n")
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, path)
+    msg = str(info.value)
+    assert "train.lrr" in msg
+    assert str(path) in msg
+    assert "'train.lr'" in msg  # the close suggestion
+
+
+def test_unknown_top_level_yaml_key(tmp_path):
+    path = _yaml(tmp_path, "sead: 3\n")
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, path)
+    assert "sead" in str(info.value)
+    assert "'seed'" in str(info.value)
+
+
+def test_unknown_key_on_command_line_names_command_line():
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, None, ["model.nmae=x"])
+    msg = str(info.value)
+    assert "model.nmae" in msg
+    assert "command line" in msg
+    assert "'model.name'" in msg
+
+
+def test_misspelt_section_names_full_key_and_suggests():
+    from rlcw.recipes.train_rm import TrainRMConfig
+
+    with pytest.raises(RlcwError) as info:
+        load_config(TrainRMConfig, None, ["trian.max_steps=3"])
+    msg = str(info.value)
+    assert "'trian.max_steps'" in msg
+    assert "did you mean 'train.max_steps'" in msg
+
+
+def test_scalar_for_a_section_names_the_section():
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, None, ["train=5"])
+    assert "'?'" not in str(info.value)
+    assert "'train'" in str(info.value)
+
+
+def test_wrong_type_names_key_and_expected_type():
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, None, ["train.steps=abc"])
+    msg = str(info.value)
+    assert "train.steps" in msg
+    assert "int" in msg
+    assert "command line" in msg
+
+
+def test_wrong_type_in_yaml_names_file(tmp_path):
+    path = _yaml(tmp_path, "train:\n  lr: fast\n")
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, path)
+    msg = str(info.value)
+    assert "train.lr" in msg and "float" in msg and str(path) in msg
+
+
+def test_missing_config_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, missing)
+    assert "not found" in str(info.value)
+    assert str(missing) in str(info.value)
+
+
+def test_yaml_top_level_must_be_a_mapping(tmp_path):
+    path = _yaml(tmp_path, "- a\n- b\n")
+    with pytest.raises(RlcwError, match="mapping"):
+        load_config(ToyConfig, path)
+
+
+def test_unparsable_yaml_is_an_rlcw_error(tmp_path):
+    path = _yaml(tmp_path, "train: [unclosed\n")
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, path)
+    assert str(path) in str(info.value)
+
+
+def test_empty_yaml_gives_defaults(tmp_path):
+    path = _yaml(tmp_path, "")
+    assert load_config(ToyConfig, path) == ToyConfig()
+
+
+@pytest.mark.parametrize("bad", ["train.steps", "=5", "noequals"])
+def test_malformed_override_without_equals(bad):
+    with pytest.raises(RlcwError) as info:
+        load_config(ToyConfig, None, [bad])
+    assert "key=value" in str(info.value)
+    assert bad in str(info.value)
+
+
+def test_parse_overrides_nests_dotted_keys():
+    assert parse_overrides(["a.b=1", "a.c=x", "d=2"]) == {"a": {"b": 1, "c": "x"}, "d": 2}
+
+
+def test_flat_keys_and_describe_list_dotted_keys_with_defaults():
+    keys = flat_keys(ToyConfig)
+    assert set(keys) == {"model.name", "model.dtype", "train.lr", "train.steps", "train.opt", "columns", "seed"}
+    assert keys["train.steps"] == (int, 10)
+    text = describe(ToyConfig)
+    lines = text.splitlines()
+    assert len(lines) == 7
+    assert "  train.lr: float = 0.001" in lines
+    assert "  train.steps: int = 10" in lines
+    assert "  model.name: str = 'tiny'" in lines
+    assert any(line.startswith("  train.opt:") and line.endswith("= None") for line in lines)
+
+
+def test_to_yaml_round_trips_through_load_config(tmp_path):
+    cfg = load_config(ToyConfig, None, ["train.steps=42", "train.opt=sgd", "model.name=x", "columns.rejected=worse"])
+    path = _yaml(tmp_path, to_yaml(cfg), "resolved.yaml")
+    again = load_config(ToyConfig, path)
+    assert again == cfg
+    assert again.columns == {"chosen": "chosen", "rejected": "worse"}
+
+
+# --- the shipped configs/<command>/*.yaml load against their command's config class ---
+
+def _config_problems(root: Path) -> tuple[int, list[str]]:
+    """Load every root/<command folder>/**/*.yaml against its command's config class."""
+    files = sorted(root.glob("**/*.yaml")) if root.is_dir() else []
+    problems = []
+    for path in files:
+        folder = path.relative_to(root).parts[0]
+        command = folder.replace("_", "-")
+        if command not in COMMANDS:
+            problems.append(f"{path}: folder '{folder}' maps to no command in rlcw.cli.COMMANDS")
+            continue
+        module_name, cls_name, _ = COMMANDS[command]
+        try:
+            cls = getattr(importlib.import_module(module_name), cls_name)
+            load_config(cls, path)
+        except Exception as exc:  # noqa: BLE001 - collect every broken file
+            problems.append(f"{path}: {type(exc).__name__}: {exc}")
+    return len(files), problems
+
+
+def test_shipped_configs_load_against_their_command():
+    count, problems = _config_problems(CONFIGS)
+    if count == 0:
+        pytest.skip(f"no YAML under {CONFIGS} yet")
+    assert not problems, "\n".join(problems)
+
+
+def test_config_checker_catches_bad_files(tmp_path):
+    """The checker above must be able to fail: a bad key, an unknown folder, a good file."""
+    (tmp_path / "train_rm").mkdir()
+    (tmp_path / "train_rm" / "good.yaml").write_text("train:\n  max_steps: 3\n", encoding="utf-8")
+    (tmp_path / "train_rm" / "bad.yaml").write_text("train:\n  max_stepz: 3\n", encoding="utf-8")
+    (tmp_path / "no_such_command").mkdir()
+    (tmp_path / "no_such_command" / "x.yaml").write_text("a: 1\n", encoding="utf-8")
+    count, problems = _config_problems(tmp_path)
+    assert count == 3
+    assert len(problems) == 2
+    assert any("bad.yaml" in p and "train.max_stepz" in p for p in problems)
+    assert any("no_such_command" in p for p in problems)
