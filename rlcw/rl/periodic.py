@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-from rlcw.data.records import write_stories
+from rlcw.data.records import read_stories, write_stories
 from rlcw.rl.evaluation import run_evaluators
 from rlcw.runs import RunDir
 
@@ -43,11 +43,24 @@ class PeriodicEvalCallback(TrainerCallback):
             metrics = run_evaluators(self.evaluators, stories, self.baseline, self.run.samples)
             self.history.append({"step": step, **metrics})
             self.run.log(step, metrics)
+            self._tensorboard(step, metrics)
         self._last_step = step
         _barrier()
 
+    def _tensorboard(self, step: int, metrics: dict) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        with SummaryWriter(str(self.run.path / "tensorboard" / "eval")) as writer:
+            for key, value in metrics.items():
+                writer.add_scalar(key, value, step)
+
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if self.every_steps and state.global_step == 0:
+        if not self.every_steps:
+            return
+        saved = self.run.samples / "baseline.jsonl"
+        if state.global_step > 0 and saved.is_file():  # resumed run: the baseline was sampled before
+            self.baseline = read_stories(saved)
+        elif state.global_step == 0:
             self._evaluate(model, 0, state)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
