@@ -11,6 +11,7 @@ Not here yet (RL issue): push_to_hub, serving test, vLLM notes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -69,8 +70,6 @@ Serve: `transformers serve <this folder> --host 127.0.0.1 --port 8000` (OpenAI-c
 def main(cfg: ExportConfig) -> dict:
     with stage_run(cfg, "export") as run:
         src = resolve(cfg.model.name)
-        from pathlib import Path
-
         base = lora_base_spec(Path(src)) if is_lora_checkpoint(Path(src)) else cfg.model.name
         merged = load_causal_lm(cfg.model.name, cfg.model.dtype, merge_lora=True).eval()
         tokenizer = load_tokenizer(cfg.model.name)

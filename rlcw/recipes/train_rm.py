@@ -181,7 +181,5 @@ def save_rm(model, tokenizer, spec: RMSpec, path):
 
 def _report(cfg: TrainRMConfig, metrics: dict, model_dir) -> str:
     lines = [f"# Reward model ({cfg.rm.type})", "", f"- base: `{cfg.model.name}`", f"- model: `{model_dir}`", ""]
-    lines += [f"| {k} | {v:.4g} |" if i else f"| metric | value |\n|---|---|\n| {k} | {v:.4g} |" for i, (k, v) in enumerate(metrics.items())]
+    lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
     return "\n".join(lines) + "\n"
-
-
