@@ -11,32 +11,56 @@ and `--json`. A user error prints one clear message and exits with status 2.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import sys
 
 from rlcw.config import describe, load_config
 from rlcw.errors import RlcwError
 
-# command -> (module, config class, one-line help). Commands of later issues keep their names:
-# curate, eval-rm, serve-rm, ppo, judge, agreement, surface, study-export, study-ingest,
-# train-agents, sweep, summarize.
-COMMANDS: dict[str, tuple[str, str, str]] = {
+# command -> (module, config class, one-line help). A command whose module does not exist yet
+# is listed as "not built yet". A config class of None means the module parses its own
+# positional arguments: it defines `cli(argv: list[str]) -> int` (analysis commands).
+COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "prepare-model": ("rlcw.recipes.prepare_model", "PrepareModelConfig", "convert/cache the embedded model, check any model loads"),
+    "curate": ("rlcw.recipes.curate", "CurateConfig", "LitBench-style preference curation from upvoted stories"),
     "build-pairs": ("rlcw.recipes.build_pairs", "BuildPairsConfig", "preference pairs by controlled (length-matched) corruption"),
-    "train-rm": ("rlcw.recipes.train_rm", "TrainRMConfig", "train a reward model (rm.type=bt)"),
-    "grpo": ("rlcw.recipes.grpo", "GRPORecipeConfig", "GRPO with a learned reward + length term (TRL GRPOTrainer, LoRA)"),
+    "train-rm": ("rlcw.recipes.train_rm", "TrainRMConfig", "train a reward model (rm.type=bt|genrm)"),
+    "eval-rm": ("rlcw.recipes.eval_rm", "EvalRMConfig", "evaluate a BT RM, GenRM or judge on held-out pairs"),
+    "serve-rm": ("rlcw.recipes.serve_rm", "ServeRMConfig", "serve a reward model over HTTP for RL jobs"),
+    "grpo": ("rlcw.recipes.grpo", "GRPORecipeConfig", "GRPO with learned rewards + length control (TRL GRPOTrainer)"),
+    "ppo": ("rlcw.recipes.ppo", "PPORecipeConfig", "PPO with a learned reward (policy + value model, GAE)"),
     "generate": ("rlcw.recipes.generate", "GenerateConfig", "sample stories for prompts into story records"),
+    "judge": ("rlcw.recipes.judge", "JudgeConfig", "LLM judges (Agents' Room, LitBench, TTCW) over story files"),
+    "agreement": ("rlcw.recipes.agreement", None, "agreement of judge scores with human scores (CSV)"),
+    "surface": ("rlcw.recipes.surface", None, "surface metrics of story files (Agents' Room Table 2)"),
+    "study-export": ("rlcw.recipes.study_export", "StudyExportConfig", "blinded human-study packets (HTML, CSV, Label Studio)"),
+    "study-ingest": ("rlcw.recipes.study_ingest", "StudyIngestConfig", "validate, unblind and analyse human-study answers"),
+    "train-agents": ("rlcw.recipes.train_agents", "TrainAgentsConfig", "synthetic Agents' Room data and one LoRA per agent"),
+    "sweep": ("rlcw.recipes.sweep", None, "run override grids locally or as a Slurm job array"),
+    "summarize": ("rlcw.recipes.summarize", None, "collect runs' summary.json into one table"),
     "export": ("rlcw.recipes.export", "ExportConfig", "merge LoRA, save for serving, check logits"),
     "quickstart": ("rlcw.recipes.quickstart", "QuickstartConfig", "the whole loop on the embedded model, with a report"),
 }
-PLANNED = ("curate", "eval-rm", "serve-rm", "ppo", "judge", "agreement", "surface", "study-export", "study-ingest", "train-agents", "sweep", "summarize")
+
+
+def is_built(name: str) -> bool:
+    return importlib.util.find_spec(COMMANDS[name][0]) is not None
+
+
+def planned() -> list[str]:
+    """Commands reserved by the contract whose module does not exist yet."""
+    return [name for name in COMMANDS if not is_built(name)]
 
 
 def _usage() -> str:
     width = max(map(len, COMMANDS))
+    todo = planned()
     lines = ["usage: rlcw <command> [--config FILE] [key=value ...]", "", "commands:"]
-    lines += [f"  {name:<{width}}  {text}" for name, (_, _, text) in COMMANDS.items()]
-    lines += ["", f"planned (not built yet): {', '.join(PLANNED)}", "`rlcw <command> --help` lists its keys and defaults."]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, _, text) in COMMANDS.items() if name not in todo]
+    if todo:
+        lines += ["", f"planned (not built yet): {', '.join(todo)}"]
+    lines += ["`rlcw <command> --help` lists its keys and defaults."]
     return "\n".join(lines)
 
 
@@ -65,14 +89,17 @@ def run(argv: list[str]) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        if name in PLANNED:
-            raise RlcwError(f"'rlcw {name}' is not built yet", hint="see the project's issues; built commands: " + ", ".join(COMMANDS))
         import difflib
 
-        close = difflib.get_close_matches(name, list(COMMANDS) + list(PLANNED), n=2)
+        close = difflib.get_close_matches(name, list(COMMANDS), n=2)
         raise RlcwError(f"unknown command '{name}'", hint=f"did you mean {' or '.join(close)}?" if close else "`rlcw --help` lists commands")
+    if not is_built(name):
+        built = [n for n in COMMANDS if is_built(n)]
+        raise RlcwError(f"'rlcw {name}' is not built yet", hint="see the project's issues; built commands: " + ", ".join(built))
     module_name, cls_name, text = COMMANDS[name]
     module = importlib.import_module(module_name)
+    if cls_name is None:
+        return int(module.cli(rest) or 0)
     cls = getattr(module, cls_name)
     if any(a in ("-h", "--help") for a in rest):
         print(f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default):\n{describe(cls)}")

@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/services.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
 set +e

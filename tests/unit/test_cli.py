@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rlcw import cli
-from rlcw.cli import COMMANDS, PLANNED, main, run
+import importlib
+
+from rlcw.cli import COMMANDS, is_built, main, planned, run
 from rlcw.errors import RlcwError
 
 
@@ -15,10 +17,11 @@ def test_help_lists_every_command(argv, capsys):
     out = capsys.readouterr().out
     assert out.startswith("usage: rlcw")
     for name, (_, _, text) in COMMANDS.items():
-        assert f"  {name} " in out
-        assert text in out
-    for name in PLANNED:
-        assert name in out
+        if is_built(name):
+            assert f"  {name} " in out
+            assert text in out
+        else:
+            assert name in out.split("planned (not built yet):")[1]
 
 
 def test_unknown_command_suggests_the_closest():
@@ -35,7 +38,10 @@ def test_unknown_command_without_close_match():
 
 
 @pytest.mark.parametrize("name", ["judge", "ppo", "summarize"])
-def test_planned_command_is_not_built_yet(name):
+def test_planned_command_is_not_built_yet(name, monkeypatch):
+    module, cls_name, text = COMMANDS[name]
+    monkeypatch.setitem(COMMANDS, name, ("rlcw.recipes._no_such_module", cls_name, text))
+    assert name in planned()
     with pytest.raises(RlcwError) as info:
         run([name])
     assert "not built yet" in str(info.value)
@@ -102,7 +108,12 @@ def test_split_args():
 
 
 def test_commands_table_is_well_formed():
-    assert not set(COMMANDS) & set(PLANNED)
-    for name, (module, cls_name, text) in COMMANDS.items():
-        assert module.startswith("rlcw.recipes.")
-        assert cls_name.endswith("Config") and text
+    for name, (module_name, cls_name, text) in COMMANDS.items():
+        assert module_name == "rlcw.recipes." + name.replace("-", "_") and text
+        if not is_built(name):
+            continue
+        module = importlib.import_module(module_name)
+        if cls_name is None:
+            assert callable(module.cli), name
+        else:
+            assert cls_name.endswith("Config") and hasattr(module, cls_name) and callable(module.main), name
