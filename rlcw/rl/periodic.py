@@ -24,8 +24,11 @@ def _barrier() -> None:
         dist.barrier()
 
 
-class PeriodicEvalCallback(TrainerCallback):
-    """`sample(model, step) -> story records`; evaluators follow `rlcw.rl.evaluation.Evaluator`."""
+class PeriodicEval:
+    """Trainer-agnostic periodic evaluation: `begin`, `step_end`, `end` with the global step.
+
+    `sample(model, step) -> story records`; evaluators follow `rlcw.rl.evaluation.Evaluator`.
+    Used by `PeriodicEvalCallback` (TRL/transformers trainers) and by rlcw's own PPO loop."""
 
     def __init__(self, run: RunDir, sample: Callable, evaluators: list, every_steps: int):
         self.run, self.sample, self.evaluators, self.every_steps = run, sample, evaluators, every_steps
@@ -33,8 +36,8 @@ class PeriodicEvalCallback(TrainerCallback):
         self.history: list[dict] = []
         self._last_step = -1
 
-    def _evaluate(self, model, step: int, state) -> None:
-        if state.is_world_process_zero:
+    def _evaluate(self, model, step: int, is_main: bool) -> None:
+        if is_main:
             stories = self.sample(model, step)
             if step == 0:
                 self.baseline = [dict(s, system="baseline") for s in stories]
@@ -54,19 +57,44 @@ class PeriodicEvalCallback(TrainerCallback):
             for key, value in metrics.items():
                 writer.add_scalar(key, value, step)
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def begin(self, model, step: int, is_main: bool) -> None:
+        """At the start of training (step > 0 on resume: reload the baseline, sample nothing)."""
         if not self.every_steps:
             return
         saved = self.run.samples / "baseline.jsonl"
-        if state.global_step > 0 and saved.is_file():  # resumed run: the baseline was sampled before
+        if step > 0 and saved.is_file():  # resumed run: the baseline was sampled before
             self.baseline = read_stories(saved)
-        elif state.global_step == 0:
-            self._evaluate(model, 0, state)
+        elif step == 0:
+            self._evaluate(model, 0, is_main)
+
+    def step_end(self, model, step: int, is_main: bool) -> None:
+        if self.every_steps and step % self.every_steps == 0:
+            self._evaluate(model, step, is_main)
+
+    def end(self, model, step: int, is_main: bool) -> None:
+        if self.every_steps and self._last_step != step:
+            self._evaluate(model, step, is_main)
+
+
+class PeriodicEvalCallback(TrainerCallback):
+    """`PeriodicEval` as a transformers `TrainerCallback`."""
+
+    def __init__(self, run: RunDir, sample: Callable, evaluators: list, every_steps: int):
+        self.periodic = PeriodicEval(run, sample, evaluators, every_steps)
+
+    @property
+    def baseline(self) -> list[dict]:
+        return self.periodic.baseline
+
+    @property
+    def history(self) -> list[dict]:
+        return self.periodic.history
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.periodic.begin(model, state.global_step, state.is_world_process_zero)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        if self.every_steps and state.global_step % self.every_steps == 0:
-            self._evaluate(model, state.global_step, state)
+        self.periodic.step_end(model, state.global_step, state.is_world_process_zero)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
-        if self.every_steps and self._last_step != state.global_step:
-            self._evaluate(model, state.global_step, state)
+        self.periodic.end(model, state.global_step, state.is_world_process_zero)
