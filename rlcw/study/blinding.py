@@ -1,0 +1,90 @@
+"""Blinding: random A/B order under a seed; who wrote what lives only in a key file.
+
+    items, key = blind(pairs, seed=0)      # items: what raters see; key: item_id -> identities
+    write_key(path, key, packets); read_key(path)   # the key file carries a SHA-256 of its content
+
+An item is {"item_id", "prompt", "story_a", "story_b"} (+ "attention": True for attention
+checks, whose expected answers are in the key). Item ids are random hex under the seed, so they
+reveal neither order nor system. The key file also lists each packet's rater and items. The
+checksum is SHA-256 of the file's content (without the checksum) as canonical JSON (sorted keys,
+no spaces, UTF-8); `read_key` refuses a key whose content no longer matches it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+from rlcw.errors import RlcwError
+from rlcw.io import atomic_write_json
+
+ATTENTION_TEXT = ("ATTENTION CHECK. This is not a story. To show you are reading carefully, please answer "
+                  "'B is better' for every question about this pair.")
+
+
+def _side(rec: dict) -> dict:
+    meta = rec.get("meta") or {}
+    return {"system": rec["system"], "record_id": rec.get("id"), "rm_score": meta.get("rm_score")}
+
+
+def blind(pairs: list[dict], seed: int = 0, attention_checks: int = 0) -> tuple[list[dict], dict]:
+    """Shuffle A/B per pair and give each item a random id; add `attention_checks` check items
+    (a real story against an instruction to answer B everywhere)."""
+    rng = random.Random(seed)
+    items, key = [], {}
+    ids = set()
+
+    def new_id() -> str:
+        while (item_id := f"{rng.getrandbits(48):012x}") in ids:
+            pass
+        ids.add(item_id)
+        return item_id
+
+    for pair in pairs:
+        a, b = (pair["first"], pair["second"]) if rng.random() < 0.5 else (pair["second"], pair["first"])
+        item_id = new_id()
+        items.append({"item_id": item_id, "prompt": pair["prompt"], "story_a": a["story"], "story_b": b["story"]})
+        key[item_id] = {"prompt": pair["prompt"], "kind": pair["kind"], "A": _side(a), "B": _side(b)}
+    for k in range(attention_checks):
+        source = pairs[rng.randrange(len(pairs))]["first"]
+        item_id = new_id()
+        items.append({"item_id": item_id, "prompt": source["prompt"], "story_a": source["story"],
+                      "story_b": ATTENTION_TEXT, "attention": True})
+        key[item_id] = {"prompt": source["prompt"], "kind": "attention", "expected": "B"}
+    return items, key
+
+
+def checksum(payload: dict) -> str:
+    """SHA-256 of the payload as canonical JSON (sorted keys, no spaces, UTF-8)."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_key(path: str | Path, key: dict, packets: list[dict], extra: dict | None = None) -> Path:
+    """Write {"items": key, "packets": {packet_id: {rater_id, sitting, item_ids}}, **extra, "sha256"}
+    atomically; the checksum covers everything but itself."""
+    payload = {**(extra or {}), "items": key,
+               "packets": {p["packet_id"]: {"rater_id": p["rater_id"], "sitting": p["sitting"],
+                                            "item_ids": [it["item_id"] for it in p["items"]]} for p in packets}}
+    return atomic_write_json(path, {**payload, "sha256": checksum(payload)})
+
+
+def read_key(path: str | Path) -> dict:
+    """The key payload ("items", "packets", ...) after checking the checksum; a tampered or
+    truncated key is an error."""
+    path = Path(path)
+    if not path.is_file():
+        raise RlcwError("key file not found", where=str(path), hint="pass the key.json written by `rlcw study-export`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RlcwError(f"key file is not valid JSON ({exc})", where=str(path), hint="restore the key from the export run") from None
+    if not isinstance(data, dict) or not {"items", "packets", "sha256"} <= set(data):
+        raise RlcwError("key file lacks 'items', 'packets' or 'sha256'", where=str(path), hint="use the key.json written by study-export")
+    stated = data.pop("sha256")
+    if checksum(data) != stated:
+        raise RlcwError("key file does not match its checksum (edited or corrupted)", where=f"{path} field 'sha256'",
+                        hint="restore key.json from the export run; never edit it by hand")
+    return data

@@ -1,0 +1,62 @@
+"""The "study" evaluator: at each periodic evaluation of an RL run, export a blinded human-study
+packet of the candidates vs the baseline (the starting model) on the same prompts.
+
+    ev = make_study_evaluator({"raters_per_item": 3, "attention_checks": 1}, {})
+    ev.evaluate(candidates, baseline, run.samples)   # -> {"pairs": 8.0, "packets": 6.0, ...}
+
+Options (all optional): raters_per_item (1), per_sitting (5), attention_checks (0), formats
+(["html", "csv", "labelstudio"]), study (name shown to raters; default "rl-eval"), seed (0),
+max_pairs (all). The context may carry "seed" and "run_name". Packets go to
+`<out_dir>/study/step_<step>/` (step from the candidates' `step` field, else a call counter), each
+with its own key.json; `rlcw study-ingest key=... answers=[...]` analyses the answers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlcw.errors import RlcwError
+from rlcw.study.packets import FORMATS, export_packet
+from rlcw.study.selection import system_pairs
+
+OPTIONS = ("raters_per_item", "per_sitting", "attention_checks", "formats", "study", "seed", "max_pairs")
+
+
+class StudyEvaluator:
+    """Writes a packet per evaluation and reports its size (what a run can log)."""
+
+    name = "study"
+
+    def __init__(self, raters_per_item: int = 1, per_sitting: int = 5, attention_checks: int = 0,
+                 formats: tuple[str, ...] = FORMATS, study: str = "rl-eval", seed: int = 0, max_pairs: int | None = None):
+        self.options = {"raters_per_item": raters_per_item, "per_sitting": per_sitting,
+                        "attention_checks": attention_checks, "formats": tuple(formats)}
+        self.study, self.seed, self.max_pairs = study, seed, max_pairs
+        self.calls = 0
+
+    def evaluate(self, candidates: list[dict], baseline: list[dict], out_dir: Path) -> dict[str, float]:
+        self.calls += 1
+        if not baseline:
+            return {"pairs": 0.0}
+        step = candidates[0].get("step") if candidates else None
+        tag = f"step_{int(step):06d}" if step is not None else f"eval_{self.calls:03d}"
+        base_name = baseline[0]["system"]
+        cand = [{**c, "system": c["system"] if c["system"] != base_name else "candidate"} for c in candidates]
+        pairs = system_pairs(cand, baseline, where="study evaluator")[: self.max_pairs or None]
+        result = export_packet(pairs, Path(out_dir) / "study" / tag, study=f"{self.study}-{tag}",
+                               seed=self.seed + self.calls, **self.options)
+        return {k: float(v) for k, v in result["counts"].items()}
+
+
+def make_study_evaluator(options: dict, context: dict) -> StudyEvaluator:
+    """Build the evaluator from `eval` options (unknown keys are an error naming them)."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise RlcwError(f"unknown study evaluator option(s) {unknown}", where="eval.study",
+                        hint=f"valid options: {', '.join(OPTIONS)}")
+    opts = dict(options)
+    opts.setdefault("seed", int(context.get("seed", 0)))
+    opts.setdefault("study", str(context.get("run_name", "rl-eval")))
+    if "formats" in opts:
+        opts["formats"] = tuple(opts["formats"])
+    return StudyEvaluator(**opts)
