@@ -1,0 +1,355 @@
+"""Judge clients: any OpenAI-compatible server, a local transformers model, or a scripted one.
+
+    from rlcw.judges.client import ClientConfig, make_client
+    client = make_client(ClientConfig(kind="openai", base_url="http://127.0.0.1:8000/v1", model="m",
+                                      cache_dir="runs/judge_cache", concurrency=4))
+    reply = client.chat([{"role": "user", "content": "Say hi"}], max_tokens=16)
+    replies = client.chat_many([conv1, conv2], cache_tag="litbench-writerly-v1")
+
+Every client caches replies (when `cache_dir` is set) under a key made of the model, the cache
+tag (template version), the messages and the sampling parameters, keeps a call/token budget and
+counts what it did in `client.stats`. The OpenAI client retries timeouts, connection errors,
+5xx and 429 with exponential backoff, honouring a server's Retry-After. The API key is read
+from the environment variable named by `api_key_env` and never logged or written anywhere.
+`temperature`, `max_tokens` and `seed` left at None in a call take the config's values.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from rlcw.errors import RlcwError
+from rlcw.judges.cache import ReplyCache, cache_key
+
+Messages = list[dict[str, str]]
+KINDS = ("openai", "local", "scripted")
+
+
+@dataclass
+class ClientConfig:
+    """How to reach a judge model (`client.*` keys of `rlcw judge`)."""
+
+    kind: str = "openai"  # openai | local | scripted
+    base_url: str = "http://127.0.0.1:8000/v1"  # OpenAI-compatible endpoint (kind=openai)
+    model: str = "smollm2-135m-instruct"  # model name sent to the server, or a model spec (kind=local)
+    api_key_env: str | None = "OPENAI_API_KEY"  # environment variable holding the key (never logged)
+    concurrency: int = 4  # requests in flight at once (kind=openai)
+    max_retries: int = 4  # retries after the first attempt (timeouts, connection errors, 5xx, 429)
+    timeout_s: float = 120.0
+    retry_base_s: float = 1.0  # first backoff; doubles per retry (capped at retry_max_s)
+    retry_max_s: float = 60.0  # longest wait, also the cap on a server's Retry-After
+    budget_calls: int | None = None  # stop with an error before making more uncached calls than this
+    budget_tokens: int | None = None  # stop once this many prompt + completion tokens were used
+    cache_dir: str | None = None  # folder of the reply cache (None = no cache)
+    temperature: float = 0.0
+    max_tokens: int = 512
+    seed: int | None = 0
+    script: str | None = None  # kind=scripted: jsonl of {"reply", optional "match"} rules
+
+
+class BudgetExceeded(RlcwError):
+    """The call or token budget of a client is spent."""
+
+
+class ChatClient:
+    """Shared cache, budget, statistics and bounded concurrency; subclasses implement `_complete`."""
+
+    concurrency_cap: int | None = None  # e.g. 1 for an in-process model
+
+    def __init__(self, cfg: ClientConfig):
+        self.cfg = cfg
+        self.cache = ReplyCache(cfg.cache_dir) if cfg.cache_dir else None
+        self.stats = {"calls": 0, "requests": 0, "cache_hits": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self._lock = threading.Lock()
+
+    @property
+    def model_key(self) -> str:
+        return f"{self.cfg.kind}:{self.cfg.model}"
+
+    def _complete(self, messages: Messages, max_tokens: int, temperature: float, seed: int | None) -> tuple[str, int, int]:
+        """(reply, prompt tokens, completion tokens) of one real call."""
+        raise NotImplementedError
+
+    def _reserve(self) -> None:
+        with self._lock:
+            used = self.stats["prompt_tokens"] + self.stats["completion_tokens"]
+            if self.cfg.budget_calls is not None and self.stats["calls"] >= self.cfg.budget_calls:
+                raise BudgetExceeded(f"call budget spent ({self.cfg.budget_calls} calls)",
+                                     hint="raise client.budget_calls; cached replies cost nothing on a re-run")
+            if self.cfg.budget_tokens is not None and used >= self.cfg.budget_tokens:
+                raise BudgetExceeded(f"token budget spent ({used} of {self.cfg.budget_tokens} tokens)",
+                                     hint="raise client.budget_tokens; cached replies cost nothing on a re-run")
+            self.stats["calls"] += 1
+
+    def chat(self, messages: Messages, *, max_tokens: int | None = None, temperature: float | None = None,
+             seed: int | None = None, cache_tag: str | None = None) -> str:
+        """The reply to one conversation (from the cache when it holds it)."""
+        max_tokens = self.cfg.max_tokens if max_tokens is None else max_tokens
+        temperature = self.cfg.temperature if temperature is None else temperature
+        seed = self.cfg.seed if seed is None else seed
+        key = cache_key(self.model_key, cache_tag, messages, {"max_tokens": max_tokens, "temperature": temperature, "seed": seed})
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                with self._lock:
+                    self.stats["cache_hits"] += 1
+                return hit
+        self._reserve()
+        try:
+            reply, n_in, n_out = self._complete(messages, max_tokens, temperature, seed)
+        except BaseException:
+            with self._lock:
+                self.stats["calls"] -= 1  # a failed call is not counted (nothing came back)
+            raise
+        with self._lock:
+            self.stats["prompt_tokens"] += n_in
+            self.stats["completion_tokens"] += n_out
+        if self.cache is not None:
+            self.cache.put(key, reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
+        return reply
+
+    def chat_many(self, conversations: Sequence[Messages], *, max_tokens: int | None = None, temperature: float | None = None,
+                  seed: int | None = None, cache_tag: str | None = None, desc: str = "judge", progress: bool = True) -> list[str]:
+        """Replies in input order, with at most `concurrency` calls in flight; the first error stops the rest."""
+        workers = max(1, min(self.cfg.concurrency, self.concurrency_cap or self.cfg.concurrency, len(conversations) or 1))
+        out: list[str | None] = [None] * len(conversations)
+        bar = tqdm(total=len(conversations), desc=desc, disable=not progress)
+
+        def one(i: int) -> None:
+            out[i] = self.chat(conversations[i], max_tokens=max_tokens, temperature=temperature, seed=seed, cache_tag=cache_tag)
+            bar.update(1)
+
+        try:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(one, i) for i in range(len(conversations))]
+                done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+                failed = [f for f in futures if f.done() and f.exception() is not None]
+                if failed:
+                    for f in pending:
+                        f.cancel()
+                    raise failed[0].exception()
+        finally:
+            bar.close()
+        return [str(r) for r in out]
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+
+# --- OpenAI-compatible servers -------------------------------------------------------------
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from a Retry-After header (a number or an HTTP date), if the error has one."""
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def backoff_seconds(attempt: int, exc: BaseException | None, base: float, cap: float) -> float:
+    """Wait before retry `attempt` (1-based): the server's Retry-After, else base * 2^(attempt-1) with jitter."""
+    after = _retry_after(exc) if exc is not None else None
+    if after is not None:
+        return min(after, cap)
+    return min(cap, base * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    import openai
+
+    if isinstance(exc, (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)):
+        return True  # APITimeoutError is an APIConnectionError
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+class OpenAIClient(ChatClient):
+    def __init__(self, cfg: ClientConfig):
+        super().__init__(cfg)
+        import openai
+
+        key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        # Local servers take any key; the openai client refuses an empty one.
+        self._client = openai.OpenAI(base_url=cfg.base_url, api_key=key or "not-needed", timeout=cfg.timeout_s, max_retries=0)
+
+    @property
+    def model_key(self) -> str:
+        return f"openai:{self.cfg.model}"
+
+    def _complete(self, messages, max_tokens, temperature, seed):
+        import tenacity
+
+        def before_sleep(state) -> None:
+            with self._lock:
+                self.stats["retries"] += 1
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(is_retryable),
+            stop=tenacity.stop_after_attempt(self.cfg.max_retries + 1),
+            wait=lambda s: backoff_seconds(s.attempt_number, s.outcome.exception() if s.outcome else None,
+                                           self.cfg.retry_base_s, self.cfg.retry_max_s),
+            before_sleep=before_sleep, reraise=True,
+        )
+        try:
+            return retrying(self._request, messages, max_tokens, temperature, seed)
+        except Exception as exc:
+            raise self._user_error(exc) from None
+
+    def _request(self, messages, max_tokens, temperature, seed):
+        with self._lock:
+            self.stats["requests"] += 1
+        kwargs = {"seed": seed} if seed is not None else {}
+        resp = self._client.chat.completions.create(
+            model=self.cfg.model, messages=messages, max_tokens=max_tokens, temperature=temperature, **kwargs)
+        text = resp.choices[0].message.content if resp.choices else None
+        if text is None:
+            raise RlcwError("the judge server returned no text", where=self.cfg.base_url)
+        usage = resp.usage
+        return text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+    def _user_error(self, exc: Exception) -> Exception:
+        import openai
+
+        if isinstance(exc, RlcwError):
+            return exc
+        tries = f"after {self.cfg.max_retries + 1} attempts"
+        if isinstance(exc, openai.APITimeoutError):
+            return RlcwError(f"judge server timed out {tries} ({self.cfg.timeout_s} s each)", where=self.cfg.base_url,
+                             hint="raise client.timeout_s or lower client.max_tokens / client.concurrency")
+        if isinstance(exc, openai.APIConnectionError):
+            return RlcwError(f"cannot reach the judge server {tries}", where=self.cfg.base_url,
+                             hint="start it (e.g. `transformers serve MODEL --host 127.0.0.1 --port 8000`) or fix client.base_url")
+        if isinstance(exc, openai.APIStatusError):
+            body = getattr(exc, "body", None)
+            detail = str(body.get("detail") or body.get("error") or body if isinstance(body, dict) else body or exc)[:300]
+            hint = {401: f"set the key in ${self.cfg.api_key_env}", 404: "check client.model and client.base_url (it usually ends in /v1)"}
+            when = f" {tries}" if is_retryable(exc) else ""
+            return RlcwError(f"judge server answered HTTP {exc.status_code}{when}: {detail}",
+                             where=self.cfg.base_url, hint=hint.get(exc.status_code))
+        return exc
+
+
+# --- a local transformers model ------------------------------------------------------------
+
+
+class LocalClient(ChatClient):
+    """A causal LM loaded through rlcw.models, greedy at temperature 0, one call at a time."""
+
+    concurrency_cap = 1
+
+    def __init__(self, cfg: ClientConfig):
+        super().__init__(cfg)
+        from rlcw.models import load_causal_lm, load_tokenizer
+
+        self.tokenizer = load_tokenizer(cfg.model, padding_side="left")
+        self.model = load_causal_lm(cfg.model).eval()
+        self._gen_lock = threading.Lock()
+
+    def _complete(self, messages, max_tokens, temperature, seed):
+        import torch
+
+        with self._gen_lock, torch.no_grad():
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
+            if seed is not None:
+                torch.manual_seed(seed)
+            sample = temperature > 0
+            gen = self.model.generate(**enc, max_new_tokens=max_tokens, do_sample=sample, temperature=temperature if sample else None,
+                                      top_p=None, top_k=None, pad_token_id=self.tokenizer.pad_token_id)
+            new = gen[0, enc["input_ids"].shape[1]:]  # (T_new,)
+            return self.tokenizer.decode(new, skip_special_tokens=True), int(enc["input_ids"].shape[1]), int(new.shape[0])
+
+
+# --- scripted replies for tests ------------------------------------------------------------
+
+Script = Callable[[Messages], str] | Sequence[str] | str | Path
+
+
+def _load_script_file(path: Path) -> list[dict]:
+    from rlcw.io import iter_jsonl
+
+    rules = []
+    for line, obj in iter_jsonl(path):
+        match = obj.get("match")
+        if not isinstance(obj.get("reply"), str) or not (match is None or isinstance(match, (str, list))):
+            raise RlcwError("each rule needs a text 'reply' and an optional 'match' (text or list of texts)", where=f"{path}:{line}",
+                            hint='e.g. {"match": ["Story A", "GOOD"], "reply": "Preferred: A"}')
+        rules.append({"reply": obj["reply"], "match": [match] if isinstance(match, str) else match})
+    return rules
+
+
+class ScriptedClient(ChatClient):
+    """Replies from a function of the messages, a list (in call order, cycling) or a jsonl rule file.
+
+    Rule file: one {"reply": str, "match": optional str or list of str} per line; the first rule
+    whose `match` texts all occur in the conversation answers, else rules without `match` take turns."""
+
+    concurrency_cap = 1  # call order decides list replies: keep it deterministic
+
+    def __init__(self, cfg: ClientConfig, script: Script | None = None):
+        super().__init__(cfg)
+        script = script if script is not None else cfg.script
+        if script is None:
+            raise RlcwError("a scripted client needs replies", hint="set client.script to a jsonl rule file")
+        self._fn: Callable[[Messages], str] | None = script if callable(script) else None
+        self._rules: list[dict] = []
+        if isinstance(script, (str, Path)):
+            self._rules = _load_script_file(Path(script))
+        elif not callable(script):
+            self._rules = [{"reply": str(r), "match": None} for r in script]
+        self._turn = 0
+
+    def _complete(self, messages, max_tokens, temperature, seed):
+        if self._fn is not None:
+            return str(self._fn(messages)), 0, 0
+        text = "\n".join(m.get("content", "") for m in messages)
+        for rule in self._rules:
+            if rule["match"] and all(m in text for m in rule["match"]):
+                return rule["reply"], 0, 0
+        free = [r for r in self._rules if not r["match"]]
+        if not free:
+            raise RlcwError("no scripted rule matches this conversation", hint="add a rule without 'match' as the default")
+        with self._lock:
+            reply, self._turn = free[self._turn % len(free)]["reply"], self._turn + 1
+        return reply, 0, 0
+
+
+def make_client(cfg: ClientConfig | dict, *, script: Script | None = None) -> ChatClient:
+    """A client for `cfg.kind` (a dict is read as ClientConfig keys)."""
+    if isinstance(cfg, dict):
+        unknown = set(cfg) - set(ClientConfig.__dataclass_fields__)
+        if unknown:
+            raise RlcwError(f"unknown client option(s) {sorted(unknown)}", hint=f"valid: {', '.join(ClientConfig.__dataclass_fields__)}")
+        cfg = ClientConfig(**cfg)
+    if cfg.kind not in KINDS:
+        raise RlcwError(f"unknown client kind '{cfg.kind}'", where="client.kind", hint=f"use one of {', '.join(KINDS)}")
+    if cfg.concurrency < 1:
+        raise RlcwError("concurrency must be at least 1", where="client.concurrency")
+    if cfg.kind == "openai":
+        return OpenAIClient(cfg)
+    if cfg.kind == "local":
+        return LocalClient(cfg)
+    return ScriptedClient(cfg, script)
+
+
+def describe_client(cfg: ClientConfig) -> dict:
+    """What a report may show about a client (no key, only the variable's name)."""
+    return json.loads(json.dumps({k: getattr(cfg, k) for k in ("kind", "base_url", "model", "api_key_env", "concurrency",
+                                                                "max_retries", "temperature", "max_tokens", "seed")}))

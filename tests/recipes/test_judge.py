@@ -1,0 +1,139 @@
+"""`rlcw judge` end to end with a scripted judge (rule file): outputs, rankings and invalid counts
+checked against what the rules must produce, worked out by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlcw.config import load_config
+from rlcw.data.records import write_stories
+from rlcw.errors import RlcwError
+from rlcw.recipes.judge import JudgeConfig, main
+
+# "good" stories start with GOOD, "bad" with BAD, "odd" with ODD. Rules (first match wins):
+RULES = [
+    # LitBench: the GOOD story wins in whichever position it is shown; ODD pairs get a hedge.
+    {"match": "Response A:\nGOOD", "reply": "Reasoning: A is vivid.\nPreferred: A"},
+    {"match": "Response B:\nGOOD", "reply": "Reasoning: B is vivid.\n**Preferred:** Response B"},
+    {"match": "Response A:\nODD", "reply": "Preferred: A or B"},
+    {"match": "Response B:\nODD", "reply": "Preferred: A or B"},
+    # Agents' Room: position A always wins Overall (a position-biased judge), Plot follows GOOD.
+    {"match": ["[Story A]\nGOOD", "Language Use"], "reply": "Based on my assessment, the better story for each dimension is:\nPlot: A\nOverall: A"},
+    {"match": ["[Story B]\nGOOD", "Language Use"], "reply": "Based on my assessment, the better story for each dimension is:\nPlot: B\nOverall: A"},
+    # TTCW reference: the candidate in position A is compared with the REFERENCE in B and vice versa.
+    {"match": "[Story A]\nBAD", "reply": "Therefore: [[B»A]]"},
+    {"match": "[Story B]\nBAD", "reply": "Therefore: [[A»B]]"},
+    {"match": "Dimension:", "reply": "Answer: Yes"},
+    {"reply": "[[A=B]]"},
+]
+
+
+@pytest.fixture()
+def files(tmp_path):
+    prompts = [f"Write a story about lighthouse number {i}." for i in range(3)]
+    out = []
+    for system, head in (("good", "GOOD"), ("bad", "BAD")):
+        recs = [{"id": f"{system}-{i}", "prompt": p, "story": f"{head} story {i} " + "word " * (20 if system == "good" else 5),
+                 "system": system, "reference": f"REFERENCE {i}"} for i, p in enumerate(prompts)]
+        write_stories(tmp_path / f"{system}.jsonl", recs)
+        out.append(str(tmp_path / f"{system}.jsonl"))
+    rules = tmp_path / "rules.jsonl"
+    rules.write_text("".join(json.dumps(r) + "\n" for r in RULES))
+    return out, rules
+
+
+def _run(tmp_path, files, protocol, *extra):
+    stories, rules = files
+    cfg = load_config(JudgeConfig, "configs/judge/scripted.yaml", [
+        f"protocol={protocol}", f"data.stories=[{','.join(stories)}]", f"client.script={rules}",
+        f"output_dir={tmp_path}", f"run_name={protocol}", "n_bootstrap=20", *extra])
+    return main(cfg)
+
+
+def test_litbench_rankings_and_cache(tmp_path, files):
+    s = _run(tmp_path, files, "litbench")
+    m = s["metrics"]
+    # 3 prompts x 2 orders = 6 judgments, GOOD wins all -> win rate 1 / 0, both orders agree on every pair
+    assert (m["judgments"], m["invalid"], m["calls"]) == (6, 0, 6)
+    assert m["win_rate/good"] == 1.0 and m["win_rate/bad"] == 0.0 and m["order_consistency"] == 1.0
+    assert m["bt/good"] > 0 > m["bt/bad"]
+    rankings = json.loads((tmp_path / "litbench" / "rankings.json").read_text())
+    assert rankings["preferred"]["wins_matrix"] == [[0.0, 0.0], [6.0, 0.0]]  # systems sorted: bad, good
+    for name in ("verdicts.jsonl", "rankings.png", "report.md", "summary.json", "config.yaml"):
+        assert (tmp_path / "litbench" / name).is_file()
+    again = _run(tmp_path, files, "litbench")  # same run folder: everything from the cache
+    assert again["metrics"]["calls"] == 0 and again["metrics"]["cache_hits"] == 6
+
+
+def test_agents_room_keeps_parsed_dimensions(tmp_path, files):
+    _run(tmp_path, files, "agents_room")
+    res = json.loads((tmp_path / "agents_room" / "rankings.json").read_text())
+    # Plot follows GOOD in both orders; Overall is always "A": consistency 0 over 3 pairs, win rates 0.5
+    assert res["plot"]["win_rate"] == {"bad": 0.0, "good": 1.0} and res["plot"]["order_consistency"] == 1.0
+    assert res["overall"]["win_rate"] == {"bad": 0.5, "good": 0.5} and res["overall"]["order_consistency"] == 0.0
+    # Creativity, Development, Language Use were never given: 6 invalid each, nothing ranked
+    assert res["creativity"]["invalid"] == {"judgments": 6, "valid": 0, "invalid": 6, "invalid_share": 1.0,
+                                            "invalid_reasons": {"no verdict": 6}}
+    assert res["creativity"]["bradley_terry"] == {}
+    assert "invalid 6" in (tmp_path / "agents_room" / "report.md").read_text()
+
+
+def test_invalid_replies_are_counted_never_tied(tmp_path, files):
+    stories, rules = files
+    odd = tmp_path / "odd.jsonl"
+    write_stories(odd, [{"id": "o0", "prompt": "Write a story about lighthouse number 0.", "story": "ODD x", "system": "odd"}])
+    s = _run(tmp_path, (stories + [str(odd)], rules), "litbench", "data.baseline=odd")
+    # pairs (good, odd) and (bad, odd) on prompt 0, two orders each. good-odd: GOOD rules (valid, good wins);
+    # bad-odd: the ODD rules hedge -> 2 invalid, left out: odd's win rate is 0 (not 0.25 as ties would make it)
+    assert s["metrics"]["judgments"] == 4 and s["metrics"]["invalid"] == 2
+    assert json.loads((tmp_path / "litbench" / "rankings.json").read_text())["preferred"]["win_rate"] == {"good": 1.0, "odd": 0.0}
+
+
+def test_ttcw_reference_scores(tmp_path, files):
+    s = _run(tmp_path, files, "ttcw_reference", "ttcw_tests=[1,2,3]")
+    # BAD vs reference: [[B»A]] as A -> -2, [[A»B]] as B -> -2: every test fails -> 0 of 3.
+    # GOOD vs reference: [[A=B]] both orders -> mean 0 -> passes: 3 of 3.
+    assert s["metrics"]["mean_score/good"] == 3.0 and s["metrics"]["mean_score/bad"] == 0.0
+    assert s["metrics"]["judgments"] == 2 * 3 * 3 * 2 and s["metrics"]["invalid"] == 0
+    assert s["metrics"]["win_rate/good"] == 1.0
+
+
+def test_ttcw_hybrid_uses_baseline_for_originality(tmp_path, files):
+    s = _run(tmp_path, files, "ttcw_hybrid", "ttcw_tests=[1,9]")
+    # test 9 by the baseline ("Answer: Yes" -> pass for both), test 1 against the reference as above
+    assert s["metrics"]["mean_score/good"] == 2.0 and s["metrics"]["mean_score/bad"] == 1.0
+    rows = [json.loads(x) for x in (tmp_path / "ttcw_hybrid" / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted({(r["test"], r["protocol"]) for r in rows}) == [(1, "ttcw_reference"), (9, "ttcw_baseline")]
+
+
+def test_bad_inputs(tmp_path, files):
+    stories, rules = files
+    with pytest.raises(RlcwError, match="unknown protocol"):
+        _run(tmp_path, files, "nope")
+    with pytest.raises(RlcwError, match="at least two systems"):
+        _run(tmp_path, ([stories[0]], rules), "litbench")
+    with pytest.raises(RlcwError, match="unknown judge template"):
+        _run(tmp_path, files, "litbench", "template=fancy")
+    write_stories(tmp_path / "dup.jsonl", [{"id": "1", "prompt": "p", "story": "s", "system": "z"},
+                                           {"id": "2", "prompt": "p", "story": "t", "system": "z"}])
+    with pytest.raises(RlcwError, match=r"dup.jsonl:2 field 'prompt'"):
+        _run(tmp_path, ([str(tmp_path / "dup.jsonl")], rules), "litbench")
+    norefs = tmp_path / "noref.jsonl"
+    write_stories(norefs, [{"id": "1", "prompt": "q", "story": "s", "system": "z"}])
+    with pytest.raises(RlcwError, match="no reference story"):
+        _run(tmp_path, ([str(norefs)], rules), "ttcw_reference")
+
+
+def test_local_client_is_greedy_and_cached(tmp_path, tiny_model_dir):
+    from rlcw.judges.client import ClientConfig, make_client
+
+    cfg = ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=4, cache_dir=str(tmp_path / "cache"))
+    client = make_client(cfg)
+    msgs = [[{"role": "user", "content": "Preferred: A or B?"}], [{"role": "user", "content": "Another question"}]]
+    first = client.chat_many(msgs, progress=False)
+    assert all(isinstance(r, str) for r in first) and client.stats["calls"] == 2 and client.stats["completion_tokens"] > 0
+    fresh = make_client(ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=4))  # no cache: greedy again
+    assert fresh.chat(msgs[0]) == first[0]
+    assert client.chat(msgs[1]) == first[1] and client.stats["cache_hits"] == 1
