@@ -61,7 +61,7 @@ def judge_side_by_side(client: ChatClient, template: Template, pairs: list[Pair]
     for (pair, order, a, b, _), reply in zip(jobs, replies):
         rows.append({
             "protocol": template.protocol, "template": template.name, "version": template.version,
-            "prompt_id": pair.prompt_id, "order": order, "system_a": a[0], "system_b": b[0],
+            "prompt_id": pair.prompt_id, "prompt": pair.prompt, "order": order, "system_a": a[0], "system_b": b[0],
             "words_a": count_words(a[1]), "words_b": count_words(b[1]),
             "verdicts": _parse_pairwise(template.protocol, reply), "raw": reply,
         })
@@ -124,7 +124,7 @@ def judge_ttcw(client: ChatClient, protocol: str, stories: list[dict], reference
 
 def _ttcw_row(method: str, tpl: Template, story: dict, test: tuple, order: int | None, verdict: dict, score, reply: str) -> dict:
     return {"protocol": method, "template": tpl.name, "version": tpl.version, "prompt_id": story["prompt_id"],
-            "system": story["system"], "words": count_words(story["story"]), "test": test[0], "dimension": test[1],
+            "prompt": story.get("prompt"), "system": story["system"], "words": count_words(story["story"]), "test": test[0], "dimension": test[1],
             "order": order, "verdict": verdict, "candidate_score": score, "raw": reply}
 
 
