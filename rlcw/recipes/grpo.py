@@ -1,50 +1,74 @@
-"""GRPO with a learned reward (TRL GRPOTrainer, LoRA): BT reward model + prompt word-range term.
+"""GRPO with learned rewards (TRL GRPOTrainer; LoRA or full), length-bias control and monitors.
 
-Prompts are chat conversations (`model.system_prompt` as the system message, the story prompt
-as the user message) rendered by the policy's chat template (`model.chat_template` overrides
-it). The reward model scores `(prompt, completion)` through its own folder's rendering
-(`rlcw.rewards.render`), never through TRL's path-string handling. Every `eval.every_steps`
-rank 0 samples held-out prompts and runs the evaluators (RM score, length, repetition);
-baseline samples come from the starting model at step 0. The final LoRA adapter is saved in
-`<run>/checkpoints/final` (loadable by every command's `model.name`).
-Not here yet (RL issue): PPO, reward servers, vLLM, monitors with stopping, KL logging.
+What it does: prompts mixed from several sources with weights (`data.sources`, e.g. TELL ME A
+STORY-style and WritingPrompts-style), checked by content hash not to overlap the held-out
+prompts or the RM's data (`data.no_overlap_with`), and filtered to ranges the completion cap can
+reach (`data.fit_to_cap`); several rewards with weights (`reward.specs`: bt, genrm, remote,
+length_range, overlong; see rlcw.rewards.factory); TRL's reward scaling, KL coefficient and loss
+type; vLLM rollouts (`train.use_vllm`, colocate or server) where vLLM is installed. Logged per
+step beyond TRL's own metrics: KL to the starting model (even at beta=0: one extra forward with
+the LoRA adapter disabled, `train.log_kl_to_start`), entropy (TRL), reward and length per prompt
+source, reward-hacking monitors (`monitor.*`, rlcw.rl.monitors: warn, and stop with the reason in
+summary.json), the top and bottom scored stories (`samples/train_step_XXXXXX.jsonl`) and the
+sampled prompt order (`samples/data_order.jsonl`). Every `eval.every_steps` rank 0 samples
+held-out prompts and runs the evaluators (`eval.evaluators`, rlcw.rl.evaluation registry).
+Checkpoints every `train.save_steps`; `train.resume=true` continues from the newest complete one
+(model, optimizer, scheduler, RNG and data order restored). What it does not do: PPO (`rlcw ppo`).
 
     rlcw grpo --config configs/grpo/cpu.yaml reward.rm_path=runs/train_rm/model
+    rlcw grpo --config configs/grpo/cpu.yaml train.resume=true      # after a crash or kill
 """
 
 from __future__ import annotations
 
+import importlib.util
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import torch
 
-from rlcw.data.prompts import load_prompts
+from rlcw.data.prompts import find_overlap, load_prompts, mix_sources
+from rlcw.data.records import write_stories
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages, generate_stories
-from rlcw.models import load_causal_lm, load_tokenizer, save_lora_checkpoint
+from rlcw.io import append_jsonl, atomic_write_json, read_table
+from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, tensorboard_dir
-from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.length import LengthReward
+from rlcw.rewards.bt import message_text
+from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.length import range_fits_cap
 from rlcw.rl.callbacks import JsonlMetricsCallback
-from rlcw.rl.evaluation import LengthEvaluator, RepetitionEvaluator, RMScoreEvaluator
+from rlcw.rl.evaluation import build_evaluators
+from rlcw.rl.monitors import PREFIX, MonitorCallback, plot_monitors, step_stats
 from rlcw.rl.periodic import PeriodicEvalCallback
 
 
 @dataclass
 class PromptDataConfig:
-    prompts: str = "bundled"  # "bundled" or a jsonl/csv/parquet file of prompt rows
+    prompts: str = "bundled"  # "bundled" or a jsonl/csv/parquet file of prompt rows (default for every source)
     train_split: str | None = "train"
     eval_split: str | None = "eval"
-    max_train_prompts: int | None = None
+    eval_prompts: str | None = None  # held-out prompt file; None = data.prompts at eval_split
+    max_train_prompts: int | None = None  # size of the (mixed) training set; None = every row once
+    # name -> {prompts: file (default data.prompts), style: tmas|wp (keep only that style), weight: float}
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fit_to_cap: str = "warn"  # filter | error | warn | off: prompts whose max_words cannot fit the completion cap
+    tokens_per_word: float = 1.4
+    no_overlap_with: list[str] = field(default_factory=list)  # files (RM pairs, other prompts) RL must not train on
 
 
 @dataclass
 class RewardSection:
-    rm_path: str = "runs/train_rm/model"
-    rm_weight: float = 1.0
-    length_weight: float = 1.0  # 0 disables the word-range term
-    length_clip: float = 2.0
+    rm_path: str = "runs/train_rm/model"  # default RM folder of bt/genrm specs and the `rm` evaluator
     rm_batch_size: int = 16
+    # name -> spec ({type: bt|genrm|remote|length_range|overlong, weight, ...options}); weight 0 drops one
+    specs: dict[str, dict[str, Any]] = field(default_factory=lambda: {
+        "rm": {"type": "bt", "weight": 1.0},
+        "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
+    })
+    aggregation: str = "sum_then_normalize"  # or normalize_then_sum (TRL multi_objective_aggregation)
 
 
 @dataclass
@@ -52,16 +76,28 @@ class GRPOTrainSection:
     learning_rate: float = 1e-5
     max_steps: int = 20
     batch_size: int = 8  # completions per step per device (multiple of num_generations)
+    gradient_accumulation_steps: int = 1
     num_generations: int = 4
+    num_iterations: int = 1
     max_completion_length: int = 96
     temperature: float = 0.9
     top_p: float = 1.0
-    beta: float = 0.0
+    beta: float = 0.0  # KL coefficient in the loss
     loss_type: str = "dapo"
-    scale_rewards: str = "group"
+    scale_rewards: str = "group"  # group | batch | none
+    mask_truncated_completions: bool = False
     logging_steps: int = 1
-    save_steps: int = 0  # 0 = only the final adapter
+    save_steps: int = 0  # 0 = only the final adapter (then a killed run cannot resume)
+    save_total_limit: int | None = 2
     resume: bool = False
+    log_kl_to_start: bool = True  # one extra no-grad forward per step (reference = adapter disabled)
+    samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
+    samples_k: int = 2
+    use_vllm: bool = False
+    vllm_mode: str = "colocate"  # colocate | server
+    vllm_server_base_url: str | None = None
+    vllm_gpu_memory_utilization: float = 0.3
+    deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json (launch with torchrun; see slurm/README.md)
 
 
 @dataclass
@@ -71,6 +107,17 @@ class EvalSection:
     max_new_tokens: int = 96
     temperature: float = 0.8
     batch_size: int = 8
+    evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
+
+
+@dataclass
+class MonitorSection:
+    enabled: bool = True
+    ngram: int = 3
+    warn: dict[str, float] = field(default_factory=dict)  # max_<stat> / min_<stat> -> threshold (rlcw.rl.monitors)
+    stop: dict[str, float] = field(default_factory=dict)
+    patience: int = 2  # consecutive logged steps a stop rule must break
+    min_steps: int = 0
 
 
 @dataclass
@@ -81,9 +128,69 @@ class GRPORecipeConfig:
     lora: LoraSection = field(default_factory=LoraSection)
     train: GRPOTrainSection = field(default_factory=GRPOTrainSection)
     eval: EvalSection = field(default_factory=EvalSection)
+    monitor: MonitorSection = field(default_factory=MonitorSection)
     output_dir: str = "runs"
     run_name: str = "grpo"
     seed: int = 0
+
+
+# ---------------------------------------------------------------- prompts
+
+def _fit(rows: list[dict], cap: int, cfg: PromptDataConfig, what: str) -> list[dict]:
+    bad = [r for r in rows if not range_fits_cap(r.get("max_words"), cap, cfg.tokens_per_word)]
+    if not bad or cfg.fit_to_cap == "off":
+        return rows
+    msg = (f"{len(bad)} of {len(rows)} {what} prompts ask for more words than {cap} tokens hold "
+           f"(e.g. '{bad[0]['id']}': up to {bad[0]['max_words']} words at {cfg.tokens_per_word} tokens/word)")
+    if cfg.fit_to_cap == "error":
+        raise RlcwError(msg, where="data.fit_to_cap", hint="raise the completion cap, pick shorter prompts, or data.fit_to_cap=filter")
+    if cfg.fit_to_cap == "warn":
+        print(f"[rlcw] warning: {msg}; every such completion gets the same length penalty", flush=True)
+        return rows
+    kept = [r for r in rows if r not in bad]
+    if not kept:
+        raise RlcwError(msg + ": none left", where="data.fit_to_cap", hint="raise the completion cap or use shorter prompts")
+    return kept
+
+
+def train_prompts(cfg: GRPORecipeConfig) -> list[dict]:
+    """The mixed training prompt rows (`source` = the data.sources name)."""
+    d = cfg.data
+    if not d.sources:
+        rows = _fit(load_prompts(d.prompts, d.train_split), cfg.train.max_completion_length, d, "training")
+        return rows[: d.max_train_prompts or None]
+    pools, weights = {}, {}
+    for name, spec in d.sources.items():
+        unknown = set(spec) - {"prompts", "style", "weight", "split"}
+        if unknown:
+            raise RlcwError(f"unknown option '{sorted(unknown)[0]}'", where=f"data.sources.{name}", hint="options: prompts, style, weight, split")
+        rows = load_prompts(spec.get("prompts", d.prompts), spec.get("split", d.train_split))
+        if spec.get("style"):
+            rows = [r for r in rows if r["style"] == spec["style"]]
+        rows = _fit(rows, cfg.train.max_completion_length, d, f"'{name}'")
+        if not rows:
+            raise RlcwError(f"no prompts of style '{spec.get('style')}'", where=f"data.sources.{name}")
+        pools[name] = [dict(r, source=name) for r in rows]
+        weights[name] = float(spec.get("weight", 1.0))
+    total = d.max_train_prompts or sum(len(p) for p in pools.values())
+    return mix_sources(pools, weights, total, cfg.seed)
+
+
+def eval_prompts(cfg: GRPORecipeConfig) -> list[dict]:
+    rows = load_prompts(cfg.data.eval_prompts or cfg.data.prompts, cfg.data.eval_split)
+    return _fit(rows, cfg.eval.max_new_tokens, cfg.data, "held-out")
+
+
+def check_overlap(train_rows: list[dict], held_out: list[dict], files: list[str]) -> None:
+    """Error naming the first overlap of training prompts with held-out prompts or RM data files."""
+    others = {"held-out prompts": held_out}
+    for path in files:
+        others[path] = [{"id": f"line {line}", "prompt": row["prompt"]} for line, row in read_table(path) if isinstance(row.get("prompt"), str)]
+    hits = find_overlap(train_rows, others)
+    if hits:
+        tid, name, oid = hits[0]
+        raise RlcwError(f"RL training prompt '{tid}' also appears in {name} ({oid}); {len(hits)} overlapping prompt(s) in all",
+                        where="data", hint="keep RL prompts apart from evaluation prompts and RM training data")
 
 
 def build_dataset(rows: list[dict], system_prompt: str):
@@ -96,30 +203,199 @@ def build_dataset(rows: list[dict], system_prompt: str):
     ])
 
 
-def build_rewards(cfg: GRPORecipeConfig) -> tuple[list, list[float], BTScorer]:
-    scorer = BTScorer(cfg.reward.rm_path, batch_size=cfg.reward.rm_batch_size)
-    funcs, weights = [scorer], [cfg.reward.rm_weight]
-    if cfg.reward.length_weight:
-        funcs.append(LengthReward(cfg.reward.length_clip))
-        weights.append(cfg.reward.length_weight)
-    return funcs, weights, scorer
+# ---------------------------------------------------------------- rewards, args, trainer
+
+def build_rewards(cfg: GRPORecipeConfig) -> tuple[list, list[float]]:
+    defaults = {"rm_path": cfg.reward.rm_path, "num_generations": cfg.train.num_generations, "seed": cfg.seed,
+                "max_tokens": cfg.train.max_completion_length, "batch_size": cfg.reward.rm_batch_size}
+    return build_reward_funcs(cfg.reward.specs, defaults)
 
 
-def build_args(cfg: GRPORecipeConfig, run):
+def check_vllm(t: GRPOTrainSection) -> None:
+    if not t.use_vllm:
+        return
+    if importlib.util.find_spec("vllm") is None:
+        raise RlcwError("train.use_vllm=true but vLLM is not installed", where="train.use_vllm",
+                        hint="pip install vllm (GPU hosts), or train.use_vllm=false to generate with transformers")
+    if t.vllm_mode not in ("colocate", "server"):
+        raise RlcwError(f"unknown vllm_mode '{t.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
+
+
+def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
     from trl import GRPOConfig
 
     t = cfg.train
     if t.batch_size % t.num_generations:
         raise RlcwError(f"train.batch_size={t.batch_size} must be a multiple of train.num_generations={t.num_generations}")
+    check_vllm(t)
+    vllm = {"use_vllm": True, "vllm_mode": t.vllm_mode, "vllm_gpu_memory_utilization": t.vllm_gpu_memory_utilization,
+            "vllm_server_base_url": t.vllm_server_base_url} if t.use_vllm else {}
     return GRPOConfig(
         output_dir=str(run.checkpoints), max_steps=t.max_steps, learning_rate=t.learning_rate,
-        per_device_train_batch_size=t.batch_size, num_generations=t.num_generations,
+        per_device_train_batch_size=t.batch_size, gradient_accumulation_steps=t.gradient_accumulation_steps,
+        num_generations=t.num_generations, num_iterations=t.num_iterations,
         max_completion_length=t.max_completion_length, temperature=t.temperature, top_p=t.top_p, beta=t.beta,
-        loss_type=t.loss_type, scale_rewards=t.scale_rewards, logging_steps=t.logging_steps,
-        save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500,
+        loss_type=t.loss_type, scale_rewards=t.scale_rewards, mask_truncated_completions=t.mask_truncated_completions,
+        reward_weights=weights, multi_objective_aggregation=cfg.reward.aggregation, logging_steps=t.logging_steps,
+        save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500, save_total_limit=t.save_total_limit,
         bf16=False, gradient_checkpointing=False, use_cpu=not torch.cuda.is_available(), report_to=["tensorboard"],
-        seed=cfg.seed, disable_tqdm=False, log_completions=False, remove_unused_columns=False,
+        seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=False, log_completions=False, remove_unused_columns=False, deepspeed=t.deepspeed, **vllm,
     )
+
+
+def last_complete_checkpoint(folder: Path) -> Path:
+    """Newest `checkpoint-N` with its trainer_state.json (written last, so a SIGKILL mid-save is skipped)."""
+    done = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").is_file()]
+    if not done:
+        raise RlcwError("train.resume=true but there is no complete checkpoint", where=str(folder),
+                        hint="checkpoints are written every train.save_steps (0 = never); start without train.resume")
+    return max(done, key=lambda p: int(p.name.split("-")[-1]))
+
+
+class StepLogger:
+    """Per-step extras computed from a generated batch: KL to the start, per-source reward/length,
+    monitor statistics, top/bottom samples and the data order. Called by the trainer below."""
+
+    def __init__(self, cfg: GRPORecipeConfig, run):
+        self.cfg, self.run = cfg, run
+        self.ref_model = None  # a frozen copy, only for full fine-tuning with beta=0
+
+    def kl_to_start(self, trainer, output) -> tuple[float, float]:
+        """(k3, k1) KL estimates per completion token, policy vs the starting model, on the sampled tokens."""
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)  # (B, P+C)
+        mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        keep = output["completion_ids"].size(1)
+        with torch.no_grad():
+            logp = output.get("old_per_token_logps")
+            if logp is None:
+                logp = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, keep)[0]  # (B, C)
+            ref = output.get("ref_per_token_logps")
+            if ref is None:
+                ref = self._ref_logps(trainer, ids, mask, keep)
+        cmask = output["completion_mask"].float()
+        delta = ref - logp
+        k3 = ((torch.exp(delta) - delta - 1) * cmask).sum()
+        k1 = (-delta * cmask).sum()
+        sums = trainer.accelerator.gather(torch.stack([k3, k1, cmask.sum()]).view(1, 3)).sum(0)
+        return (sums[0] / sums[2].clamp(min=1)).item(), (sums[1] / sums[2].clamp(min=1)).item()
+
+    def _ref_logps(self, trainer, ids, mask, keep):
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        if hasattr(model, "disable_adapter"):
+            with model.disable_adapter():
+                return trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, keep)[0]
+        if self.ref_model is None:
+            from trl.trainer.grpo_trainer import add_fused_lm_head
+
+            self.ref_model = load_causal_lm(self.cfg.model.name, self.cfg.model.dtype).to(ids.device).eval()
+            self.ref_model.requires_grad_(False)
+            # TRL's log-prob helper reads `log_probs` from a fused LM head, as it patches its own ref model
+            add_fused_lm_head(self.ref_model, temperature=trainer.temperature, cast_lm_head_to_fp32=trainer.args.cast_lm_head_to_fp32)
+        return trainer._get_per_token_logps_and_entropies(self.ref_model, ids, mask, keep)[0]
+
+    def __call__(self, trainer, inputs: list[dict], output: dict, rewards_per_func: torch.Tensor) -> None:
+        from accelerate.utils import gather_object
+
+        step = trainer.state.global_step + 1  # the step this batch trains
+        tok = trainer.processing_class
+        comp = output["completion_ids"]  # (B, C), padded after the EOS
+        is_end = (comp == tok.eos_token_id) | ((comp == tok.pad_token_id) if tok.pad_token_id is not None else False)
+        finished = is_end.any(1)
+        lengths = torch.where(finished, is_end.int().argmax(1) + 1, torch.full_like(finished, comp.size(1), dtype=torch.long))
+        texts = [tok.decode(c[:n], skip_special_tokens=True) for c, n in zip(comp, lengths.tolist())]
+        local = [{"text": t.strip(), "tokens": int(n), "truncated": not bool(f),
+                  "prompt": message_text(x["prompt"]), "prompt_id": x["prompt_id"], "source": x["source"],
+                  "min_words": x.get("min_words"), "max_words": x.get("max_words")}
+                 for t, n, f, x in zip(texts, lengths.tolist(), finished.tolist(), inputs)]
+        rows = gather_object(local)
+        weights = trainer.reward_weights.to(rewards_per_func.device)
+        total = (rewards_per_func * weights.unsqueeze(0)).nansum(1).tolist()
+        for r, value, per in zip(rows, total, rewards_per_func.tolist()):
+            r["reward"], r["rewards"] = value, dict(zip(trainer.reward_func_names, per))
+        metrics: dict[str, float] = {}
+        if self.cfg.monitor.enabled:
+            stats = step_stats([r["text"] for r in rows], [r["tokens"] for r in rows], [r["truncated"] for r in rows],
+                               total, trainer.num_generations, self.cfg.monitor.ngram)
+            metrics.update({PREFIX + k: v for k, v in stats.items()})
+        if self.cfg.train.log_kl_to_start:
+            k3, k1 = self.kl_to_start(trainer, output)
+            metrics[PREFIX + "kl_to_start"], metrics["kl_to_start/k1"] = k3, k1
+        metrics.update(per_source(rows))
+        for key, value in metrics.items():
+            trainer._metrics["train"][key].append(value)
+        if trainer.accelerator.is_main_process:
+            append_jsonl(self.run.samples / "data_order.jsonl", {"step": step, "prompt_ids": [r["prompt_id"] for r in rows]})
+            every = self.cfg.train.samples_every
+            if every and step % every == 0:
+                write_stories(self.run.samples / f"train_step_{step:06d}.jsonl", top_bottom(rows, self.cfg.train.samples_k, step))
+
+
+def per_source(rows: list[dict]) -> dict[str, float]:
+    """Mean total reward, words and tokens per prompt source: `source/<name>/{reward,words,tokens}`."""
+    out = {}
+    for name in sorted({r["source"] for r in rows}):
+        mine = [r for r in rows if r["source"] == name]
+        out[f"source/{name}/reward"] = sum(r["reward"] for r in mine) / len(mine)
+        out[f"source/{name}/words"] = sum(len(r["text"].split()) for r in mine) / len(mine)
+        out[f"source/{name}/tokens"] = sum(r["tokens"] for r in mine) / len(mine)
+    return out
+
+
+def top_bottom(rows: list[dict], k: int, step: int) -> list[dict]:
+    """The k highest and k lowest total-reward completions as story records (meta: reward, rank)."""
+    order = sorted(range(len(rows)), key=lambda i: rows[i]["reward"], reverse=True)
+    picks = [(i, "top") for i in order[:k]] + [(i, "bottom") for i in order[::-1][:k] if i not in order[:k]]
+    out = []
+    for i, rank in picks:
+        r = rows[i]
+        rec = {"id": f"{r['prompt_id']}#{i}", "prompt": r["prompt"], "story": r["text"] or "(empty)", "system": f"policy@{step}",
+               "step": step, "source": r["source"],
+               "meta": {"rank": rank, "reward": r["reward"], "rewards": r["rewards"], "tokens": r["tokens"], "truncated": r["truncated"]}}
+        rec.update({k2: r[k2] for k2 in ("min_words", "max_words") if r.get(k2) is not None})
+        out.append(rec)
+    return out
+
+
+def trainer_class():
+    """GRPOTrainer with rlcw's per-step extras (defined lazily: importing trl is slow)."""
+    from trl import GRPOTrainer
+    from trl.trainer.utils import RepeatSampler
+
+    class EpochRepeatSampler(RepeatSampler):
+        """TRL's sampler reseeded per epoch (seed + epoch): its own generator otherwise runs on across
+        epochs, so a run resumed in a later epoch would draw a different prompt order."""
+
+        epoch = 0
+
+        def set_epoch(self, epoch: int) -> None:  # called by accelerate's DataLoaderShard.set_epoch
+            self.epoch = epoch
+
+        def __iter__(self):
+            if self.seed is not None:
+                self.generator.manual_seed(self.seed + self.epoch)
+            return super().__iter__()
+
+    class RlcwGRPOTrainer(GRPOTrainer):
+        step_logger: StepLogger | None = None
+
+        def _get_train_sampler(self, dataset=None):
+            return EpochRepeatSampler(
+                data_source=dataset if dataset is not None else self.train_dataset, mini_repeat_count=self.num_generations,
+                batch_size=self.args.generation_batch_size // self.num_generations,
+                repeat_count=self.num_iterations * self.args.steps_per_generation, shuffle=self.shuffle_dataset, seed=self.args.seed,
+            )
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            self._rlcw_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            return self._rlcw_rewards
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            if self.step_logger is not None and self.model.training:
+                self.step_logger(self, inputs, output, self._rlcw_rewards)
+            return output
+
+    return RlcwGRPOTrainer
 
 
 def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
@@ -136,46 +412,86 @@ def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
 
 
 def main(cfg: GRPORecipeConfig) -> dict:
-    from trl import GRPOTrainer
-
     with stage_run(cfg, "grpo") as run:
-        train_rows = load_prompts(cfg.data.prompts, cfg.data.train_split)[: cfg.data.max_train_prompts or None]
-        eval_rows = load_prompts(cfg.data.prompts, cfg.data.eval_split)[: cfg.eval.num_prompts]
+        train_rows = train_prompts(cfg)
+        held_out = eval_prompts(cfg)
+        check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
+        eval_rows = held_out[: cfg.eval.num_prompts]
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
+        funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
         model = load_causal_lm(cfg.model.name, cfg.model.dtype)
-        funcs, weights, scorer = build_rewards(cfg)
-        args = build_args(cfg, run)
-        args.reward_weights = weights
+        args = build_args(cfg, run, weights)
         tensorboard_dir(run)
-        periodic = PeriodicEvalCallback(
-            run, build_sampler(cfg, tokenizer, eval_rows), [RMScoreEvaluator(scorer), LengthEvaluator(), RepetitionEvaluator()],
-            cfg.eval.every_steps,
-        )
-        trainer = GRPOTrainer(
+        scorer = next((f for f in funcs if type(f).__name__ == "BTScorer" and str(f.rm_dir) == str(Path(cfg.reward.rm_path))), None)
+        evaluators = build_evaluators(cfg.eval.evaluators, {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer})
+        periodic = PeriodicEvalCallback(run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps)
+        monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
+        trainer = trainer_class()(
             model=model, reward_funcs=funcs, args=args, train_dataset=build_dataset(train_rows, cfg.model.system_prompt),
             processing_class=tokenizer, peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers) if cfg.lora.enabled else None,
-            callbacks=[JsonlMetricsCallback(run), periodic],
+            callbacks=[monitor, JsonlMetricsCallback(run), periodic],
         )
-        trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
+        trainer.step_logger = StepLogger(cfg, run)
+        resume = str(last_complete_checkpoint(run.checkpoints)) if cfg.train.resume else None
+        trainer.train(resume_from_checkpoint=resume)
         final = run.checkpoints / "final"
-        if cfg.lora.enabled:
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        zero3 = is_deepspeed_zero3_enabled()
+        if zero3:  # ZeRO-3 shards the weights: every rank joins the gather inside save_model
+            trainer.save_model(str(final))
+        if not trainer.accelerator.is_main_process:  # only rank 0 saves, plots and reports
+            return run.write_summary("completed", {"train/steps": float(trainer.state.global_step)})
+        if zero3:
+            if cfg.lora.enabled:
+                atomic_write_json(final / BASE_FILE, {"base": cfg.model.name})
+        elif cfg.lora.enabled:
             save_lora_checkpoint(trainer.model, tokenizer, final, cfg.model.name)
         else:
             trainer.model.save_pretrained(final)
             tokenizer.save_pretrained(final)
-        metrics = {"train/steps": float(trainer.state.global_step)}
+        metrics = {"train/steps": float(trainer.state.global_step), "monitor/alerts": float(len(monitor.alerts))}
         if periodic.history:
             metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
-        summary = run.write_summary("completed", metrics, {"policy": final, "samples": run.samples, "metrics": run.path / "metrics.jsonl"})
-        run.write_report(_report(cfg, metrics, periodic.history))
-        return summary
+        plots = _plots(run)
+        artifacts = {"policy": final, "samples": run.samples, "metrics": run.path / "metrics.jsonl", **{p.stem: p for p in plots}}
+        run.write_report(_report(cfg, metrics, periodic.history, monitor, plots))
+        if monitor.stop_reason:
+            return run.write_summary("failed", metrics, artifacts, error=monitor.stop_reason)
+        return run.write_summary("completed", metrics, artifacts)
 
 
-def _report(cfg: GRPORecipeConfig, metrics: dict, history: list[dict]) -> str:
-    lines = [f"# GRPO run `{cfg.run_name}`", "", f"- policy start: `{cfg.model.name}`", f"- reward model: `{cfg.reward.rm_path}` (weight {cfg.reward.rm_weight}), length weight {cfg.reward.length_weight}", ""]
+def _plots(run) -> list[Path]:
+    from rlcw.report import plot_lines, read_metrics, series
+
+    rows = read_metrics(run.path / "metrics.jsonl")
+    sources = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("source/")})
+    rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
+    reward_plot = plot_lines([
+        ("reward per step", {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in sorted(rewards)}}),
+        ("reward per prompt source", {s: series(rows, f"source/{s}/reward") for s in sources}),
+        ("words per prompt source", {s: series(rows, f"source/{s}/words") for s in sources}),
+        ("held-out RM score", {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")}),
+    ], run.path / "plots" / "reward.png")
+    return [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png")]
+
+
+def _fmt(v) -> str:
+    return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
+
+
+def _report(cfg: GRPORecipeConfig, metrics: dict, history: list[dict], monitor: MonitorCallback, plots: list[Path]) -> str:
+    specs = ", ".join(f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)})" for name, s in cfg.reward.specs.items())
+    lines = [f"# GRPO run `{cfg.run_name}`", "", f"- policy start: `{cfg.model.name}`", f"- rewards: {specs}; default RM `{cfg.reward.rm_path}`",
+             f"- steps: {int(metrics['train/steps'])}; beta {cfg.train.beta}, loss {cfg.train.loss_type}, scale_rewards {cfg.train.scale_rewards}", ""]
+    if monitor.stop_reason:
+        lines += [f"**Stopped early:** {monitor.stop_reason}", ""]
+    lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
+    if monitor.alerts:
+        lines += ["## Monitor alerts", ""] + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in monitor.alerts[:30]] + [""]
     if history:
         keys = [k for k in history[0] if k != "step"]
-        lines += ["| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        lines += ["| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in keys]) + " |" for h in history]
+        lines += ["## Held-out evaluation", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        lines += ["| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history]
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
 """The whole loop on one machine, with a report: the product's main job at small scale.
 
-prepare-model -> build-pairs -> train-rm (BT, LoRA) -> grpo (RM + length term, LoRA) ->
+prepare-model -> build-pairs -> train-rm (BT, LoRA) -> grpo (RM + length terms, monitors, LoRA) ->
 export (merged, logits checked) -> generate before/after on held-out prompts -> report.md
 with PNG plots (RM accuracy; reward and length per GRPO step) and samples side by side.
 Each stage is the real recipe with its own run folder under `<output_dir>/<run_name>/`;
@@ -19,6 +19,7 @@ from rlcw.data.records import read_stories
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
 from rlcw.recipes.common import ModelConfig, stage_run
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
+from rlcw.rl.monitors import plot_monitors
 
 
 @dataclass
@@ -53,6 +54,7 @@ def wire(cfg: QuickstartConfig, root: str) -> None:
     cfg.train_rm.data.eval_file = f"{root}/build_pairs/pairs/eval.jsonl"
     cfg.grpo.model = cfg.model
     cfg.grpo.reward.rm_path = f"{root}/train_rm/model"
+    cfg.grpo.data.no_overlap_with = [f"{root}/build_pairs/pairs/train.jsonl", f"{root}/build_pairs/pairs/eval.jsonl"]
     cfg.export.model = ModelConfig(**{**vars(cfg.model), "name": f"{root}/grpo/checkpoints/final"})
     cfg.generate.model = cfg.model
 
@@ -107,9 +109,11 @@ def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, b
         "grpo/steps": steps, "export/max_logit_diff": results["export"]["metrics"]["max_logit_diff"],
         **{f"grpo/{k}": v for k, v in results["grpo"]["metrics"].items() if k.startswith("eval/")},
     }
+    grpo_error = results["grpo"].get("error")
     checks = [
         ("RM held-out accuracy on length-matched pairs", acc >= cfg.gates.min_rm_accuracy, f"{acc:.3f} (needs >= {cfg.gates.min_rm_accuracy})"),
         ("GRPO steps", steps >= cfg.gates.min_grpo_steps, f"{steps} (needs >= {cfg.gates.min_grpo_steps})"),
+        ("GRPO reward-hacking monitors in range", not grpo_error, grpo_error or f"{int(results['grpo']['metrics'].get('monitor/alerts', 0))} warning(s), no stop"),
     ]
     return metrics, checks
 
@@ -127,7 +131,8 @@ def _plots(root) -> list:
         ("completion length (tokens)", {"mean": series(g_rows, "completions/mean_length"), "clipped share x100": _scaled(series(g_rows, "completions/clipped_ratio"), 100)}),
         ("held-out eval", {"RM score": series(g_rows, "eval/rm/score"), "words / 10": _scaled(series(g_rows, "eval/length/mean_words"), 0.1)}),
     ], root / "plots" / "grpo_reward_length.png")
-    return [rm_plot, grpo_plot]
+    monitors = plot_monitors(g_rows, root / "plots" / "grpo_monitors.png")
+    return [rm_plot, grpo_plot, monitors]
 
 
 def _scaled(xy: tuple[list, list], factor: float) -> tuple[list, list]:

@@ -1,9 +1,19 @@
-"""Length terms: a penalty for leaving the word range the prompt states.
+"""Length terms for RL rewards: the prompt's word range and a soft overlong penalty.
 
-    length_penalty(words=35, min_words=40, max_words=60)  # -> -0.25: 5 words short / range 20
+    length_penalty(words=35, min_words=40, max_words=60)            # -> -0.25: 5 words short / range 20
+    overlong_penalty(tokens=90, max_tokens=100, buffer=20)          # -> -0.5: 10 tokens into the last 20
+    LengthReward(clip=2.0), OverlongReward(max_tokens=96, buffer=24)  # TRL reward callables
 
-Zero inside the range; outside, minus the distance normalised by the range width (so a
-group of completions gets a graded signal), clipped at -clip. Rows without a range get 0.
+Both are combinable (give both to `rlcw.rewards.factory.build_rewards` with their weights); the
+third control, the length-controlled RM score, lives in the RM scorer
+(`BTScorer(rm_dir, length_control=True)`, option `length_control` of a `bt` reward spec).
+
+- Word range: zero inside the range; outside, minus the distance normalised by the range width
+  (a group of completions that all miss the range still gets a graded signal), clipped at
+  -clip. Rows without a range get 0. A range that no completion can reach under the completion
+  cap gives every completion the same penalty: `range_fits_cap` is what recipes check.
+- Overlong (DAPO's soft overlong punishment): zero up to `max_tokens - buffer` tokens, then
+  falling linearly to -1 at the cap, so completions learn to finish before truncation.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from rlcw.rewards.bt import message_text
 
 
 def length_penalty(words: int, min_words: int | None, max_words: int | None, clip: float = 2.0) -> float:
+    """Minus the distance to [min_words, max_words] in units of the range width (0 inside)."""
     if min_words is None or max_words is None:
         return 0.0
     width = max(1, max_words - min_words)
@@ -23,6 +34,22 @@ def length_penalty(words: int, min_words: int | None, max_words: int | None, cli
     else:
         return 0.0
     return -min(clip, dist / width)
+
+
+def overlong_penalty(tokens: int, max_tokens: int, buffer: int) -> float:
+    """0 up to `max_tokens - buffer`, then linear down to -1 at `max_tokens` (and -1 beyond)."""
+    if buffer <= 0 or buffer > max_tokens:
+        raise ValueError(f"buffer must be in 1..max_tokens ({max_tokens}), got {buffer}")
+    free = max_tokens - buffer
+    if tokens <= free:
+        return 0.0
+    return -min(1.0, (tokens - free) / buffer)
+
+
+def range_fits_cap(max_words: int | None, max_tokens: int, tokens_per_word: float = 1.4) -> bool:
+    """Whether a story of `max_words` words fits in `max_tokens` completion tokens
+    (prose is ~1.3-1.4 SmolLM2/Llama tokens per word; no range -> fits)."""
+    return max_words is None or max_words * tokens_per_word <= max_tokens
 
 
 class LengthReward:
@@ -38,3 +65,19 @@ class LengthReward:
         lows = min_words if min_words is not None else [None] * n
         highs = max_words if max_words is not None else [None] * n
         return [length_penalty(count_words(message_text(c)), lo, hi, self.clip) for c, lo, hi in zip(completions, lows, highs)]
+
+
+class OverlongReward:
+    """TRL reward function: `overlong_penalty` on the completion's token count (`completion_ids`)."""
+
+    __name__ = "overlong"
+
+    def __init__(self, max_tokens: int, buffer: int | None = None):
+        self.max_tokens = max_tokens
+        self.buffer = buffer if buffer is not None else max(1, max_tokens // 4)
+        overlong_penalty(0, self.max_tokens, self.buffer)  # validate now, not at step 1
+
+    def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float]:
+        if completion_ids is None:
+            raise ValueError("overlong reward needs completion_ids (TRL passes them to reward functions)")
+        return [overlong_penalty(len(ids), self.max_tokens, self.buffer) for ids in completion_ids]

@@ -1,16 +1,29 @@
-"""Periodic evaluation: the evaluator interface and the evaluators that exist now.
+"""Periodic evaluation: the evaluator interface, the built-in evaluators and their registry.
 
 An evaluator has a `name` and `evaluate(candidates, baseline, out_dir) -> dict[str, float]`,
 where both lists are story records for the same prompts (baseline = the starting model,
 generated once). RL stages call every evaluator every `eval.every_steps` on rank 0 (other
-ranks wait) and log the results as `eval/<evaluator>/<metric>`. Later issues add judges and
-study export behind the same interface.
+ranks wait) and log the results as `eval/<evaluator>/<metric>`.
+
+Evaluators are built by name from config (`eval.evaluators`: name -> options):
+
+    evaluators = build_evaluators({"rm": {}, "length": {}, "judge": {"judge": "dummy"}},
+                                  {"rm_path": "runs/train_rm/model", "run_dir": run.path})
+
+`EVALUATORS` maps a name to a factory "module:function" with the signature
+`make(options: dict, context: dict) -> Evaluator`; context keys: `rm_path`, `run_dir`, `seed`,
+`scorer` (an already loaded BT scorer, optional). Options `enabled: false` drops an evaluator
+and `factory: "pkg.mod:fn"` plugs in one that is not registered. Factories are imported only
+when used, so `judge` (rlcw.judges) and `study` (rlcw.study) cost nothing unless asked for.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from rlcw.errors import RlcwError
 
 from rlcw.metrics.text import count_words, distinct_n, repetition_rate
 from rlcw.rewards.length import length_penalty
@@ -77,4 +90,66 @@ def run_evaluators(evaluators: list, candidates: list[dict], baseline: list[dict
     for ev in evaluators:
         for key, value in ev.evaluate(candidates, baseline, out_dir).items():
             out[f"eval/{ev.name}/{key}"] = float(value)
+    return out
+
+
+def make_rm_evaluator(options: dict, context: dict) -> RMScoreEvaluator:
+    """Options: `rm_path` (default: the run's RM), `batch_size`, `length_control`."""
+    opts = dict(options)
+    path = opts.pop("rm_path", None) or context.get("rm_path")
+    if path is None and context.get("scorer") is None:
+        raise RlcwError("the 'rm' evaluator needs a reward model", where="eval.evaluators.rm", hint="set eval.evaluators.rm.rm_path")
+    if context.get("scorer") is not None and (path is None or str(path) == str(context.get("rm_path"))) and not opts:
+        return RMScoreEvaluator(context["scorer"])
+    from rlcw.rewards.bt import BTScorer
+
+    return RMScoreEvaluator(BTScorer(path, **opts))
+
+
+def make_length_evaluator(options: dict, context: dict) -> LengthEvaluator:
+    return LengthEvaluator()
+
+
+def make_repetition_evaluator(options: dict, context: dict) -> RepetitionEvaluator:
+    return RepetitionEvaluator()
+
+
+EVALUATORS: dict[str, str] = {
+    "rm": "rlcw.rl.evaluation:make_rm_evaluator",
+    "length": "rlcw.rl.evaluation:make_length_evaluator",
+    "repetition": "rlcw.rl.evaluation:make_repetition_evaluator",
+    "judge": "rlcw.judges.evaluator:make_judge_evaluator",
+    "study": "rlcw.study.evaluator:make_study_evaluator",
+}
+
+
+def _load_factory(target: str, where: str):
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise RlcwError(f"factory '{target}' is not 'module:function'", where=where)
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise RlcwError(f"cannot load evaluator factory '{target}': {exc}", where=where) from None
+
+
+def build_evaluators(specs: dict[str, dict[str, Any]], context: dict[str, Any]) -> list:
+    """Evaluators from `name -> options` (see the module docstring); unknown names are an error."""
+    out = []
+    for name, options in (specs or {}).items():
+        where = f"eval.evaluators.{name}"
+        opts = dict(options or {})
+        if not opts.pop("enabled", True):
+            continue
+        target = opts.pop("factory", None) or EVALUATORS.get(name)
+        if target is None:
+            raise RlcwError(f"unknown evaluator '{name}'", where=where,
+                            hint=f"known: {', '.join(EVALUATORS)}; or give options.factory='module:function'")
+        evaluator = _load_factory(target, where)(opts, context)
+        if getattr(evaluator, "name", None) != name:
+            try:
+                evaluator.name = name  # metrics are keyed by the configured name
+            except AttributeError:
+                pass
+        out.append(evaluator)
     return out

@@ -25,6 +25,7 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
         assert json.loads((root / stage / "summary.json").read_text())["status"] == "completed", stage
     report = (root / "report.md").read_text()
     assert "PASS: GRPO steps: 2" in report and "## Samples before / after" in report
+    assert "PASS: GRPO reward-hacking monitors in range" in report
     assert "| base model | after GRPO (exported) |" in report
     for png in ("rm_accuracy.png", "grpo_reward_length.png"):
         data = (root / "plots" / png).read_bytes()
@@ -43,4 +44,7 @@ def test_quickstart_gates_fail_the_run(tmp_path, tiny_model_dir):
     cfg = load_config(__import__("rlcw.recipes.quickstart", fromlist=["QuickstartConfig"]).QuickstartConfig, None, [])
     assert cfg.gates == Gates()
     _, checks = _gate(cfg, results)
-    assert [ok for _, ok, _ in checks] == [False, True]
+    assert [ok for _, ok, _ in checks] == [False, True, True]
+    results["grpo"]["error"] = "stopped by reward-hacking monitor at step 5: rep_intra=0.6 > 0.4 (max_rep_intra)"
+    _, checks = _gate(cfg, results)
+    assert [ok for _, ok, _ in checks] == [False, True, False] and "rep_intra" in checks[2][2]

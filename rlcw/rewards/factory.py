@@ -1,0 +1,117 @@
+"""Reward specs -> TRL reward callables and their weights.
+
+    funcs, weights = build_rewards([
+        {"type": "bt", "rm_path": "runs/train_rm/model", "weight": 1.0, "length_control": True},
+        {"type": "length_range", "weight": 0.5, "clip": 2.0},
+        {"type": "overlong", "weight": 0.5, "max_tokens": 96, "buffer": 24},
+    ])
+    GRPOTrainer(reward_funcs=funcs, args=GRPOConfig(reward_weights=weights, ...), ...)
+
+A spec is a mapping with `type` (one of REWARD_TYPES), optional `weight` (default 1.0; 0 drops
+the reward), optional `name` (the name TRL logs it under: `rewards/<name>/mean`) and the
+constructor's options. `defaults` fills options a spec leaves out when its constructor takes
+them (the recipe passes `rm_path`, `num_generations`, `max_tokens`, `seed`). Constructors are
+imported only when a spec uses them, so a missing optional piece fails only the runs that ask
+for it, with a clear error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from rlcw.errors import RlcwError
+
+# type -> ("module:callable", the option that carries the first positional argument)
+REWARD_TYPES: dict[str, tuple[str, str | None]] = {
+    "bt": ("rlcw.rewards.bt:BTScorer", "rm_path"),
+    "genrm": ("rlcw.rewards.genrm:GenRMReward", "rm_path"),
+    "remote": ("rlcw.rewards.remote:RemoteReward", "urls"),
+    "length_range": ("rlcw.rewards.length:LengthReward", None),
+    "overlong": ("rlcw.rewards.length:OverlongReward", None),
+}
+_COMMON = ("type", "weight", "name")
+# recipe-wide defaults that fill a constructor argument of the same name when a spec leaves it out
+_FILLED = ("max_tokens", "num_generations", "seed", "batch_size")
+
+
+def _constructor(kind: str):
+    target, _ = REWARD_TYPES[kind]
+    module_name, attr = target.split(":")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise RlcwError(f"reward type '{kind}' is not available: {exc}", hint=f"it is provided by {target}") from None
+
+
+def _options(kind: str, spec: dict, defaults: dict, where: str) -> tuple[list, dict]:
+    """(positional args, keyword args) for the constructor, with unknown options rejected."""
+    ctor = _constructor(kind)
+    first = REWARD_TYPES[kind][1]
+    params = inspect.signature(ctor).parameters
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    opts = {k: v for k, v in spec.items() if k not in _COMMON}
+    if first and first not in opts and defaults.get(first) is not None:
+        opts[first] = defaults[first]
+    for name in _FILLED:
+        if name in params and name not in opts and defaults.get(name) is not None:
+            opts[name] = defaults[name]
+    args = []
+    if first:
+        if opts.get(first) in (None, "", []):
+            raise RlcwError(f"reward type '{kind}' needs option '{first}'", where=where)
+        args.append(opts.pop(first))
+    allowed = [n for n in list(params)[1 if first else 0 :] if params[n].kind is not inspect.Parameter.VAR_KEYWORD]
+    unknown = [k for k in opts if k not in allowed]
+    if unknown and not accepts_any:
+        raise RlcwError(f"unknown option '{unknown[0]}' for reward type '{kind}'", where=where,
+                        hint=f"options: {', '.join(list(_COMMON) + ([first] if first else []) + allowed)}")
+    return args, opts
+
+
+def build_reward(spec: dict[str, Any], defaults: dict | None = None, where: str = "reward spec"):
+    """One reward callable from one spec (see module docstring)."""
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise RlcwError("a reward spec must be a mapping with a 'type'", where=where, hint=f"types: {', '.join(REWARD_TYPES)}")
+    kind = spec["type"]
+    if kind not in REWARD_TYPES:
+        raise RlcwError(f"unknown reward type '{kind}'", where=where, hint=f"known types: {', '.join(REWARD_TYPES)}")
+    args, kwargs = _options(kind, spec, defaults or {}, where)
+    func = _constructor(kind)(*args, **kwargs)
+    if spec.get("name"):
+        func.__name__ = str(spec["name"])
+    elif not getattr(func, "__name__", None):
+        func.__name__ = kind
+    return func
+
+
+def build_rewards(specs, defaults: dict | None = None) -> tuple[list, list[float]]:
+    """(reward callables, weights) from a list of specs or a mapping name -> spec.
+
+    A spec with `weight: 0` is left out; no reward at all is an error."""
+    items = list(specs.items()) if isinstance(specs, dict) else [(None, s) for s in specs]
+    for i, (name, spec) in enumerate(items):  # every type checked before any (slow) constructor runs
+        if isinstance(spec, dict) and spec.get("type") not in REWARD_TYPES and "type" in spec:
+            raise RlcwError(f"unknown reward type '{spec['type']}'", where=f"rewards.{name}" if name else f"rewards[{i}]",
+                            hint=f"known types: {', '.join(REWARD_TYPES)}")
+    funcs, weights = [], []
+    for i, (name, spec) in enumerate(items):
+        where = f"rewards.{name}" if name else f"rewards[{i}]"
+        if not isinstance(spec, dict):
+            raise RlcwError("a reward spec must be a mapping", where=where, hint="e.g. {type: bt, weight: 1.0}")
+        weight = float(spec.get("weight", 1.0))
+        if weight == 0.0:
+            continue
+        if name and not spec.get("name"):
+            spec = {**spec, "name": name}
+        funcs.append(build_reward(spec, defaults, where))
+        weights.append(weight)
+    if not funcs:
+        raise RlcwError("no reward left: every reward spec is missing or has weight 0", where="rewards",
+                        hint=f"add one, e.g. rewards.rm.type=bt; types: {', '.join(REWARD_TYPES)}")
+    names = [f.__name__ for f in funcs]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise RlcwError(f"two rewards share the name '{dup}'", where="rewards", hint="give each spec its own `name`")
+    return funcs, weights

@@ -1,0 +1,147 @@
+"""grpo beyond the basics: mixed sources, several rewards, KL to the start, per-source logs,
+monitors that stop the run, top/bottom samples, prompt checks (overlap, cap fit, vLLM)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rlcw.config import load_config
+from rlcw.data.records import read_stories
+from rlcw.errors import RlcwError
+
+
+def _cfg(overrides: list[str]):
+    from rlcw.recipes.grpo import GRPORecipeConfig
+
+    return load_config(GRPORecipeConfig, None, overrides)
+
+
+@pytest.fixture(scope="module")
+def stopped_run(runs_root, rm_run, tiny_model_dir):
+    from rlcw.recipes.grpo import main
+
+    cfg = _cfg([
+        f"output_dir={runs_root}", "run_name=grpo_features", f"model.name={tiny_model_dir}",
+        f"reward.rm_path={rm_run['artifacts']['model']}", "train.max_steps=4", "train.batch_size=4",
+        "train.num_generations=2", "train.max_completion_length=8", "train.learning_rate=5e-2", "lora.r=4",
+        "data.sources.tmas.style=tmas", "data.sources.tmas.weight=3", "data.sources.wp.style=wp", "data.sources.wp.weight=1",
+        "data.max_train_prompts=8", "reward.specs.overlong.type=overlong", "reward.specs.overlong.buffer=4",
+        "reward.specs.overlong.weight=0.5", "eval.every_steps=0",
+        # distinct-3 of a batch is at most 1, so this rule breaks at every step: stop after 2 logged steps
+        "monitor.stop.min_distinct_batch=1.01", "monitor.patience=2",
+    ])
+    return main(cfg)
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_monitor_stops_the_run_with_the_reason_in_the_summary(stopped_run):
+    assert stopped_run["status"] == "failed"
+    assert "min_distinct_batch" in stopped_run["error"] and "step 2" in stopped_run["error"]
+    assert stopped_run["metrics"]["train/steps"] == 2.0
+    run_dir = Path(stopped_run["artifacts"]["metrics"]).parent
+    assert json.loads((run_dir / "summary.json").read_text())["error"] == stopped_run["error"]
+    assert "Stopped early" in (run_dir / "report.md").read_text()
+    for png in ("reward.png", "monitors.png"):
+        assert (run_dir / "plots" / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_per_step_extras_are_logged(stopped_run):
+    run_dir = Path(stopped_run["artifacts"]["metrics"]).parent
+    train = [r for r in _rows(run_dir) if "reward" in r]
+    assert [r["step"] for r in train] == [1, 2]
+    for key in ("monitor/cap_share", "monitor/rep_intra", "monitor/distinct_group", "monitor/distinct_batch",
+                "monitor/shared_ngrams", "monitor/words_mean", "monitor/kl_to_start", "entropy",
+                "rewards/rm/mean", "rewards/length_range/mean", "rewards/overlong/mean"):
+        assert key in train[0], key
+    # before the first update the LoRA B matrices are zero: the policy is the starting model exactly
+    assert train[0]["monitor/kl_to_start"] == pytest.approx(0.0, abs=1e-7)
+    assert train[1]["monitor/kl_to_start"] > 1e-6
+    # 8-token cap: a completion is either cut by the cap or ended by EOS, and the overlong term sees it
+    assert 0.0 <= train[0]["monitor/cap_share"] <= 1.0
+    sources = {k.split("/")[1] for r in train for k in r if k.startswith("source/")}
+    assert sources and sources <= {"tmas", "wp"}
+
+
+def test_top_and_bottom_samples_and_data_order(stopped_run):
+    samples = Path(stopped_run["artifacts"]["samples"])
+    recs = read_stories(samples / "train_step_000001.jsonl")
+    assert [r["meta"]["rank"] for r in recs] == ["top", "top", "bottom", "bottom"]
+    rewards = [r["meta"]["reward"] for r in recs]
+    assert rewards[0] >= rewards[1] >= max(rewards[2:]) and rewards[2] <= rewards[3]
+    order = [json.loads(x) for x in (samples / "data_order.jsonl").read_text().splitlines()]
+    assert [o["step"] for o in order] == [1, 2]
+    for o in order:  # GRPO groups: each prompt id twice in a row (num_generations=2)
+        ids = o["prompt_ids"]
+        assert len(ids) == 4 and ids[0] == ids[1] and ids[2] == ids[3]
+
+
+def test_sources_are_mixed_by_weight():
+    from rlcw.recipes.grpo import train_prompts
+
+    rows = train_prompts(_cfg(["data.sources.tmas.style=tmas", "data.sources.tmas.weight=3", "data.sources.wp.style=wp",
+                               "data.max_train_prompts=8"]))
+    assert Counter(r["source"] for r in rows) == {"tmas": 6, "wp": 2}
+    assert all(r["style"] == r["source"] for r in rows)
+
+
+def test_fit_to_cap_filters_ranges_the_cap_cannot_reach():
+    from rlcw.recipes.grpo import train_prompts
+
+    # 70 tokens at 1.4 tokens/word hold 50 words: only prompts asking for at most 50 words stay
+    rows = train_prompts(_cfg(["train.max_completion_length=70", "data.fit_to_cap=filter"]))
+    assert rows and max(r["max_words"] for r in rows) <= 50
+    with pytest.raises(RlcwError, match="ask for more words than 70 tokens"):
+        train_prompts(_cfg(["train.max_completion_length=70", "data.fit_to_cap=error"]))
+
+
+def test_overlap_with_rm_data_is_an_error_naming_the_prompt(tmp_path):
+    from rlcw.recipes.grpo import check_overlap, eval_prompts, train_prompts
+
+    cfg = _cfg([])
+    train, held = train_prompts(cfg), eval_prompts(cfg)
+    check_overlap(train, held, [])  # the bundled splits are disjoint
+    pairs = tmp_path / "pairs.jsonl"
+    leaked = "  " + train[3]["prompt"].upper() + " "  # same words, other case and spacing
+    pairs.write_text(json.dumps({"prompt": "unrelated", "chosen": "a", "rejected": "b"}) + "\n"
+                     + json.dumps({"prompt": leaked, "chosen": "a", "rejected": "b"}) + "\n")
+    with pytest.raises(RlcwError) as info:
+        check_overlap(train, held, [str(pairs)])
+    assert train[3]["id"] in str(info.value) and "pairs.jsonl (line 2)" in str(info.value)
+    with pytest.raises(RlcwError, match="held-out prompts"):
+        check_overlap(train + [dict(held[0], id="copy")], held, [])
+
+
+def test_vllm_requested_but_missing_is_a_clear_error(monkeypatch):
+    import importlib.util
+
+    from rlcw.recipes.grpo import check_vllm
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    with pytest.raises(RlcwError, match="vLLM is not installed"):
+        check_vllm(_cfg(["train.use_vllm=true"]).train)
+    check_vllm(_cfg([]).train)  # not asked for: nothing to check
+
+
+def test_full_fine_tune_logs_kl_against_a_frozen_copy(runs_root, rm_run, tiny_model_dir):
+    from rlcw.recipes.grpo import main
+
+    summary = main(_cfg([
+        f"output_dir={runs_root}", "run_name=grpo_full", f"model.name={tiny_model_dir}", "lora.enabled=false",
+        f"reward.rm_path={rm_run['artifacts']['model']}", "train.max_steps=2", "train.batch_size=4",
+        "train.num_generations=2", "train.max_completion_length=8", "train.learning_rate=1e-2", "train.beta=0.0",
+        "eval.every_steps=0", "data.max_train_prompts=4", "reward.specs.length_range.weight=0",
+    ]))
+    assert summary["status"] == "completed"
+    train = [r for r in _rows(Path(summary["artifacts"]["metrics"]).parent) if "reward" in r]
+    assert "rewards/length_range/mean" not in train[0]  # weight 0 drops the reward
+    assert train[0]["monitor/kl_to_start"] == pytest.approx(0.0, abs=1e-7)  # same weights as the copy
+    assert train[1]["monitor/kl_to_start"] > 1e-6
+    assert (Path(summary["artifacts"]["policy"]) / "model.safetensors").is_file()
