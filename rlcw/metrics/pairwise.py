@@ -1,16 +1,31 @@
-"""Pairwise accuracy of a scorer, and the length-only baseline (longer wins)."""
+"""Pairwise evaluation maths: accuracy, the length-only baseline (longer wins), accuracy by length
+direction, score-length correlation, and order consistency of pairwise scorers.
+
+    pairwise_accuracy([2.0, 0.1], [1.0, 0.3])                   # 0.5
+    order_consistency([0.9, 0.8], [0.2, 0.7])                    # 0.5: the 2nd pair's verdict follows position
+    averaged_preference([0.9], [0.2])                            # [0.85] = (0.9 + 1 - 0.2) / 2
+
+Pure maths: no model code.
+"""
 
 from __future__ import annotations
 
 from rlcw.metrics.text import count_words
 
 
+def pair_outcomes(chosen_scores: list[float], rejected_scores: list[float]) -> list[float]:
+    """Per pair: 1 when chosen scores higher, 0.5 on a tie, 0 otherwise."""
+    if len(chosen_scores) != len(rejected_scores):
+        raise ValueError("need two equally long score lists")
+    return [1.0 if c > r else 0.5 if c == r else 0.0 for c, r in zip(chosen_scores, rejected_scores)]
+
+
 def pairwise_accuracy(chosen_scores: list[float], rejected_scores: list[float]) -> float:
     """Share of pairs where chosen scores higher; a tie counts as half."""
     if len(chosen_scores) != len(rejected_scores) or not chosen_scores:
         raise ValueError("need two equally long, non-empty score lists")
-    wins = sum(1.0 if c > r else 0.5 if c == r else 0.0 for c, r in zip(chosen_scores, rejected_scores))
-    return wins / len(chosen_scores)
+    outcomes = pair_outcomes(chosen_scores, rejected_scores)
+    return sum(outcomes) / len(outcomes)
 
 
 def length_baseline_accuracy(pairs: list[dict]) -> float:
@@ -18,3 +33,55 @@ def length_baseline_accuracy(pairs: list[dict]) -> float:
     return pairwise_accuracy(
         [float(count_words(p["chosen"])) for p in pairs], [float(count_words(p["rejected"])) for p in pairs]
     )
+
+
+def length_direction(chosen_words: list[int], rejected_words: list[int]) -> dict[str, list[int]]:
+    """Pair indices where the chosen story is longer, shorter, or equally long (in words)."""
+    out: dict[str, list[int]] = {"chosen_longer": [], "chosen_shorter": [], "equal_length": []}
+    for i, (c, r) in enumerate(zip(chosen_words, rejected_words)):
+        out["chosen_longer" if c > r else "chosen_shorter" if c < r else "equal_length"].append(i)
+    return out
+
+
+def mean_of(values: list[float], idx: list[int] | None = None) -> float | None:
+    """Mean of values (or of values at idx); None when there are none."""
+    xs = values if idx is None else [values[i] for i in idx]
+    return sum(xs) / len(xs) if xs else None
+
+
+def length_correlation(scores: list[float], words: list[float]) -> dict[str, float | None]:
+    """Pearson and Spearman correlation of scores with word counts (None when undefined)."""
+    from scipy import stats
+
+    if len(scores) != len(words):
+        raise ValueError("need as many word counts as scores")
+    if len(scores) < 3 or len(set(scores)) < 2 or len(set(words)) < 2:
+        return {"pearson": None, "spearman": None}
+    return {"pearson": float(stats.pearsonr(words, scores)[0]), "spearman": float(stats.spearmanr(words, scores)[0])}
+
+
+def averaged_preference(forward: list[float | None], backward: list[float | None]) -> list[float | None]:
+    """P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2; None unless both orders are valid."""
+    return [None if f is None or b is None else (f + 1.0 - b) / 2.0 for f, b in zip(forward, backward, strict=True)]
+
+
+def prob_outcomes(p_chosen: list[float]) -> list[float]:
+    """Per pair: 1 when P(chosen better) > 0.5, 0.5 at exactly 0.5, else 0."""
+    return [1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0 for p in p_chosen]
+
+
+def order_consistency(forward: list[float | None], backward: list[float | None]) -> float | None:
+    """Share of pairs (both orders valid) whose verdict flips with the order, i.e. picks the same story.
+
+    forward = P(first better) with chosen first, backward = the same with rejected first. A pair is
+    consistent when one order says 'first' and the other 'second' (a 0.5 is no verdict: inconsistent)."""
+    both = [(f, b) for f, b in zip(forward, backward, strict=True) if f is not None and b is not None]
+    if not both:
+        return None
+    return sum((f > 0.5 and b < 0.5) or (f < 0.5 and b > 0.5) for f, b in both) / len(both)
+
+
+def first_position_rate(forward: list[float | None], backward: list[float | None]) -> float | None:
+    """Share of valid verdicts (both orders pooled) that prefer the story shown first (0.5 = no position bias)."""
+    votes = [p for p in list(forward) + list(backward) if p is not None]
+    return sum(1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0 for p in votes) / len(votes) if votes else None

@@ -1,0 +1,248 @@
+"""Evaluate a reward model or judge on held-out preference pairs, next to the length-only baseline.
+
+What: for any scorer (`scorer.kind`: bt RM folder, genrm RM folder, zero-shot judge; `auto` reads
+the folder's rlcw_rm.json) on a pair file (local or hub id): pairwise accuracy with a bootstrap CI,
+accuracy on pairs where the chosen story is longer / shorter, the length-only baseline (longer
+wins) on the same pairs, and
+- pointwise scorers (bt): Pearson/Spearman correlation of score with story length (words), raw and,
+  when the RM folder holds a length-control fit, length-controlled (see `rlcw.rewards.length_control`);
+- pairwise scorers (genrm, judge): each pair is asked in both orders; accuracy uses
+  P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2, consistency = share of pairs whose
+  verdict flips with the order, first-position rate, invalid verdicts counted (and excluded).
+`length_control.fit_on=FILE` (story records, or pairs: both sides) first fits score ~ a + b f(words)
+on that reference set and writes `rlcw_length_control.json` into the RM folder (then BTScorer applies
+it everywhere, GRPO included); it is also copied into the run folder.
+Writes `<run>/eval.json`, `<run>/scores.jsonl` (per pair), `<run>/eval_rm.png`, report.md, summary.json.
+Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
+
+    rlcw eval-rm scorer.path=runs/train_rm/model data.file=runs/build_pairs/pairs/eval.jsonl
+    rlcw eval-rm --config configs/eval_rm/bt.yaml length_control.fit_on=runs/build_pairs/pairs/train.jsonl
+    rlcw eval-rm scorer.kind=judge scorer.judge_client.base_url=http://127.0.0.1:8000/v1 scorer.judge_client.model=m
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlcw.data.preferences import load_preferences
+from rlcw.errors import RlcwError, location
+from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
+from rlcw.metrics import pairwise as pw
+from rlcw.metrics.bootstrap import bootstrap_ci
+from rlcw.metrics.text import count_words
+from rlcw.recipes.common import stage_run
+from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
+from rlcw.rewards.scorers import is_pairwise, load_scorer
+
+
+@dataclass
+class ScorerSection:
+    kind: str = "auto"  # auto | bt | genrm | judge
+    path: str | None = "runs/train_rm/model"  # RM folder (bt, genrm)
+    batch_size: int = 16
+    device: str | None = None
+    length_control: bool = True  # bt: also report scores with the folder's length-control fit
+    judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.client.ClientConfig keys
+    judge_template: str = "writerly"
+
+
+@dataclass
+class EvalDataSection:
+    file: str = "runs/build_pairs/pairs/eval.jsonl"  # local pair file or hub id
+    split: str = "test"
+    columns: dict[str, str] = field(default_factory=lambda: {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"})
+    max_pairs: int | None = None
+
+
+@dataclass
+class LengthControlSection:
+    fit_on: str | None = None  # reference stories (story records or pairs) -> fit, saved into the RM folder
+    feature: str = "log_words"  # words | log_words
+    max_stories: int | None = None
+
+
+@dataclass
+class EvalRMConfig:
+    scorer: ScorerSection = field(default_factory=ScorerSection)
+    data: EvalDataSection = field(default_factory=EvalDataSection)
+    length_control: LengthControlSection = field(default_factory=LengthControlSection)
+    bootstrap_resamples: int = 1000
+    output_dir: str = "runs"
+    run_name: str = "eval_rm"
+    seed: int = 0
+
+
+def reference_stories(path: str, limit: int | None) -> tuple[list[str], list[str]]:
+    """(prompts, stories) of a story-record file, or of both sides of a pair file."""
+    prompts, stories = [], []
+    for line, row in read_table(path):
+        keys = ("story",) if "story" in row else ("chosen", "rejected") if "chosen" in row and "rejected" in row else ()
+        if not keys:
+            raise RlcwError("neither a story record nor a preference pair", where=location(path, line, "story"),
+                            hint="give story records (prompt, story) or preference records (prompt, chosen, rejected)")
+        for key in keys:
+            if not isinstance(row[key], str) or not row[key].strip():
+                raise RlcwError("empty or non-text story", where=location(path, line, key))
+            prompts.append(str(row.get("prompt") or ""))
+            stories.append(row[key])
+    return prompts[: limit or None], stories[: limit or None]
+
+
+def fit_length_control(scorer, lc: LengthControlSection, run) -> dict:
+    prompts, stories = reference_stories(lc.fit_on, lc.max_stories)
+    raw = scorer.score(prompts, stories, raw=True)
+    fit = fit_length_fit(raw, [count_words(s) for s in stories], lc.feature, source=str(lc.fit_on))
+    path = save_length_fit(fit, scorer.rm_dir)
+    shutil.copyfile(path, run.path / LENGTH_CONTROL_FILE)
+    scorer.length_fit = fit
+    return {"length_control/slope": fit.slope, "length_control/intercept": fit.intercept, "length_control/r2": fit.r2,
+            "length_control/n": float(fit.n)}
+
+
+def accuracy_block(outcomes: list[float], split: dict[str, list[int]], prefix: str, resamples: int, seed: int) -> dict:
+    """Accuracy, its bootstrap CI, and accuracy on chosen-longer / chosen-shorter pairs."""
+    out = {f"{prefix}accuracy": pw.mean_of(outcomes)}
+    out[f"{prefix}accuracy_ci_low"], out[f"{prefix}accuracy_ci_high"] = bootstrap_ci(outcomes, n_resamples=resamples, seed=seed)
+    for name in ("chosen_longer", "chosen_shorter"):
+        out[f"{prefix}accuracy_{name}"] = pw.mean_of(outcomes, split[name])
+    return out
+
+
+def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
+    prompts = [p["prompt"] for p in pairs]
+    chosen = scorer.score(prompts, [p["chosen"] for p in pairs], raw=True)
+    rejected = scorer.score(prompts, [p["rejected"] for p in pairs], raw=True)
+    versions = {"": (chosen, rejected)}
+    fit = getattr(scorer, "length_fit", None) if cfg.scorer.length_control else None
+    if fit is not None:
+        versions["length_controlled/"] = (fit.residuals(chosen, cw), fit.residuals(rejected, rw))
+    metrics: dict = {}
+    for prefix, (c, r) in versions.items():
+        metrics.update(accuracy_block(pw.pair_outcomes(c, r), split, prefix, cfg.bootstrap_resamples, cfg.seed))
+        corr = pw.length_correlation(c + r, [float(w) for w in cw + rw])
+        metrics[f"{prefix}score_length_pearson"], metrics[f"{prefix}score_length_spearman"] = corr["pearson"], corr["spearman"]
+        metrics[f"{prefix}mean_margin"] = pw.mean_of([a - b for a, b in zip(c, r)])
+    rows = [{"chosen_score": c, "rejected_score": r} for c, r in zip(chosen, rejected)]
+    if fit is not None:
+        for row, c, r in zip(rows, *versions["length_controlled/"]):
+            row.update(chosen_score_lc=c, rejected_score_lc=r)
+    return metrics, rows
+
+
+def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
+    prompts, chosen, rejected = [p["prompt"] for p in pairs], [p["chosen"] for p in pairs], [p["rejected"] for p in pairs]
+    fwd = scorer.prefer_ordered(prompts, chosen, rejected)  # P(chosen better), chosen shown first
+    bwd = scorer.prefer_ordered(prompts, rejected, chosen)  # P(rejected better), rejected shown first
+    avg = pw.averaged_preference(fwd, bwd)
+    valid = [i for i, p in enumerate(avg) if p is not None]
+    if not valid:
+        raise RlcwError("the scorer gave no valid verdict in both orders for any pair", hint="check the judge/GenRM output format")
+    pos = {i: j for j, i in enumerate(valid)}
+    sub = {k: [pos[i] for i in idx if i in pos] for k, idx in split.items()}
+    metrics = accuracy_block(pw.prob_outcomes([avg[i] for i in valid]), sub, "", cfg.bootstrap_resamples, cfg.seed)
+    metrics.update({
+        "order_consistency": pw.order_consistency(fwd, bwd), "first_position_rate": pw.first_position_rate(fwd, bwd),
+        "invalid_chosen_first": float(sum(p is None for p in fwd)), "invalid_rejected_first": float(sum(p is None for p in bwd)),
+        "pairs_scored": float(len(valid)),
+        "p_chosen_length_diff_spearman": pw.length_correlation([avg[i] for i in valid], [float(cw[i] - rw[i]) for i in valid])["spearman"],
+    })
+    rows = [{"p_chosen_first": f, "p_rejected_first": b, "p_chosen": a} for f, b, a in zip(fwd, bwd, avg)]
+    return metrics, rows
+
+
+def main(cfg: EvalRMConfig) -> dict:
+    s = cfg.scorer
+    with stage_run(cfg, "eval-rm") as run:
+        pairs = load_preferences(cfg.data.file, cfg.data.split, cfg.data.columns, cfg.data.max_pairs)
+        scorer = load_scorer(s.kind, s.path, batch_size=s.batch_size, device=s.device, length_control=s.length_control,
+                             judge_client=s.judge_client, judge_template=s.judge_template)
+        pairwise = is_pairwise(scorer)
+        if hasattr(scorer, "progress"):
+            scorer.progress = True
+        metrics: dict = {}
+        if cfg.length_control.fit_on:
+            if pairwise:
+                raise RlcwError("length control applies to pointwise (bt) scorers", where="length_control.fit_on")
+            metrics.update(fit_length_control(scorer, cfg.length_control, run))
+        cw, rw = [count_words(p["chosen"]) for p in pairs], [count_words(p["rejected"]) for p in pairs]
+        split = pw.length_direction(cw, rw)
+        evaluate = eval_pairwise if pairwise else eval_pointwise
+        scored, rows = evaluate(scorer, pairs, cw, rw, split, cfg)
+        metrics.update(scored)
+        metrics.update(accuracy_block(pw.pair_outcomes([float(w) for w in cw], [float(w) for w in rw]), split,
+                                      "length_baseline/", cfg.bootstrap_resamples, cfg.seed))
+        metrics.update({"pairs": float(len(pairs)), **{f"pairs_{k}": float(len(v)) for k, v in split.items()}})
+        per_pair = [{"index": i, "chosen_words": c, "rejected_words": r, **row} for i, (c, r, row) in enumerate(zip(cw, rw, rows))]
+        info = {"kind": type(scorer).__name__, "pairwise": pairwise, "path": s.path, "data": cfg.data.file}
+        artifacts = {
+            "eval": atomic_write_json(run.path / "eval.json", {"scorer": info, "metrics": metrics}),
+            "scores": atomic_write_jsonl(run.path / "scores.jsonl", per_pair),
+            "plot": plot_eval(metrics, per_pair, pairwise, run.path / "eval_rm.png"),
+        }
+        run.log(0, {k: v for k, v in metrics.items() if v is not None})
+        run.write_report(report(metrics, info))
+        return run.write_summary("completed", metrics, artifacts)
+
+
+def plot_eval(metrics: dict, rows: list[dict], pairwise: bool, path: Path) -> Path:
+    from rlcw.report import plt
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    groups = ["accuracy", "accuracy_chosen_longer", "accuracy_chosen_shorter"]
+    series = {"scorer": ""} | ({"length-controlled": "length_controlled/"} if "length_controlled/accuracy" in metrics else {}) | {"longer wins": "length_baseline/"}
+    width = 0.8 / len(series)
+    for k, (label, prefix) in enumerate(series.items()):
+        vals = [metrics.get(prefix + g) or 0.0 for g in groups]
+        xs = [i + k * width for i in range(len(groups))]
+        ax.bar(xs, vals, width, label=label)
+        lo, hi = metrics[prefix + "accuracy_ci_low"], metrics[prefix + "accuracy_ci_high"]
+        ax.errorbar([xs[0]], [vals[0]], yerr=[[vals[0] - lo], [hi - vals[0]]], color="black", capsize=3)
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(groups))], ["all", "chosen longer", "chosen shorter"])
+    ax.set_ylim(0, 1)
+    ax.set_title("pairwise accuracy (95% CI on all)")
+    ax.legend(fontsize=8)
+    if pairwise:
+        ax2.scatter([r["chosen_words"] - r["rejected_words"] for r in rows], [r["p_chosen"] for r in rows], s=8)
+        ax2.set_xlabel("chosen - rejected (words)")
+        ax2.set_ylabel("P(chosen better)")
+    else:
+        words = [r["chosen_words"] for r in rows] + [r["rejected_words"] for r in rows]
+        ax2.scatter(words, [r["chosen_score"] for r in rows] + [r["rejected_score"] for r in rows], s=8, label="raw")
+        if rows and "chosen_score_lc" in rows[0]:
+            ax2.scatter(words, [r["chosen_score_lc"] for r in rows] + [r["rejected_score_lc"] for r in rows], s=8, label="length-controlled")
+            ax2.legend(fontsize=8)
+        ax2.set_xlabel("story length (words)")
+        ax2.set_ylabel("score")
+    ax2.set_title("score vs length")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    return tmp.replace(path)
+
+
+def _fmt(v, count: bool = False) -> str:
+    if v is None:
+        return "n/a"
+    return str(int(v)) if count else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def report(metrics: dict, info: dict) -> str:
+    lines = [f"# Reward-model evaluation: {info['kind']}", "", f"- scorer: `{info['path']}` ({'pairwise' if info['pairwise'] else 'pointwise'})",
+             f"- pairs: `{info['data']}` ({_fmt(metrics['pairs'], True)}; chosen longer {_fmt(metrics['pairs_chosen_longer'], True)}, "
+             f"shorter {_fmt(metrics['pairs_chosen_shorter'], True)}, equal {_fmt(metrics['pairs_equal_length'], True)})", ""]
+    cols = {"scorer": ""} | ({"length-controlled": "length_controlled/"} if "length_controlled/accuracy" in metrics else {}) | {"longer wins": "length_baseline/"}
+    lines += ["| metric | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "accuracy_chosen_longer", "accuracy_chosen_shorter",
+                "score_length_pearson", "score_length_spearman", "mean_margin"):
+        if any(p + key in metrics for p in cols.values()):
+            lines.append(f"| {key} | " + " | ".join(_fmt(metrics.get(p + key)) for p in cols.values()) + " |")
+    extra = [k for k in metrics if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/"))]
+    counts = ("invalid_", "pairs_scored", "length_control/n")
+    lines += [""] + [f"- {k}: {_fmt(metrics[k], k.startswith(counts))}" for k in extra]
+    lines += ["", "A scorer that does not beat `longer wins` may be a length detector.", "", "![evaluation](eval_rm.png)", ""]
+    return "\n".join(lines)

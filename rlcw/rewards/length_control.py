@@ -1,0 +1,99 @@
+"""Length-controlled reward: remove the part of an RM score that story length explains.
+
+A least-squares line `score ~ a + b * f(words)` is fitted on the raw scores of a reference set
+of stories (f = words or log(1 + words)); the controlled reward is the residual
+`score - (a + b * f(words))`. The fit lives in the RM folder as `rlcw_length_control.json`
+(next to `rlcw_rm.json`), and `rlcw.rewards.bt.BTScorer` applies it whenever the file is there
+(`BTScorer(rm_dir, length_control=False)` or `score(..., raw=True)` give raw scores).
+
+    rlcw eval-rm scorer.path=runs/train_rm/model length_control.fit_on=refs.jsonl   # fit + save + evaluate
+
+    fit = fit_length_fit(scores=[1.0, 2.0, 3.0], words=[100, 200, 300], feature="words")
+    fit.residuals([2.5], [200])                                                   # -> [0.5]
+
+Pure maths and JSON: no model code here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlcw.errors import RlcwError
+from rlcw.io import atomic_write_json
+
+LENGTH_CONTROL_FILE = "rlcw_length_control.json"
+FEATURES = ("words", "log_words")
+
+
+def length_feature(words: float, feature: str) -> float:
+    """f(words): the length variable the fit is linear in."""
+    if feature == "words":
+        return float(words)
+    if feature == "log_words":
+        return math.log1p(max(0.0, float(words)))
+    raise RlcwError(f"unknown length feature '{feature}'", hint=f"use one of {FEATURES}")
+
+
+@dataclass
+class LengthFit:
+    """score ~ intercept + slope * f(words), fitted on `n` reference stories (r2 = explained share)."""
+
+    intercept: float
+    slope: float
+    feature: str = "log_words"
+    n: int = 0
+    r2: float = 0.0
+    source: str = ""
+
+    def predict(self, words: list[float]) -> list[float]:
+        return [self.intercept + self.slope * length_feature(w, self.feature) for w in words]
+
+    def residuals(self, scores: list[float], words: list[float]) -> list[float]:
+        if len(scores) != len(words):
+            raise ValueError(f"{len(scores)} scores but {len(words)} word counts")
+        return [s - p for s, p in zip(scores, self.predict(words))]
+
+
+def fit_length_fit(scores: list[float], words: list[float], feature: str = "log_words", source: str = "") -> LengthFit:
+    """Ordinary least squares of scores on f(words); needs two or more distinct lengths."""
+    if len(scores) != len(words):
+        raise ValueError(f"{len(scores)} scores but {len(words)} word counts")
+    xs = [length_feature(w, feature) for w in words]
+    n = len(xs)
+    if n < 2:
+        raise RlcwError(f"a length-control fit needs at least 2 reference stories, got {n}")
+    mx, my = sum(xs) / n, sum(scores) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        raise RlcwError("all reference stories have the same length: cannot fit a length slope", hint="use a reference set with varied lengths")
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, scores))
+    slope = sxy / sxx
+    intercept = my - slope * mx
+    syy = sum((y - my) ** 2 for y in scores)
+    sse = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, scores))
+    r2 = 1.0 - sse / syy if syy > 0 else 0.0
+    return LengthFit(intercept=intercept, slope=slope, feature=feature, n=n, r2=r2, source=source)
+
+
+def save_length_fit(fit: LengthFit, rm_dir: str | Path) -> Path:
+    return atomic_write_json(Path(rm_dir) / LENGTH_CONTROL_FILE, dataclasses.asdict(fit))
+
+
+def load_length_fit(rm_dir: str | Path) -> LengthFit | None:
+    """The fit saved in an RM folder, or None when the folder has none."""
+    path = Path(rm_dir) / LENGTH_CONTROL_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        fit = LengthFit(**{f.name: data[f.name] for f in dataclasses.fields(LengthFit) if f.name in data})
+        length_feature(1.0, fit.feature)
+        float(fit.intercept) + float(fit.slope)
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError, KeyError) as exc:
+        raise RlcwError(f"corrupt {LENGTH_CONTROL_FILE}: {exc}", where=str(path),
+                        hint="delete it, or refit with `rlcw eval-rm length_control.fit_on=FILE`") from None
+    return fit

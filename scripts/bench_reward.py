@@ -1,0 +1,170 @@
+"""Benchmark the shared reward scorer: length-bucketed batching vs one story at a time.
+
+For each length bucket (words), the same synthetic stories are scored twice in the same run by
+`rlcw.rewards.bt.BTScorer` with the same truncation (`encode_for_rm`, `--max-length` tokens):
+once as one call (sorted, batches of <= --batch-size rows and <= --token-budget padded tokens)
+and once story by story. Prints stories/s for both, the ratio, and the peak memory of each
+(CUDA: max allocated; CPU: peak process RSS above the level before the phase).
+Without `--rm` the embedded SmolLM2-135M-Instruct with a random score head stands in as the RM.
+
+    OMP_NUM_THREADS=1 python scripts/bench_reward.py --buckets 50,200,500 --n 8          # short
+    python scripts/bench_reward.py --rm runs/train_rm/model --buckets 50,200,500,1000,1500 --n 32 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from rlcw.data.bundled import bundled_path
+from rlcw.data.records import read_stories
+from rlcw.models import EMBEDDED_ALIAS, load_tokenizer, resolve
+from rlcw.rewards.bt import BTScorer
+from rlcw.rewards.render import RMSpec, encode_for_rm
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rm", default=None, help="an RM folder (default: embedded model with a random score head)")
+    ap.add_argument("--buckets", default="50,200,500,1000,1500", help="story lengths in words, comma-separated")
+    ap.add_argument("--n", type=int, default=8, help="stories per bucket")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--token-budget", type=int, default=None, help="max padded tokens per batch (default: BTScorer's for the device)")
+    ap.add_argument("--max-padding", type=float, default=None, help="max padding overhead per batch (default: BTScorer's)")
+    ap.add_argument("--repeats", type=int, default=2, help="interleaved timings per bucket; the fastest of each is kept")
+    ap.add_argument("--max-length", type=int, default=2048, help="RM truncation in tokens (embedded stand-in only)")
+    ap.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    return ap.parse_args(argv)
+
+
+def build_scorer(args) -> BTScorer:
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = getattr(torch, args.dtype)
+    if args.rm:
+        scorer = BTScorer(args.rm, batch_size=args.batch_size, device=device, length_control=False)
+        scorer.model.to(dtype)
+    else:
+        from transformers import AutoModelForSequenceClassification
+
+        tok = load_tokenizer(EMBEDDED_ALIAS, for_reward_model=True, padding_side="right")
+        torch.manual_seed(args.seed)
+        model = AutoModelForSequenceClassification.from_pretrained(resolve(EMBEDDED_ALIAS), num_labels=1, dtype=dtype)
+        model.config.pad_token_id = tok.pad_token_id
+        spec = RMSpec(type="bt", base_model=EMBEDDED_ALIAS, max_length=args.max_length, pad_token=tok.pad_token).check()
+        scorer = BTScorer("embedded-random-head", batch_size=args.batch_size, device=device, model=model, tokenizer=tok, spec=spec)
+    scorer.token_budget = args.token_budget if args.token_budget is not None else scorer.token_budget
+    scorer.max_padding = args.max_padding if args.max_padding is not None else scorer.max_padding
+    return scorer
+
+
+def synthetic_stories(words: int, n: int, rng: random.Random) -> tuple[list[str], list[str]]:
+    """n (prompt, story) pairs of ~words words (+-10%), cut from the bundled stories at random offsets."""
+    records = read_stories(bundled_path("stories.jsonl"))
+    pool = " ".join(r["story"] for r in records).split()
+    prompts, stories = [], []
+    for _ in range(n):
+        k = max(1, round(words * rng.uniform(0.9, 1.1)))
+        start = rng.randrange(len(pool))
+        text = [pool[(start + j) % len(pool)] for j in range(k)]
+        prompts.append(rng.choice(records)["prompt"])
+        stories.append(" ".join(text))
+    return prompts, stories
+
+
+class PeakMemory:
+    """Peak memory during a `with` block: CUDA max allocated, else process RSS sampled every 5 ms."""
+
+    def __init__(self, device: str):
+        self.cuda = str(device).startswith("cuda")
+        self.peak_mb = 0.0
+
+    @staticmethod
+    def rss_mb() -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self._max = max(self._max, self.rss_mb())
+            time.sleep(0.005)
+
+    def __enter__(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._base = torch.cuda.memory_allocated()
+        else:
+            self._base = self._max = self.rss_mb()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.peak_mb = (torch.cuda.max_memory_allocated() - self._base) / 2**20
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak_mb = self._max - self._base
+
+
+def timed(scorer: BTScorer, fn) -> tuple[float, float, list[float]]:
+    with PeakMemory(scorer.device) as mem:
+        start = time.perf_counter()
+        out = fn()
+        if str(scorer.device).startswith("cuda"):
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+    return seconds, mem.peak_mb, out
+
+
+def bench_bucket(scorer: BTScorer, words: int, n: int, rng: random.Random, repeats: int = 2) -> dict:
+    prompts, stories = synthetic_stories(words, n, rng)
+    tokens = [len(e) for e in encode_for_rm(scorer.spec, scorer.tokenizer, prompts, stories)]
+    scorer.score(prompts[:1], stories[:1])  # warm-up at this length
+    t_batch = t_naive = float("inf")
+    for _ in range(repeats):  # interleaved, fastest kept: load from other processes hits both alike
+        t, m_batch, s_batch = timed(scorer, lambda: scorer.score(prompts, stories))
+        t_batch = min(t_batch, t)
+        t, m_naive, s_naive = timed(scorer, lambda: [scorer.score([p], [s])[0] for p, s in zip(prompts, stories)])
+        t_naive = min(t_naive, t)
+    diff = max(abs(a - b) for a, b in zip(s_batch, s_naive))
+    return {
+        "words": words, "n": n, "mean_tokens": sum(tokens) / n, "batched_per_s": n / t_batch, "naive_per_s": n / t_naive,
+        "ratio": t_naive / t_batch, "batched_peak_mb": m_batch, "naive_peak_mb": m_naive, "max_abs_score_diff": diff,
+    }
+
+
+def main(argv=None) -> list[dict]:
+    args = parse_args(argv)
+    scorer = build_scorer(args)
+    rng = random.Random(args.seed)
+    print(f"device={scorer.device} threads={torch.get_num_threads()} batch_size={scorer.batch_size} token_budget="
+          f"{scorer.token_budget} max_padding={scorer.max_padding} max_length={scorer.spec.max_length} repeats={args.repeats}")
+    print(f"{'words':>6} {'tokens':>7} {'batched/s':>10} {'naive/s':>9} {'ratio':>6} {'peak MB b/n':>14} {'|diff|':>8}")
+    rows = []
+    for words in [int(w) for w in args.buckets.split(",")]:
+        r = bench_bucket(scorer, words, args.n, rng, args.repeats)
+        rows.append(r)
+        print(f"{r['words']:>6} {r['mean_tokens']:>7.0f} {r['batched_per_s']:>10.2f} {r['naive_per_s']:>9.2f} {r['ratio']:>6.2f} "
+              f"{r['batched_peak_mb']:>6.0f}/{r['naive_peak_mb']:<7.0f} {r['max_abs_score_diff']:>8.1e}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "device": str(scorer.device), "rows": rows}, indent=2) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
