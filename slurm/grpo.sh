@@ -5,20 +5,14 @@
 #SBATCH --ntasks-per-node=1
 #SBATCH --cpus-per-task=2
 #SBATCH --time=04:00:00
-# GRPO on one node. All hyperparameters are config: pass --config FILE and key=value overrides.
+# GRPO (`rlcw grpo`) under torchrun, one or more nodes. All hyperparameters are config:
 #   sbatch slurm/grpo.sh --config configs/grpo/cpu.yaml train.max_steps=50
-# Environment: RLCW_VENV (default .venv), NPROC (processes per node, default 1).
+#   NPROC=2 sbatch slurm/grpo.sh --config configs/grpo/cpu.yaml             # 2 CPU ranks, one node
+#   sbatch --nodes=2 --gpus-per-node=8 slurm/grpo.sh --config configs/grpo/cpu.yaml train.deepspeed=configs/deepspeed/zero2.json
+# Environment: RLCW_VENV, NPROC, MASTER_PORT (see slurm/lib.sh). Submit from the repo root.
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")/..}"
-mkdir -p logs
-VENV=${RLCW_VENV:-.venv}
-if [ ! -x "$VENV/bin/rlcw" ]; then
-  echo "rlcw is not installed in $VENV: run scripts/setup.sh first (or set RLCW_VENV)" >&2
-  exit 2
-fi
-# shellcheck disable=SC1091
-. "$VENV/bin/activate"
-NPROC=${NPROC:-1}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( ${SLURM_CPUS_PER_TASK:-2} / NPROC ))}
-echo "job ${SLURM_JOB_ID:-local} on $(hostname) | git $(git rev-parse --short HEAD 2>/dev/null || echo none) | args: $*"
-torchrun --standalone --nproc_per_node "$NPROC" -m rlcw grpo "$@"
+# shellcheck source=slurm/lib.sh
+. slurm/lib.sh
+echo "rlcw grpo $*"
+"${TORCHRUN[@]}" -m rlcw grpo "$@"

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from rlcw.config import load_config
 from rlcw.data.records import read_stories
 
@@ -14,7 +16,12 @@ def test_export_then_generate(grpo_run, runs_root):
     out = export.main(cfg)
     model_dir = Path(out["artifacts"]["model"])
     assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer_config.json").is_file()
-    assert "base_model:" in (model_dir / "README.md").read_text()
+    card = (model_dir / "README.md").read_text()
+    assert "base_model:" in card
+    assert "- training steps: 2" in card  # read from the grpo run's summary.json
+    assert "rlcw bundled prompts" in card and "Apache-2.0" in card  # data and licence attribution
+    assert "| eval/" in card  # the run's last periodic evaluation
+    assert (model_dir / "chat_template.jinja").is_file()
     gen_cfg = json.loads((model_dir / "generation_config.json").read_text())
     assert gen_cfg["do_sample"] is True and gen_cfg["temperature"] == 0.8
     assert not (model_dir / "adapter_config.json").exists()
@@ -27,3 +34,14 @@ def test_export_then_generate(grpo_run, runs_root):
     assert len(stories) == 3 and {s["system"] for s in stories} == {"tuned"}
     again = generate.main(g)  # same seed, same prompts -> same stories
     assert [s["story"] for s in read_stories(again["artifacts"]["stories"])] == [s["story"] for s in stories]
+
+
+def test_push_to_hub_needs_repo_and_token(monkeypatch, tmp_path):
+    from rlcw.errors import RlcwError
+    from rlcw.recipes.export import HubSection, push_to_hub
+
+    with pytest.raises(RlcwError, match="repo_id"):
+        push_to_hub(tmp_path, HubSection(push=True))
+    monkeypatch.delenv("RLCW_TEST_NO_TOKEN", raising=False)
+    with pytest.raises(RlcwError, match="RLCW_TEST_NO_TOKEN"):
+        push_to_hub(tmp_path, HubSection(push=True, repo_id="me/x", token_env="RLCW_TEST_NO_TOKEN"))

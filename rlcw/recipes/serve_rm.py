@@ -1,0 +1,95 @@
+"""Serve a reward model over HTTP for RL jobs on other nodes (as OpenRLHF's serve_rm).
+
+What: loads a BT RM folder (`rlcw train-rm` output) into `rlcw.rewards.bt.BTScorer` and serves
+`POST /score {"prompts": [...], "completions": [...]} -> {"rewards": [...]}` with concurrent
+requests batched into one scorer call (`max_batch` items or `max_wait_ms`), `GET /health`
+(batch statistics) and `/openapi.json`. Binds 127.0.0.1 unless `host` says otherwise; with
+`token_env` set, clients must send `Authorization: Bearer $<token_env>`. Bad requests get a 4xx
+JSON error and the server keeps going. Runs until interrupted (Ctrl-C / SIGTERM), then writes
+its batch statistics into the run folder's summary.json.
+Not here: GenRM serving, TLS (put a reverse proxy in front for traffic outside the cluster).
+
+    rlcw serve-rm rm_path=runs/train_rm/model port=8000
+    RLCW_RM_TOKEN=secret rlcw serve-rm --config configs/serve_rm/default.yaml host=0.0.0.0 token_env=RLCW_RM_TOKEN
+    # client side: rlcw.rewards.remote.RemoteReward(["http://HOST:8000"], token_env="RLCW_RM_TOKEN")
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from dataclasses import dataclass
+
+from rlcw.errors import RlcwError
+from rlcw.recipes.common import stage_run
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass
+class ServeRMConfig:
+    rm_path: str = "runs/train_rm/model"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token_env: str | None = None  # name of the env var holding the bearer token; None = no auth
+    max_batch: int = 64  # items per scorer call
+    max_wait_ms: float = 10.0
+    max_request_items: int = 256
+    max_chars: int = 20000
+    scorer_batch_size: int = 16  # the scorer's own forward batch (length-bucketed)
+    device: str | None = None  # None = the model's default (cpu here, cuda when available)
+    log_level: str = "info"
+    output_dir: str = "runs"
+    run_name: str = "serve_rm"
+    seed: int = 0
+
+
+def read_token(token_env: str | None) -> str | None:
+    if token_env is None:
+        return None
+    token = os.environ.get(token_env)
+    if not token:
+        raise RlcwError(f"token_env={token_env} but that environment variable is empty or unset",
+                        hint=f"export {token_env}=<a long random string>, or drop token_env to serve without auth")
+    return token
+
+
+def build_app(cfg: ServeRMConfig):
+    from rlcw.rewards.bt import BTScorer
+    from rlcw.rewards.server import ServerLimits, create_app
+
+    if cfg.max_batch < 1 or cfg.max_request_items < 1 or cfg.max_chars < 1:
+        raise RlcwError("max_batch, max_request_items and max_chars must be at least 1")
+    token = read_token(cfg.token_env)
+    scorer = BTScorer(cfg.rm_path, batch_size=cfg.scorer_batch_size, device=cfg.device)
+    limits = ServerLimits(cfg.max_batch, cfg.max_wait_ms, cfg.max_request_items, cfg.max_chars)
+    return create_app(scorer, limits, token=token, name=cfg.rm_path)
+
+
+def _stop(signum, frame):
+    raise SystemExit(0)
+
+
+def main(cfg: ServeRMConfig) -> dict:
+    import torch
+    import uvicorn
+
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads()))))
+    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if cfg.host not in LOOPBACK and cfg.token_env is None:
+        logging.getLogger("rlcw.serve_rm").warning("serving on %s without a token: anyone who can reach the port can use it", cfg.host)
+    with stage_run(cfg, "serve-rm") as run:
+        app = build_app(cfg)
+        print(f"rlcw serve-rm: {cfg.rm_path} on http://{cfg.host}:{cfg.port} (docs: /docs, health: /health)", flush=True)
+        # uvicorn re-raises SIGINT/SIGTERM after its graceful shutdown: turn that into a normal exit
+        # so the batch statistics below still reach summary.json.
+        signal.signal(signal.SIGTERM, _stop)
+        try:
+            uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level)
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        stats = app.state.batcher.stats.as_dict()
+        metrics = {k: float(v) for k, v in stats.items()}
+        run.log(0, metrics)
+        return run.write_summary("completed", metrics, {"rm": cfg.rm_path})

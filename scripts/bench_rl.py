@@ -1,0 +1,151 @@
+"""Benchmark one GRPO step on the embedded model, split into its parts, at the quickstart sizes.
+
+    OMP_NUM_THREADS=2 python scripts/bench_rl.py                       # configs/grpo/cpu.yaml sizes
+    python scripts/bench_rl.py --rm runs/quickstart/train_rm/model --batch 8 --max-new-tokens 80 --repeats 2 --json out.json
+
+Parts (timed separately, same model, same batch): generation (the rollout: transformers
+`generate` with sampling exactly as TRL's GRPOTrainer calls it: left-padded chat prompts,
+do_sample, temperature, top_p, max_new_tokens), reward (the BT RM scorer on the completions),
+loss forward/backward (token log-probs of the completions under the LoRA policy, the DAPO-style
+GRPO loss with group-normalised advantages), optimizer (AdamW step). It reports rollout tokens/s
+(`--merged-rollout`: also with the LoRA merged into the weights for generation, as vLLM-style
+rollouts do, timed in the same run on the same prompts) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
+This is a decomposition of the step rlcw's `grpo` runs, not TRL's internal timer: TRL adds its own
+bookkeeping (logging, reward gathering) on top; compare with `rlcw grpo`'s seconds per step.
+Timings on a shared machine are noisy: run it on a quiet one and repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from pathlib import Path
+
+import torch
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # KB -> GB (Linux)
+
+
+def completion_lengths(completion_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Tokens up to and including the first EOS per row (B,), the rest is padding."""
+    is_eos = completion_ids == eos_id
+    first = torch.where(is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((completion_ids.size(0),), completion_ids.size(1)))
+    return first
+
+
+def build(args):
+    from peft import get_peft_model
+
+    from rlcw.data.prompts import load_prompts
+    from rlcw.generation import chat_messages
+    from rlcw.models import load_causal_lm, load_tokenizer
+    from rlcw.recipes.common import DEFAULT_SYSTEM_PROMPT, LoraSection, lora_config
+
+    tok = load_tokenizer(args.model, padding_side="left")
+    model = load_causal_lm(args.model, "float32")
+    model = get_peft_model(model, lora_config(LoraSection(r=16, alpha=32, top_layers=args.top_layers), "CAUSAL_LM", model.config.num_hidden_layers))
+    rows = load_prompts("bundled", "train")[: args.batch // args.num_generations]
+    texts = [tok.apply_chat_template(chat_messages(DEFAULT_SYSTEM_PROMPT, r["prompt"]), tokenize=False, add_generation_prompt=True)
+             for r in rows for _ in range(args.num_generations)]
+    return tok, model, rows, texts
+
+
+def step(args, tok, model, rows, texts, scorer, optimizer) -> dict:
+    from transformers import GenerationConfig
+
+    t = {}
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    gen_cfg = GenerationConfig(max_new_tokens=args.max_new_tokens, do_sample=True, temperature=args.temperature, top_p=1.0,
+                               pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    model.eval()
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(**enc, generation_config=gen_cfg)  # (B, P + C)
+    t["generation_s"] = time.perf_counter() - start
+    prompt_len = enc["input_ids"].size(1)
+    completion = out[:, prompt_len:]  # (B, C)
+    lengths = completion_lengths(completion, tok.eos_token_id)
+    t["rollout_tokens"] = int(lengths.sum())
+    t["rollout_tok_per_s"] = t["rollout_tokens"] / t["generation_s"]
+    stories = tok.batch_decode(completion, skip_special_tokens=True)
+
+    start = time.perf_counter()
+    if scorer is not None:
+        rewards = torch.tensor(scorer.score([r["prompt"] for r in rows for _ in range(args.num_generations)], stories))
+    else:
+        rewards = lengths.float()  # stand-in reward when no RM is given
+    t["reward_s"] = time.perf_counter() - start
+    if args.merged_rollout:  # candidate: LoRA merged into the base weights for the rollout, unmerged after
+        torch.manual_seed(1)
+        start = time.perf_counter()
+        model.merge_adapter()
+        with torch.no_grad():
+            merged_out = model.generate(**enc, generation_config=gen_cfg)
+        model.unmerge_adapter()
+        t["merged_generation_s"] = time.perf_counter() - start
+        merged_tokens = int(completion_lengths(merged_out[:, prompt_len:], tok.eos_token_id).sum())
+        t["merged_rollout_tok_per_s"] = merged_tokens / t["merged_generation_s"]
+        t["merged_speedup"] = t["merged_rollout_tok_per_s"] / t["rollout_tok_per_s"]
+
+    groups = rewards.view(-1, args.num_generations)
+    adv = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-4)).view(-1)  # (B,)
+    mask = (torch.arange(completion.size(1))[None, :] < lengths[:, None]).float()  # (B, C)
+    attn = torch.cat([enc["attention_mask"], mask.long()], dim=1)
+    model.train()
+    start = time.perf_counter()
+    logits = model(input_ids=out, attention_mask=attn).logits[:, prompt_len - 1 : -1].float()  # (B, C, V)
+    logp = torch.log_softmax(logits, -1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)  # (B, C)
+    ratio = torch.exp(logp - logp.detach())
+    loss = -(ratio * adv[:, None] * mask).sum() / mask.sum().clamp(min=1)  # DAPO: token-level mean
+    loss.backward()
+    t["loss_fwd_bwd_s"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    t["optimizer_s"] = time.perf_counter() - start
+    parts = t["generation_s"] + t["reward_s"] + t["loss_fwd_bwd_s"] + t["optimizer_s"]
+    t["step_s"] = parts
+    t.update({f"share_{k[:-2]}": t[k] / parts for k in ("generation_s", "reward_s", "loss_fwd_bwd_s", "optimizer_s")})
+    return t
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--rm", default="runs/quickstart/train_rm/model", help="BT RM folder; absent -> a length stand-in reward")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--num-generations", type=int, default=4)
+    p.add_argument("--max-new-tokens", type=int, default=80)
+    p.add_argument("--temperature", type=float, default=0.9)
+    p.add_argument("--top-layers", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--merged-rollout", action="store_true", help="also time the rollout with the LoRA merged (same batch and settings)")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    tok, model, rows, texts = build(args)
+    scorer = None
+    if Path(args.rm).is_dir():
+        from rlcw.rewards.bt import BTScorer
+
+        scorer = BTScorer(args.rm)
+    optimizer = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-4)
+    results = []
+    for i in range(args.repeats):
+        r = step(args, tok, model, rows, texts, scorer, optimizer)
+        results.append(r)
+        print(f"step {i}: " + ", ".join(f"{k}={v:.3g}" for k, v in r.items()), flush=True)
+    summary = {"threads": torch.get_num_threads(), "batch": args.batch, "max_new_tokens": args.max_new_tokens,
+               "rm": args.rm if scorer else None, "steps": results, "peak_rss_gb": peak_rss_gb()}
+    print(f"peak RSS {summary['peak_rss_gb']:.2f} GB; threads {summary['threads']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
