@@ -54,7 +54,7 @@ class PromptDataConfig:
     max_train_prompts: int | None = None  # size of the (mixed) training set; None = every row once
     # name -> {prompts: file (default data.prompts), style: tmas|wp (keep only that style), weight: float}
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
-    fit_to_cap: str = "warn"  # filter | error | warn | off: prompts whose max_words cannot fit the completion cap
+    fit_to_cap: str = "warn"  # filter | error | warn | ignore: prompts whose max_words cannot fit the completion cap
     tokens_per_word: float = 1.4
     no_overlap_with: list[str] = field(default_factory=list)  # files (RM pairs, other prompts) RL must not train on
 
@@ -138,7 +138,10 @@ class GRPORecipeConfig:
 
 def _fit(rows: list[dict], cap: int, cfg: PromptDataConfig, what: str) -> list[dict]:
     bad = [r for r in rows if not range_fits_cap(r.get("max_words"), cap, cfg.tokens_per_word)]
-    if not bad or cfg.fit_to_cap == "off":
+    if cfg.fit_to_cap not in ("filter", "error", "warn", "ignore"):
+        raise RlcwError(f"data.fit_to_cap={cfg.fit_to_cap!r} is not a mode", where="data.fit_to_cap",
+                        hint="one of filter, error, warn, ignore")
+    if not bad or cfg.fit_to_cap == "ignore":
         return rows
     msg = (f"{len(bad)} of {len(rows)} {what} prompts ask for more words than {cap} tokens hold "
            f"(e.g. '{bad[0]['id']}': up to {bad[0]['max_words']} words at {cfg.tokens_per_word} tokens/word)")
