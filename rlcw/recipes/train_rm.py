@@ -1,27 +1,46 @@
-"""Train a reward model on preference pairs.
+"""Train a reward model on preference pairs: Bradley-Terry (`rm.type=bt`) or generative (`rm.type=genrm`).
 
-`rm.type=bt`: a Bradley-Terry scalar RM (TRL RewardTrainer, LoRA or full). The text is
-rendered and truncated by `rlcw.rewards.render.encode_for_rm` (never dropped for length)
-and fed to TRL pre-tokenized, so training and scoring see the same layout. The result is a
-merged sequence-classification model with its tokenizer and `rlcw_rm.json` in `<run>/model`.
-Not here yet: `rm.type=genrm` (issue 3).
+`bt`: a scalar RM (TRL RewardTrainer, LoRA or full). Text is rendered and truncated by
+`rlcw.rewards.render.encode_for_rm` (never dropped for length) and fed to TRL pre-tokenized.
+Options: prompt in the input or not (`rm.include_prompt`), a margin per pair (`rm.margin=column`
+reads `meta.<rm.margin_key>`; `rm.margin=upvotes` uses `rm.margin_scale * ln((c+1)/(r+1))` of
+the meta upvotes), reward centering (`rm.center_rewards_coefficient`).
 
-    rlcw train-rm --config configs/train_rm/cpu.yaml data.train_file=runs/pairs/pairs/train.jsonl
+`genrm`: a causal LM fine-tuned (LoRA or full) to answer `Preferred: A|B` for a pair shown as
+Story A / Story B, on BOTH orders of every pair so position is not learnt (LitBench's GenRM).
+It trains with a transformers Trainer whose loss covers only the answer tokens and applies the LM
+head to the answer span only (TRL's SFTTrainer runs its full-vocabulary head on every position:
+~30x slower per step on the tiny test model on CPU), with the same checkpoints/resume/DeepSpeed. With `rm.cot=true` it writes `Reasoning: ...` first (GenRM-CoT); rationales
+come from `rm.rationales.source`: `teacher` (a local model, `rm.rationales.teacher_model`),
+`file` (jsonl, see `rlcw.data.rationales`) or `judge` (OpenAI-compatible, `rm.rationales.judge`).
+Held-out accuracy uses `GenRMScorer.prefer` (verdict probabilities averaged over both orders).
+
+Both save a merged model + tokenizer + `rlcw_rm.json` in `<run>/model`. Checkpoints every
+`train.save_steps`; `train.resume=true` continues from the last one in `<run>/checkpoints`.
+Multi-GPU: `torchrun --nproc_per_node N -m rlcw train-rm ... train.deepspeed=configs/deepspeed/zero2.json`
+(ZeRO-3 is not supported for the final merge). Not here: PPO value heads, listwise RMs.
+
+    rlcw train-rm --config configs/train_rm/cpu.yaml          # BT on corruption pairs
+    rlcw train-rm --config configs/train_rm/genrm_cpu.yaml    # GenRM (A/B verdict)
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import torch
 
 from rlcw.data.preferences import load_preferences
-from rlcw.errors import RlcwError
+from rlcw.errors import RlcwError, location
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy
-from rlcw.models import load_tokenizer, resolve
+from rlcw.models import load_causal_lm, load_tokenizer, resolve
 from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, tensorboard_dir
 from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.render import RMSpec, encode_for_rm, save_spec
+from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
 from rlcw.rl.callbacks import JsonlMetricsCallback
 
 
@@ -36,14 +55,32 @@ class RMDataConfig:
 
 
 @dataclass
+class RationaleSection:
+    source: str = "teacher"  # teacher | file | judge (GenRM-CoT only)
+    file: str | None = None  # jsonl for source=file (layout: rlcw.data.rationales)
+    teacher_model: str = "smollm2-135m-instruct"
+    max_new_tokens: int = 64
+    batch_size: int = 8
+    judge: dict[str, Any] = field(default_factory=dict)  # rlcw.judges.client.ClientConfig fields
+
+
+@dataclass
 class RMSection:
-    type: str = "bt"
+    type: str = "bt"  # bt | genrm
     input_template: str = "chat"
     include_prompt: bool = True
-    system_prompt: str | None = None
-    max_length: int = 512
+    system_prompt: str | None = None  # genrm: None = rlcw's judge system prompt
+    max_length: int = 512  # genrm: the prompt part (instruction + prompt + both stories)
     truncation_side: str = "left"
-    center_rewards_coefficient: float | None = None
+    center_rewards_coefficient: float | None = None  # bt
+    margin: str = "none"  # bt: none | column | upvotes
+    margin_key: str = "margin"  # meta key read by margin=column
+    upvote_keys: list[str] = field(default_factory=lambda: ["chosen_upvotes", "rejected_upvotes"])
+    margin_scale: float = 1.0
+    cot: bool = False  # genrm: rationale before the verdict
+    max_rationale_tokens: int = 96  # genrm-cot: cap when training and when scoring
+    instruction: str | None = None  # genrm: replaces the default instruction
+    rationales: RationaleSection = field(default_factory=RationaleSection)
 
 
 @dataclass
@@ -55,10 +92,12 @@ class RMTrainSection:
     warmup_ratio: float = 0.05
     weight_decay: float = 0.0
     logging_steps: int = 5
-    eval_steps: int = 20  # 0 = evaluate only at the end
+    eval_steps: int = 20  # bt: 0 = evaluate only at the end
     eval_batch_size: int = 16
+    eval_before: bool = False  # genrm: also measure held-out accuracy of the untrained model
     save_steps: int = 0  # 0 = no intermediate checkpoints
     resume: bool = False  # resume from the last checkpoint in <run>/checkpoints
+    deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json
 
 
 @dataclass
@@ -75,20 +114,61 @@ class TrainRMConfig:
 
 def build_spec(cfg: TrainRMConfig, tokenizer) -> RMSpec:
     rm = cfg.rm
+    extra: dict[str, Any] = {}
+    system = rm.system_prompt
+    if rm.type == "genrm":
+        extra = {"cot": rm.cot, "max_rationale_tokens": rm.max_rationale_tokens}
+        if rm.instruction:
+            extra["instruction"] = rm.instruction
+        system = GENRM_SYSTEM_PROMPT if system is None else system
     return RMSpec(
         type=rm.type, base_model=cfg.model.name, input_template=rm.input_template, include_prompt=rm.include_prompt,
-        system_prompt=rm.system_prompt, max_length=rm.max_length, truncation_side=rm.truncation_side,
-        pad_token=tokenizer.pad_token,
+        system_prompt=system, max_length=rm.max_length, truncation_side=rm.truncation_side,
+        pad_token=tokenizer.pad_token, extra=extra,
     ).check()
 
 
-def build_dataset(pairs: list[dict], spec: RMSpec, tokenizer):
+# --- Bradley-Terry ---
+
+def upvote_margin(chosen: float, rejected: float, scale: float = 1.0) -> float:
+    """BT margin from upvotes: scale * ln((chosen + 1) / (rejected + 1))."""
+    return scale * math.log((chosen + 1.0) / (rejected + 1.0))
+
+
+def pair_margins(pairs: list[dict], rm: RMSection, where: str) -> list[float] | None:
+    """Per-pair margins for TRL's `margin` column (None when rm.margin=none); errors name the row."""
+    if rm.margin == "none":
+        return None
+    if rm.margin not in ("column", "upvotes"):
+        raise RlcwError(f"unknown rm.margin '{rm.margin}'", hint="use none, column or upvotes")
+    keys = [rm.margin_key] if rm.margin == "column" else list(rm.upvote_keys)
+    out = []
+    for row, p in enumerate(pairs, start=1):
+        meta = p.get("meta") or {}
+        values = []
+        for key in keys:
+            v = meta.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise RlcwError(f"rm.margin={rm.margin} needs a number in meta.{key}, got {v!r}", where=location(where, row, f"meta.{key}"),
+                                hint="fix the row, or train with rm.margin=none")
+            values.append(float(v))
+        if rm.margin == "upvotes" and min(values) < 0:
+            raise RlcwError(f"negative upvotes {values}", where=location(where, row, f"meta.{keys[0]}"))
+        out.append(values[0] if rm.margin == "column" else upvote_margin(values[0], values[1], rm.margin_scale))
+    return out
+
+
+def build_dataset(pairs: list[dict], spec: RMSpec, tokenizer, margins: list[float] | None = None):
     from datasets import Dataset
 
     prompts = [p["prompt"] for p in pairs]
-    chosen = encode_for_rm(spec, tokenizer, prompts, [p["chosen"] for p in pairs])
-    rejected = encode_for_rm(spec, tokenizer, prompts, [p["rejected"] for p in pairs])
-    return Dataset.from_dict({"chosen_ids": chosen, "rejected_ids": rejected})
+    data = {
+        "chosen_ids": encode_for_rm(spec, tokenizer, prompts, [p["chosen"] for p in pairs]),
+        "rejected_ids": encode_for_rm(spec, tokenizer, prompts, [p["rejected"] for p in pairs]),
+    }
+    if margins is not None:
+        data["margin"] = margins
+    return Dataset.from_dict(data)
 
 
 def build_model(cfg: TrainRMConfig, tokenizer):
@@ -101,12 +181,27 @@ def build_model(cfg: TrainRMConfig, tokenizer):
     return model
 
 
-def build_peft_config(lora: LoraSection, num_layers: int):
+def build_peft_config(lora: LoraSection, num_layers: int, task: str = "SEQ_CLS"):
     if not lora.enabled:
         return None
     from peft import TaskType
 
-    return lora_config(lora, TaskType.SEQ_CLS, num_layers)
+    return lora_config(lora, TaskType[task], num_layers)
+
+
+def common_args(cfg: TrainRMConfig, run) -> dict:
+    """TrainingArguments shared by the BT and GenRM trainers."""
+    t = cfg.train
+    if t.deepspeed is not None and not Path(t.deepspeed).is_file():
+        raise RlcwError("DeepSpeed config not found", where=t.deepspeed, hint="e.g. train.deepspeed=configs/deepspeed/zero2.json")
+    return dict(
+        output_dir=str(run.checkpoints), max_steps=t.max_steps, per_device_train_batch_size=t.batch_size,
+        per_device_eval_batch_size=t.eval_batch_size, gradient_accumulation_steps=t.grad_accum,
+        learning_rate=t.learning_rate, warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay,
+        logging_steps=t.logging_steps, save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500,
+        bf16=False, gradient_checkpointing=False, use_cpu=not torch.cuda.is_available(),
+        report_to=["tensorboard"], seed=cfg.seed, disable_tqdm=False, save_only_model=False, deepspeed=t.deepspeed,
+    )
 
 
 def build_args(cfg: TrainRMConfig, run, has_eval: bool):
@@ -114,15 +209,20 @@ def build_args(cfg: TrainRMConfig, run, has_eval: bool):
 
     t = cfg.train
     return RewardConfig(
-        output_dir=str(run.checkpoints), max_steps=t.max_steps, per_device_train_batch_size=t.batch_size,
-        per_device_eval_batch_size=t.eval_batch_size, gradient_accumulation_steps=t.grad_accum,
-        learning_rate=t.learning_rate, warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay,
-        logging_steps=t.logging_steps, eval_strategy="steps" if has_eval and t.eval_steps else "no",
-        eval_steps=t.eval_steps or None, save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500,
-        bf16=False, gradient_checkpointing=False, use_cpu=not torch.cuda.is_available(), max_length=None,
-        center_rewards_coefficient=cfg.rm.center_rewards_coefficient, report_to=["tensorboard"], seed=cfg.seed,
-        disable_tqdm=False, save_only_model=False,
+        **common_args(cfg, run), eval_strategy="steps" if has_eval and t.eval_steps else "no", eval_steps=t.eval_steps or None,
+        center_rewards_coefficient=cfg.rm.center_rewards_coefficient, max_length=None,
     )
+
+
+def resume_point(cfg: TrainRMConfig, run) -> str | None:
+    """The last checkpoint in <run>/checkpoints when train.resume (None: start at step 0)."""
+    if not cfg.train.resume:
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(run.checkpoints)) if run.checkpoints.is_dir() else None
+    print(f"[train-rm] resume: {'from ' + last if last else 'no checkpoint in ' + str(run.checkpoints) + ', starting at step 0'}")
+    return last
 
 
 def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
@@ -137,35 +237,192 @@ def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
     }
 
 
-def main(cfg: TrainRMConfig) -> dict:
-    if cfg.rm.type != "bt":
-        raise RlcwError(f"rm.type={cfg.rm.type} is not built yet", hint="use rm.type=bt (genrm arrives with the reward-model issue)")
+def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict]):
     from trl import RewardTrainer
 
+    margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)  # bad margins fail before any model loads
+    tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
+    spec = build_spec(cfg, tokenizer)
+    model = build_model(cfg, tokenizer)
+    trainer = RewardTrainer(
+        model=model, args=build_args(cfg, run, bool(eval_pairs)), processing_class=tokenizer,
+        train_dataset=build_dataset(train_pairs, spec, tokenizer, margins),
+        eval_dataset=build_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,
+        peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers), callbacks=[JsonlMetricsCallback(run)],
+    )
+    start = resume_point(cfg, run)
+    if eval_pairs and cfg.train.eval_steps and start is None:
+        trainer.evaluate()  # step-0 accuracy for the curve (logged by the trainer)
+    trainer.train(resume_from_checkpoint=start)
+    return trainer, tokenizer, spec
+
+
+# --- generative RM ---
+
+def genrm_rationales(cfg: TrainRMConfig, run, pairs: list[dict]) -> list[str] | None:
+    """One rationale per training pair (chosen shown as A), or None without CoT; saved to <run>/rationales.jsonl."""
+    from rlcw.data import rationales as R
+
+    if not cfg.rm.cot:
+        return None
+    r = cfg.rm.rationales
+    if r.source == "file":
+        if not r.file:
+            raise RlcwError("rm.rationales.source=file needs rm.rationales.file", hint="point it at a jsonl of rationales")
+        texts = R.rationales_from_file(r.file, pairs)
+    elif r.source == "teacher":
+        teacher_tok = load_tokenizer(r.teacher_model, padding_side="left")
+        teacher = load_causal_lm(r.teacher_model)
+        texts = R.teacher_rationales(teacher, teacher_tok, pairs, max_new_tokens=r.max_new_tokens, batch_size=r.batch_size, seed=cfg.seed)
+        del teacher
+    elif r.source == "judge":
+        texts = R.judge_rationales(dict(r.judge), pairs, max_tokens=r.max_new_tokens, seed=cfg.seed)
+    else:
+        raise RlcwError(f"unknown rm.rationales.source '{r.source}'", hint="use teacher, file or judge")
+    R.write_rationales(run.path / "rationales.jsonl", pairs, texts)
+    return texts
+
+
+def build_genrm_dataset(pairs: list[dict], spec: RMSpec, tokenizer, rationales: list[str] | None):
+    """Both orders of every pair: (chosen, rejected) -> A and (rejected, chosen) -> B."""
+    from datasets import Dataset
+
+    from rlcw.data.rationales import swap_story_labels
+
+    ids, labels = [], []
+    for n, p in enumerate(pairs):
+        why = rationales[n] if rationales else None
+        for first, second, verdict, text in ((p["chosen"], p["rejected"], "A", why), (p["rejected"], p["chosen"], "B", why and swap_story_labels(why))):
+            x, y = encode_genrm_example(spec, tokenizer, p["prompt"], first, second, verdict, text)
+            ids.append(x)
+            labels.append(y)
+    return Dataset.from_dict({"input_ids": ids, "labels": labels})
+
+
+def evaluate_genrm(scorer, pairs: list[dict], prefix: str = "eval") -> dict[str, float]:
+    """Held-out accuracy of P(chosen better) averaged over both orders (None = no verdict, counts as a tie)."""
+    from rlcw.rewards.genrm import average_orders
+
+    prompts, chosen, rejected = [p["prompt"] for p in pairs], [p["chosen"] for p in pairs], [p["rejected"] for p in pairs]
+    fwd = scorer.prefer_ordered(prompts, chosen, rejected)
+    bwd = scorer.prefer_ordered(prompts, rejected, chosen)
+    probs = average_orders(fwd, bwd)
+    both = [(f, b) for f, b in zip(fwd, bwd) if f is not None and b is not None]
+    return {
+        f"{prefix}/accuracy": pairwise_accuracy([0.5 if q is None else q for q in probs], [0.5] * len(probs)),
+        f"{prefix}/order_consistency": sum((f > 0.5) == (b < 0.5) for f, b in both) / len(both) if both else 0.0,
+        f"{prefix}/first_position_rate": sum(v > 0.5 for v in fwd + bwd if v is not None) / max(1, sum(v is not None for v in fwd + bwd)),
+        f"{prefix}/no_verdict": float(sum(q is None for q in fwd + bwd)),
+        f"{prefix}/length_baseline_accuracy": length_baseline_accuracy(pairs),
+        f"{prefix}/pairs": float(len(pairs)),
+    }
+
+
+def collate_left(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Left-pad GenRM examples so every answer ends at the last column; positions count real tokens only."""
+    width = max(len(r["input_ids"]) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        n = len(r["input_ids"])
+        ids[i, width - n :], labels[i, width - n :], mask[i, width - n :] = torch.tensor(r["input_ids"]), torch.tensor(r["labels"]), 1
+    return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": (mask.cumsum(1) - 1).clamp(min=0)}
+
+
+def answer_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean next-token NLL over the answer tokens, with the LM head applied to the answer span only.
+
+    Left padding puts every answer at the end, so `logits_to_keep` skips the full-vocabulary head
+    on the (long) prompt: TRL's SFT head runs it on every position, ~5x the cost here on CPU."""
+    labels = batch["labels"]  # (B, T), -100 outside the answers
+    answer_cols = (labels != -100).any(0).nonzero()
+    keep = labels.shape[1] - int(answer_cols[0]) + 1  # the answer span plus the position that predicts its first token
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"],
+                   logits_to_keep=keep).logits  # (B, keep, V)
+    target = labels[:, -keep + 1 :]  # (B, keep - 1)
+    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), target.flatten(), ignore_index=-100)
+
+
+def make_genrm_trainer(model, args, dataset, tokenizer, peft_config, callbacks):
+    """A transformers Trainer whose loss is `answer_loss` (checkpoints, resume, DeepSpeed, logging as usual)."""
+    from transformers import Trainer
+
+    if peft_config is not None:
+        from peft import get_peft_model
+
+        model = get_peft_model(model, peft_config)
+
+    class GenRMTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss = answer_loss(model, inputs)
+            return (loss, None) if return_outputs else loss
+
+    trainer = GenRMTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                           data_collator=lambda rows: collate_left(rows, tokenizer.pad_token_id), callbacks=callbacks)
+    trainer.loss_is_scaled_for_ga = False  # a per-micro-batch mean: the Trainer divides by grad_accum
+    return trainer
+
+
+def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict]):
+    from transformers import TrainingArguments
+
+    from rlcw.rewards.genrm import GenRMScorer
+
+    tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
+    spec = build_spec(cfg, tokenizer)
+    rationales = genrm_rationales(cfg, run, train_pairs)
+    model = load_causal_lm(cfg.model.name, cfg.model.dtype, merge_lora=True)
+    if len(tokenizer) > model.get_input_embeddings().num_embeddings:
+        model.resize_token_embeddings(len(tokenizer))
+    before = {}
+    if cfg.train.eval_before and eval_pairs:
+        scorer = GenRMScorer(run.path, batch_size=cfg.train.eval_batch_size, model=model, tokenizer=tokenizer, spec=spec)
+        before = evaluate_genrm(scorer, eval_pairs, prefix="before")
+        run.log(0, before)
+    args = TrainingArguments(**common_args(cfg, run), eval_strategy="no", remove_unused_columns=False)
+    trainer = make_genrm_trainer(
+        model, args, build_genrm_dataset(train_pairs, spec, tokenizer, rationales), tokenizer,
+        build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"), [JsonlMetricsCallback(run)],
+    )
+    trainer.train(resume_from_checkpoint=resume_point(cfg, run))
+    return trainer, tokenizer, spec, before
+
+
+def main(cfg: TrainRMConfig) -> dict:
+    if cfg.rm.type not in ("bt", "genrm"):
+        raise RlcwError(f"unknown rm.type '{cfg.rm.type}'", hint="use rm.type=bt or rm.type=genrm")
     with stage_run(cfg, "train-rm") as run:
         train_pairs = load_preferences(cfg.data.train_file, cfg.data.split, cfg.data.columns, cfg.data.max_train_pairs)
         eval_pairs = load_preferences(cfg.data.eval_file, "test", cfg.data.columns, cfg.data.max_eval_pairs) if cfg.data.eval_file else []
-        tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
-        spec = build_spec(cfg, tokenizer)
-        model = build_model(cfg, tokenizer)
         tensorboard_dir(run)
-        trainer = RewardTrainer(
-            model=model, args=build_args(cfg, run, bool(eval_pairs)), processing_class=tokenizer,
-            train_dataset=build_dataset(train_pairs, spec, tokenizer),
-            eval_dataset=build_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,
-            peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers), callbacks=[JsonlMetricsCallback(run)],
-        )
-        if eval_pairs and cfg.train.eval_steps:
-            trainer.evaluate()  # step-0 accuracy for the curve (logged by the trainer)
-        trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
+        t0 = time.time()
+        before: dict = {}
+        if cfg.rm.type == "bt":
+            trainer, tokenizer, spec = train_bt(cfg, run, train_pairs, eval_pairs)
+        else:
+            trainer, tokenizer, spec, before = train_genrm(cfg, run, train_pairs, eval_pairs)
+        metrics = {**before, "train/steps": float(trainer.state.global_step), "train/pairs": float(len(train_pairs)),
+                   "time/train_s": round(time.time() - t0, 1)}
+        if not trainer.is_world_process_zero():
+            return run.write_summary("completed", metrics)
         model_dir = save_rm(trainer.model, tokenizer, spec, run.path / "model")
-        metrics = {"train/steps": float(trainer.state.global_step), "train/pairs": float(len(train_pairs))}
         if eval_pairs:
-            metrics.update(evaluate_rm(BTScorer(model_dir), eval_pairs))
+            t1 = time.time()
+            metrics.update(evaluate_pairs(spec, model_dir, eval_pairs, cfg.train.eval_batch_size))
+            metrics["time/eval_s"] = round(time.time() - t1, 1)
             run.log(trainer.state.global_step, metrics)
         summary = run.write_summary("completed", metrics, {"model": model_dir, "metrics": run.path / "metrics.jsonl"})
         run.write_report(_report(cfg, metrics, model_dir))
         return summary
+
+
+def evaluate_pairs(spec: RMSpec, model_dir: Path, pairs: list[dict], batch_size: int) -> dict[str, float]:
+    if spec.type == "bt":
+        return evaluate_rm(BTScorer(model_dir), pairs)
+    from rlcw.rewards.genrm import GenRMScorer
+
+    return evaluate_genrm(GenRMScorer(model_dir, batch_size=batch_size), pairs)
 
 
 def save_rm(model, tokenizer, spec: RMSpec, path):
@@ -180,6 +437,7 @@ def save_rm(model, tokenizer, spec: RMSpec, path):
 
 
 def _report(cfg: TrainRMConfig, metrics: dict, model_dir) -> str:
-    lines = [f"# Reward model ({cfg.rm.type})", "", f"- base: `{cfg.model.name}`", f"- model: `{model_dir}`", ""]
+    kind = cfg.rm.type + ("-cot" if cfg.rm.type == "genrm" and cfg.rm.cot else "")
+    lines = [f"# Reward model ({kind})", "", f"- base: `{cfg.model.name}`", f"- model: `{model_dir}`", ""]
     lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
     return "\n".join(lines) + "\n"

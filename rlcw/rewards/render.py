@@ -47,6 +47,8 @@ class RMSpec:
             raise RlcwError(f"max_length must be at least 1, got {self.max_length}")
         if self.truncation_side not in ("left", "right"):
             raise RlcwError(f"truncation_side must be left or right, got '{self.truncation_side}'")
+        if self.type == "genrm" and self.input_template != "chat":
+            raise RlcwError(f"a genrm needs input_template=chat, got '{self.input_template}'", hint="set rm.input_template=chat")
         return self
 
 
@@ -97,3 +99,152 @@ def encode_for_rm(spec: RMSpec, tokenizer, prompts: list[str], stories: list[str
             ids = ids[-spec.max_length :] if spec.truncation_side == "left" else ids[: spec.max_length]
         out.append(ids)
     return out
+
+
+# --- generative RMs (rm.type=genrm): a pair of stories -> "Preferred: A|B" ---
+#
+# One layout serves training (`encode_genrm_example`) and scoring (`encode_genrm_prompt` +
+# `encode_genrm_response_prefix`), so a GenRM always reads the layout it was trained on. Token
+# ids are built piecewise: the chat-rendered frame, the prompt and each story are tokenized
+# separately, so each story can be cut to its share of `max_length` without ever cutting the
+# instruction or the answer. `spec.extra` holds the GenRM options: `cot` (rationale before the
+# verdict), `max_rationale_tokens` (cap at training and scoring), `instruction` (optional
+# override of the user instruction).
+
+VERDICT_PREFIX = "Preferred:"
+VERDICT_LABELS = ("A", "B")  # answered as one token each: " A" / " B"
+RATIONALE_PREFIX = "Reasoning:"
+GENRM_SYSTEM_PROMPT = "You are a careful, impartial judge of creative writing."
+_INSTRUCTION = "Two stories (A and B) were written for the same prompt. Decide which one is better creative writing."
+_FORMAT = {
+    False: f"Answer with exactly '{VERDICT_PREFIX} A' or '{VERDICT_PREFIX} B'.",
+    True: f"First write '{RATIONALE_PREFIX}' and a brief comparison, then '{VERDICT_PREFIX} A' or '{VERDICT_PREFIX} B'.",
+}
+_SLOTS = ("<<rlcw:prompt>>", "<<rlcw:first>>", "<<rlcw:second>>")
+
+
+def genrm_cot(spec: RMSpec) -> bool:
+    return bool(spec.extra.get("cot", False))
+
+
+def genrm_max_rationale_tokens(spec: RMSpec) -> int:
+    return int(spec.extra.get("max_rationale_tokens", 96))
+
+
+def render_genrm_messages(spec: RMSpec, prompt: str, first: str, second: str) -> list[dict]:
+    """The chat a GenRM answers: instruction, the prompt (if `include_prompt`), story A = `first`, story B = `second`."""
+    instruction = spec.extra.get("instruction") or f"{_INSTRUCTION} {_FORMAT[genrm_cot(spec)]}"
+    parts = [instruction]
+    if spec.include_prompt:
+        parts.append(f"[Prompt]\n{prompt.strip()}")
+    parts += [f"[Story A]\n{first.strip()}", f"[Story B]\n{second.strip()}"]
+    messages = [{"role": "user", "content": "\n\n".join(parts)}]
+    if spec.system_prompt is not None:
+        messages = [{"role": "system", "content": spec.system_prompt}] + messages
+    return messages
+
+
+def _genrm_frame(spec: RMSpec, tokenizer) -> list[list[int]]:
+    """Token ids of the fixed text around the slots: [before prompt, before first, before second, after second]."""
+    if spec.input_template != "chat":
+        raise RlcwError(f"a genrm needs input_template=chat, got '{spec.input_template}'", hint="set rm.input_template=chat")
+    text = tokenizer.apply_chat_template(render_genrm_messages(spec, *_SLOTS), tokenize=False, add_generation_prompt=True)
+    pieces = []
+    for slot in _SLOTS:
+        if slot not in text:  # include_prompt=False drops the prompt slot
+            pieces.append("")
+            continue
+        head, text = text.split(slot, 1)
+        pieces.append(head)
+    pieces.append(text)
+    return [tokenizer(p, add_special_tokens=False)["input_ids"] if p else [] for p in pieces]
+
+
+def _cut(ids: list[int], n: int, side: str) -> list[int]:
+    if len(ids) <= n:
+        return ids
+    return ids[-n:] if side == "left" else ids[:n]
+
+
+def split_budget(n_first: int, n_second: int, budget: int) -> tuple[int, int]:
+    """Token shares of two stories in `budget`: half each, and what one leaves unused goes to the other."""
+    half = budget // 2
+    a = min(n_first, max(half, budget - n_second))
+    return a, min(n_second, budget - a)
+
+
+def encode_genrm_prompt(spec: RMSpec, tokenizer, prompt: str, first: str, second: str) -> list[int]:
+    """Prompt token ids (ending with the assistant header) of at most `spec.max_length` tokens.
+
+    The writing prompt keeps its start and is cut to a quarter of `max_length`; the two stories
+    share what is left (cut on `spec.truncation_side`, "left" keeps each story's ending)."""
+    frame = _genrm_frame(spec, tokenizer)
+    fixed = sum(len(p) for p in frame)
+    p_ids = tokenizer(prompt.strip(), add_special_tokens=False)["input_ids"] if spec.include_prompt else []
+    p_ids = p_ids[: spec.max_length // 4]
+    budget = spec.max_length - fixed - len(p_ids)
+    if budget < 2:
+        raise RlcwError(f"rm.max_length={spec.max_length} leaves no room for the stories ({fixed} tokens of instructions)",
+                        hint=f"raise rm.max_length above {fixed + len(p_ids) + 64}")
+    a_ids = tokenizer(first.strip(), add_special_tokens=False)["input_ids"]
+    b_ids = tokenizer(second.strip(), add_special_tokens=False)["input_ids"]
+    na, nb = split_budget(len(a_ids), len(b_ids), budget)
+    a_ids, b_ids = _cut(a_ids, na, spec.truncation_side), _cut(b_ids, nb, spec.truncation_side)
+    return frame[0] + p_ids + frame[1] + a_ids + frame[2] + b_ids + frame[3]
+
+
+def verdict_token_ids(tokenizer) -> tuple[int, int]:
+    """Ids of the answer tokens " A" and " B" (each must be one token)."""
+    out = []
+    for label in VERDICT_LABELS:
+        ids = tokenizer(f" {label}", add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise RlcwError(f"the tokenizer splits ' {label}' into {len(ids)} tokens", hint="a genrm needs single-token answers")
+        out.append(ids[0])
+    return out[0], out[1]
+
+
+def genrm_response_prefix(spec: RMSpec, rationale: str | None) -> str:
+    """Assistant text before the verdict token: `Preferred:` or `Reasoning: ...\\n\\nPreferred:`."""
+    if not genrm_cot(spec):
+        return VERDICT_PREFIX
+    if not rationale or not rationale.strip():
+        raise RlcwError("a CoT genrm example has no rationale", hint="check the rationale source (rm.rationales.*)")
+    return f"{RATIONALE_PREFIX} {rationale.strip()}\n\n{VERDICT_PREFIX}"
+
+
+def cut_rationale(spec: RMSpec, tokenizer, rationale: str) -> str:
+    """The rationale with its text after a verdict removed and capped at `max_rationale_tokens` (keeps the start)."""
+    if not rationale or not rationale.strip():
+        raise RlcwError("a CoT genrm example has no rationale", hint="check the rationale source (rm.rationales.*)")
+    text = rationale.split(VERDICT_PREFIX, 1)[0].strip()
+    if text.startswith(RATIONALE_PREFIX):
+        text = text[len(RATIONALE_PREFIX) :].strip()
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    cap = max(1, genrm_max_rationale_tokens(spec) - 16)  # room for the prefixes inside the generation cap
+    return tokenizer.decode(ids[:cap]).strip() if len(ids) > cap else text
+
+
+def encode_genrm_example(
+    spec: RMSpec, tokenizer, prompt: str, first: str, second: str, verdict: str, rationale: str | None = None
+) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of one training example; labels are -100 except what is learnt.
+
+    Without CoT only the verdict token is learnt (the `Preferred:` prefix is given, as when
+    scoring); with CoT the whole answer is: rationale, prefix, verdict and end of turn."""
+    if verdict not in VERDICT_LABELS:
+        raise ValueError(f"verdict must be one of {VERDICT_LABELS}, got {verdict!r}")
+    prompt_ids = encode_genrm_prompt(spec, tokenizer, prompt, first, second)
+    cot = genrm_cot(spec)
+    prefix = tokenizer(genrm_response_prefix(spec, cut_rationale(spec, tokenizer, rationale) if cot else None), add_special_tokens=False)["input_ids"]
+    answer = prefix + [verdict_token_ids(tokenizer)[VERDICT_LABELS.index(verdict)]]
+    if not cot:
+        return prompt_ids + answer, [-100] * (len(prompt_ids) + len(prefix)) + answer[-1:]
+    answer.append(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
+    return prompt_ids + answer, [-100] * len(prompt_ids) + answer
+
+
+def parse_verdict_prefix(generated: str) -> str | None:
+    """The generated text up to and including the first `Preferred:`; None when there is none."""
+    head, sep, _ = generated.partition(VERDICT_PREFIX)
+    return head + sep if sep else None

@@ -42,3 +42,76 @@ def test_rm_metrics_and_summary(rm_run):
 def test_scorer_rejects_a_folder_that_is_not_an_rm(tiny_model_dir):
     with pytest.raises(RlcwError, match="rlcw_rm.json"):
         BTScorer(tiny_model_dir)
+
+
+# --- BT options: margins, truncation, centering, DeepSpeed, resume ---
+
+def _cfg(*overrides):
+    from rlcw.config import load_config
+    from rlcw.recipes.train_rm import TrainRMConfig
+
+    return load_config(TrainRMConfig, None, list(overrides))
+
+
+def test_margins_from_meta_and_upvotes():
+    from rlcw.recipes.train_rm import pair_margins, upvote_margin
+
+    pairs = [{"prompt": "", "chosen": "a", "rejected": "b", "meta": {"margin": 0.5, "chosen_upvotes": 99, "rejected_upvotes": 9}}]
+    assert pair_margins(pairs, _cfg().rm, "f.jsonl") is None
+    assert pair_margins(pairs, _cfg("rm.margin=column").rm, "f.jsonl") == [0.5]
+    assert pair_margins(pairs, _cfg("rm.margin=upvotes", "rm.margin_scale=2").rm, "f.jsonl") == pytest.approx([2 * math.log(10)])
+    assert upvote_margin(9, 9) == 0.0
+    bad = pairs + [{"prompt": "", "chosen": "a", "rejected": "b", "meta": {"chosen_upvotes": "many", "rejected_upvotes": 1}}]
+    with pytest.raises(RlcwError, match=r"f.jsonl:2 field 'meta.chosen_upvotes'"):
+        pair_margins(bad, _cfg("rm.margin=upvotes").rm, "f.jsonl")
+
+
+def test_long_pairs_are_truncated_not_dropped(tokenizer):
+    from rlcw.recipes.train_rm import build_dataset
+    from rlcw.rewards.render import RMSpec
+
+    long = " ".join(["word"] * 300)
+    pairs = [{"prompt": "P", "chosen": long + " end.", "rejected": "short."}, {"prompt": "P", "chosen": "tiny.", "rejected": long}]
+    ds = build_dataset(pairs, RMSpec(max_length=32), tokenizer, margins=[1.0, 0.0])
+    assert len(ds) == 2 and max(len(x) for x in list(ds["chosen_ids"]) + list(ds["rejected_ids"])) == 32
+    assert list(ds["margin"]) == [1.0, 0.0]
+
+
+def test_centering_and_deepspeed_reach_the_trainer_args(tmp_path):
+    from types import SimpleNamespace
+
+    from rlcw.recipes.train_rm import build_args, common_args
+
+    run = SimpleNamespace(checkpoints=tmp_path)
+    args = build_args(_cfg("rm.center_rewards_coefficient=0.05", "train.save_steps=3"), run, has_eval=False)
+    assert args.center_rewards_coefficient == 0.05 and args.max_length is None and args.save_steps == 3
+    with pytest.raises(RlcwError, match="DeepSpeed config not found"):
+        common_args(_cfg("train.deepspeed=configs/deepspeed/nope.json"), run)
+
+
+def test_bt_resume_continues_from_the_last_checkpoint(runs_root, pairs_run, tiny_model_dir):
+    from rlcw.recipes.train_rm import main
+
+    base = [f"output_dir={runs_root}", "run_name=bt_resume", f"model.name={tiny_model_dir}", "data.eval_file=null",
+            f"data.train_file={pairs_run['artifacts']['train']}", "data.max_train_pairs=16", "train.batch_size=4",
+            "train.logging_steps=1", "train.save_steps=2", "rm.max_length=48", "lora.r=4"]
+    main(_cfg(*base, "train.max_steps=2"))
+    summary = main(_cfg(*base, "train.max_steps=4", "train.resume=true"))
+    run_dir = runs_root / "bt_resume"
+    assert summary["metrics"]["train/steps"] == 4
+    assert {p.name for p in (run_dir / "checkpoints").iterdir()} >= {"checkpoint-2", "checkpoint-4"}
+    loss_steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"loss"' in x]
+    assert loss_steps == [1, 2, 3, 4]  # the second run trained steps 3-4 only
+
+
+def test_resume_without_checkpoint_starts_at_zero(tmp_path):
+    from types import SimpleNamespace
+
+    from rlcw.recipes.train_rm import resume_point
+
+    run = SimpleNamespace(checkpoints=tmp_path)
+    assert resume_point(_cfg("train.resume=true"), run) is None
+    (tmp_path / "checkpoint-3").mkdir()
+    (tmp_path / "checkpoint-3" / "trainer_state.json").write_text("{}")
+    assert resume_point(_cfg("train.resume=true"), run) == str(tmp_path / "checkpoint-3")
+    assert resume_point(_cfg(), run) is None

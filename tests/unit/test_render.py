@@ -141,3 +141,75 @@ def test_load_spec_broken_json_is_an_rlcw_error(tmp_path):
     with pytest.raises(RlcwError) as info:
         load_spec(tmp_path)
     assert SPEC_FILE in str(info.value)
+
+
+# --- generative RM layout ---
+
+def _genrm(**kw):
+    from rlcw.rewards.render import GENRM_SYSTEM_PROMPT
+
+    return RMSpec(type="genrm", system_prompt=GENRM_SYSTEM_PROMPT, **kw)
+
+
+def test_split_budget_hand_examples():
+    from rlcw.rewards.render import split_budget
+
+    assert split_budget(100, 100, 60) == (30, 30)  # both long: half each
+    assert split_budget(10, 100, 60) == (10, 50)  # a short first story leaves its share to the second
+    assert split_budget(100, 10, 60) == (50, 10)
+    assert split_budget(5, 7, 60) == (5, 7)  # everything fits
+
+
+def test_genrm_messages_order_and_prompt(tokenizer):
+    from rlcw.rewards.render import render_genrm_messages
+
+    msgs = render_genrm_messages(_genrm(), PROMPT, "first tale", "second tale")
+    assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user"
+    user = msgs[1]["content"]
+    assert user.index(PROMPT) < user.index("[Story A]\nfirst tale") < user.index("[Story B]\nsecond tale")
+    assert PROMPT not in render_genrm_messages(_genrm(include_prompt=False), PROMPT, "a", "b")[1]["content"]
+
+
+def test_genrm_prompt_is_cut_per_story_within_max_length(tokenizer):
+    from rlcw.rewards.render import encode_genrm_prompt
+
+    long_a = " ".join(f"alpha{i}" for i in range(300)) + " ALPHA-END."
+    ids = encode_genrm_prompt(_genrm(max_length=256), tokenizer, PROMPT, long_a, "Short B story.")
+    text = tokenizer.decode(ids)
+    assert len(ids) <= 256
+    assert "ALPHA-END." in text and "Short B story." in text  # left truncation keeps the long story's ending; B untouched
+    assert text.endswith("<|im_start|>assistant\n") and "[Story B]" in text and "Decide which one" in text
+    with pytest.raises(RlcwError, match="leaves no room"):
+        encode_genrm_prompt(_genrm(max_length=40), tokenizer, PROMPT, "a", "b")
+
+
+def test_genrm_example_labels_and_verdict_tokens(tokenizer):
+    from rlcw.rewards.render import encode_genrm_example, verdict_token_ids
+
+    a, b = verdict_token_ids(tokenizer)
+    assert tokenizer.decode([a]) == " A" and tokenizer.decode([b]) == " B"
+    ids, labels = encode_genrm_example(_genrm(max_length=256), tokenizer, PROMPT, "x y", "y x", "B")
+    assert [t for t in labels if t != -100] == [b] and labels[-1] == ids[-1] == b  # only the verdict is learnt
+    assert tokenizer.decode(ids).endswith("<|im_start|>assistant\nPreferred: B")
+
+
+def test_genrm_cot_example_carries_a_capped_rationale(tokenizer):
+    from rlcw.rewards.render import encode_genrm_example
+
+    spec = _genrm(max_length=256, extra={"cot": True, "max_rationale_tokens": 26})  # 26 - 16 = 10 rationale tokens
+    why = "Story A keeps the order of events. " * 10 + "Preferred: B"
+    _, labels = encode_genrm_example(spec, tokenizer, PROMPT, "x y", "y x", "A", why)
+    answer = tokenizer.decode([t for t in labels if t != -100])
+    assert answer.startswith("Reasoning: Story A keeps") and answer.endswith("\n\nPreferred: A<|im_end|>")
+    assert answer.count("Preferred:") == 1  # the rationale's own verdict is cut
+    with pytest.raises(RlcwError, match="no rationale"):
+        encode_genrm_example(spec, tokenizer, PROMPT, "x", "y", "A", None)
+
+
+def test_parse_verdict_prefix_and_spec_checks():
+    from rlcw.rewards.render import parse_verdict_prefix
+
+    assert parse_verdict_prefix("Reasoning: ok.\n\nPreferred: A") == "Reasoning: ok.\n\nPreferred:"
+    assert parse_verdict_prefix("Reasoning: no verdict") is None
+    with pytest.raises(RlcwError, match="input_template=chat"):
+        RMSpec(type="genrm", input_template="plain").check()
