@@ -1,0 +1,266 @@
+"""PPO with learned rewards (rlcw's own loop: TRL 1.16 has no PPOTrainer).
+
+What: a LoRA policy, the reference = the same base with the adapter disabled (no second copy),
+a separate value model started from the BT reward model (its backbone with LoRA and its score
+head read at every token; `value.init=policy` starts from the policy's base with a fresh head),
+rewards from `reward.specs` (`rlcw.rewards.factory`: bt, genrm, remote, length_range,
+overlong; the same section as `rlcw grpo`) summed with their weights, -kl_coef * KL per
+token, GAE, clipped policy and value losses (`rlcw.rl.ppo_math`). Prompts are chat
+conversations as in `rlcw grpo`. Logged every step to metrics.jsonl and TensorBoard: reward
+(and per reward function), KL, entropy, clipfrac, approx KL, losses, explained variance,
+lengths, cap share, reward-hacking monitors (`monitor.*` warn / stop rules); every
+`eval.every_steps` the evaluators (`eval.evaluators`, `rlcw.rl.evaluation`) run on held-out
+prompts. Checkpoints in `<run>/checkpoints/step_XXXXXX` (policy adapter, value tensors,
+optimizer, RNG, step); `train.resume=true` continues from the last. The final adapter is
+`<run>/checkpoints/final` (loadable by every command's `model.name`).
+What not: full fine-tuning (the reference is the adapter-disabled policy, so LoRA is required),
+adaptive KL control, vLLM rollouts.
+
+    rlcw ppo --config configs/ppo/cpu.yaml reward.rm_path=runs/train_rm/model
+    rlcw ppo --config configs/ppo/cpu.yaml train.max_steps=20 train.resume=true   # continue
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlcw.data.prompts import load_prompts
+from rlcw.errors import RlcwError
+from rlcw.generation import apply_chat_template_file, chat_messages, generate_stories
+from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
+from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run
+from rlcw.rewards.bt import BTScorer
+from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.report import plot_lines, read_metrics, series
+from rlcw.rl.evaluation import build_evaluators
+from rlcw.rl.monitors import MonitorCallback, plot_monitors
+from rlcw.rl.periodic import PeriodicEval
+from rlcw.rl.ppo import PPOSettings, PPOTrainer
+from rlcw.rl.value import load_value_model
+
+
+@dataclass
+class PromptDataConfig:
+    prompts: str = "bundled"  # "bundled" or a jsonl/csv/parquet file of prompt rows
+    train_split: str | None = "train"
+    eval_split: str | None = "eval"
+    max_train_prompts: int | None = None
+
+
+@dataclass
+class RewardSection:  # the same keys as `rlcw grpo`'s reward section (minus TRL's aggregation)
+    rm_path: str = "runs/train_rm/model"  # default RM folder of bt/genrm specs, the `rm` evaluator and value.init=rm
+    rm_batch_size: int = 16
+    # name -> spec ({type: bt|genrm|remote|length_range|overlong, weight, ...options}); weight 0 drops one
+    specs: dict[str, dict[str, Any]] = field(default_factory=lambda: {
+        "rm": {"type": "bt", "weight": 1.0},
+        "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
+    })
+
+
+@dataclass
+class ValueSection:
+    init: str = "rm"  # rm: the BT RM's backbone + score head | policy: the policy's base + a fresh head
+    path: str | None = None  # None: reward.rm_path (init=rm) or model.name (init=policy)
+    backbone: str = "lora"  # lora: LoRA on the backbone + head | frozen: train the head only
+    lora: LoraSection = field(default_factory=lambda: LoraSection(r=8, alpha=16))
+
+
+@dataclass
+class PPOTrainSection:
+    max_steps: int = 20
+    batch_size: int = 8  # prompts (= responses) per step per process
+    ppo_epochs: int = 2
+    minibatch_size: int = 4
+    micro_batch_size: int = 4
+    learning_rate: float = 1e-5
+    value_learning_rate: float = 1e-4
+    max_grad_norm: float = 1.0
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    gamma: float = 1.0
+    lam: float = 0.95
+    clip: float = 0.2
+    value_clip: float = 0.2
+    vf_coef: float = 0.1
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.05
+    kl_estimator: str = "k1"  # k1 | k3 (per-token estimator in the reward)
+    whiten_advantages: bool = True
+    missing_eos_penalty: float | None = None
+    save_steps: int = 0  # 0 = a resumable checkpoint only at the end
+    resume: bool = False
+
+
+@dataclass
+class EvalSection:
+    every_steps: int = 10  # 0 disables periodic evaluation
+    num_prompts: int = 8
+    max_new_tokens: int = 64
+    temperature: float = 0.8
+    batch_size: int = 8
+    evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
+
+
+@dataclass
+class MonitorSection:  # the same keys as `rlcw grpo`'s (rlcw.rl.monitors); the batch is one group
+    enabled: bool = True
+    ngram: int = 3
+    warn: dict[str, float] = field(default_factory=dict)  # max_<stat> / min_<stat> -> threshold
+    stop: dict[str, float] = field(default_factory=dict)
+    patience: int = 2  # consecutive steps a stop rule must break
+    min_steps: int = 0
+
+
+@dataclass
+class PPORecipeConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: PromptDataConfig = field(default_factory=PromptDataConfig)
+    reward: RewardSection = field(default_factory=RewardSection)
+    lora: LoraSection = field(default_factory=LoraSection)
+    value: ValueSection = field(default_factory=ValueSection)
+    train: PPOTrainSection = field(default_factory=PPOTrainSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+    monitor: MonitorSection = field(default_factory=MonitorSection)
+    output_dir: str = "runs"
+    run_name: str = "ppo"
+    seed: int = 0
+
+
+def build_settings(cfg: PPORecipeConfig) -> PPOSettings:
+    t = cfg.train
+    if t.kl_estimator not in ("k1", "k3"):
+        raise RlcwError(f"unknown train.kl_estimator '{t.kl_estimator}'", where="train.kl_estimator", hint="use k1 or k3")
+    if t.minibatch_size > t.batch_size or t.batch_size % t.minibatch_size:
+        raise RlcwError(f"train.batch_size={t.batch_size} must be a multiple of train.minibatch_size={t.minibatch_size}")
+    keys = {k: v for k, v in vars(t).items() if k != "resume"}
+    return PPOSettings(**keys, seed=cfg.seed, monitor_ngram=cfg.monitor.ngram if cfg.monitor.enabled else None)
+
+
+def build_policy(cfg: PPORecipeConfig):
+    """The starting model (an rlcw LoRA checkpoint is merged: it becomes the reference) + a new LoRA."""
+    from peft import get_peft_model
+
+    if not cfg.lora.enabled:
+        raise RlcwError("ppo needs LoRA: the reference model is the policy with its adapter disabled",
+                        where="lora.enabled", hint="set lora.enabled=true (full fine-tuning would need a second copy)")
+    base = load_causal_lm(cfg.model.name, cfg.model.dtype, merge_lora=True)
+    base.config.use_cache = True
+    return get_peft_model(base, lora_config(cfg.lora, "CAUSAL_LM", base.config.num_hidden_layers))
+
+
+def value_source(cfg: PPORecipeConfig) -> str:
+    v = cfg.value
+    if v.init not in ("rm", "policy"):
+        raise RlcwError(f"unknown value.init '{v.init}'", where="value.init", hint="use rm or policy")
+    if v.path:
+        return resolve(v.path)
+    if v.init == "policy":
+        return resolve(cfg.model.name)
+    return cfg.reward.rm_path
+
+
+def build_rewards(cfg: PPORecipeConfig) -> tuple[list, list[float]]:
+    defaults = {"rm_path": cfg.reward.rm_path, "seed": cfg.seed, "max_tokens": cfg.train.max_new_tokens,
+                "batch_size": cfg.reward.rm_batch_size}
+    return build_reward_funcs(cfg.reward.specs, defaults)
+
+
+def build_value(cfg: PPORecipeConfig, vocab_size: int):
+    v = cfg.value
+    if v.backbone not in ("lora", "frozen"):
+        raise RlcwError(f"unknown value.backbone '{v.backbone}'", where="value.backbone", hint="use lora or frozen")
+    source = value_source(cfg)
+    from transformers import AutoConfig
+
+    layers = AutoConfig.from_pretrained(source).num_hidden_layers
+    lora = lora_config(v.lora, None, layers) if v.backbone == "lora" else None
+    return load_value_model(source, lora=lora, vocab_size=vocab_size)
+
+
+def build_sampler(cfg: PPORecipeConfig, tokenizer, eval_rows: list[dict]):
+    e = cfg.eval
+
+    def sample(model, step: int) -> list[dict]:
+        return generate_stories(
+            model, tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, system_name=f"{cfg.run_name}@{step}",
+            max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, step=step,
+            show_progress=False,
+        )
+
+    return sample
+
+
+def main(cfg: PPORecipeConfig) -> dict:
+    with stage_run(cfg, "ppo") as run:
+        settings = build_settings(cfg)
+        train_rows = load_prompts(cfg.data.prompts, cfg.data.train_split)[: cfg.data.max_train_prompts or None]
+        eval_rows = load_prompts(cfg.data.prompts, cfg.data.eval_split)[: cfg.eval.num_prompts]
+        tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
+        apply_chat_template_file(tokenizer, cfg.model.chat_template)
+        funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        policy = build_policy(cfg)
+        value = build_value(cfg, policy.get_input_embeddings().num_embeddings)
+        scorer = next((f for f in funcs if isinstance(f, BTScorer)), None)
+        evaluators = build_evaluators(cfg.eval.evaluators, {"rm_path": cfg.reward.rm_path,
+                                                            "run_dir": run.path, "seed": cfg.seed, "scorer": scorer})
+        periodic = PeriodicEval(run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps)
+        monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
+        trainer = PPOTrainer(policy, value, tokenizer, funcs, weights, settings, run, base_spec=cfg.model.name, monitor=monitor)
+
+        def encode(row: dict) -> list[int]:
+            text = tokenizer.apply_chat_template(chat_messages(cfg.model.system_prompt, row["prompt"]), tokenize=False, add_generation_prompt=True)
+            return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+        history = trainer.train(train_rows, encode, lambda row: chat_messages(cfg.model.system_prompt, row["prompt"]),
+                                periodic=periodic, resume=cfg.train.resume, columns=("min_words", "max_words", "source", "id"))
+        trainer.save(run.checkpoints / f"step_{trainer.step:06d}")
+        final = run.checkpoints / "final"
+        if trainer.acc.is_main_process:
+            save_lora_checkpoint(trainer.acc.unwrap_model(trainer.policy), tokenizer, final, cfg.model.name)
+        metrics = {"train/steps": float(trainer.step), "monitor/alerts": float(len(monitor.alerts))}
+        if history:
+            metrics.update({f"train/{k}": history[-1][k] for k in ("reward", "kl", "entropy", "ppo/clipfrac", "ppo/explained_variance") if k in history[-1]})
+        if periodic.history:
+            metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
+        artifacts = {"policy": final, "checkpoint": run.checkpoints / f"step_{trainer.step:06d}", "samples": run.samples,
+                     "metrics": run.path / "metrics.jsonl"}
+        if trainer.acc.is_main_process:
+            run.write_report(_report(cfg, run, metrics, history, periodic.history, monitor.alerts, trainer.stop_reason))
+        return run.write_summary("failed" if trainer.stop_reason else "completed", metrics, artifacts, error=trainer.stop_reason)
+
+
+def _report(cfg: PPORecipeConfig, run, metrics: dict, history: list[dict], evals: list[dict], alerts: list[dict], stop: str | None) -> str:
+    lines = [f"# PPO run `{cfg.run_name}`", "", f"- policy start: `{cfg.model.name}`",
+             "- rewards: " + ", ".join(f"{k} ({v.get('type')}, weight {v.get('weight', 1.0)})" for k, v in cfg.reward.specs.items()),
+             f"- value model: init={cfg.value.init}, backbone={cfg.value.backbone}; kl_coef {cfg.train.kl_coef} ({cfg.train.kl_estimator})", ""]
+    if stop:
+        lines += [f"**Stopped early:** {stop}", ""]
+    if alerts:
+        lines += ["## Monitor alerts", ""] + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in alerts[:30]] + [""]
+    keys = ["reward", "kl", "entropy", "ppo/clipfrac", "ppo/value_loss", "ppo/explained_variance", "completions/mean_length"]
+    if history:
+        lines += ["| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        lines += ["| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in keys]) + " |" for h in history]
+        lines += [""] + [f"![{p.stem}](plots/{p.name})" for p in _plots(run)] + [""]
+    if evals:
+        ekeys = [k for k in evals[0] if k != "step"]
+        lines += ["## Periodic evaluation", "", "| step | " + " | ".join(ekeys) + " |", "|---" * (len(ekeys) + 1) + "|"]
+        lines += ["| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in ekeys]) + " |" for h in evals]
+    return "\n".join(lines) + "\n"
+
+
+def _plots(run) -> list:
+    rows = read_metrics(run.path / "metrics.jsonl")
+    rewards = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")})
+    curves = plot_lines([
+        ("reward per step", {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in rewards}}),
+        ("KL to reference (nats per response)", {"kl": series(rows, "kl")}),
+        ("PPO", {"clipfrac": series(rows, "ppo/clipfrac"), "explained variance": series(rows, "ppo/explained_variance"),
+                 "entropy": series(rows, "entropy")}),
+        ("held-out RM score", {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")}),
+    ], run.path / "plots" / "ppo.png")
+    return [curves, plot_monitors(rows, run.path / "plots" / "monitors.png")]
