@@ -43,9 +43,15 @@ def plot_lines(panels: list[tuple[str, dict[str, tuple[list, list]]]], path: Pat
         if len(lines) > 1:
             ax.legend(fontsize=8)
     fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: Path, dpi: int = 110) -> Path:
+    """Write a matplotlib figure atomically (temp file + rename) and close it."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    fig.savefig(tmp, dpi=dpi)
     plt.close(fig)
     tmp.replace(path)
     return path

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from rlcw.judges.aggregate import ranking  # noqa: E402
+from rlcw.report import save_figure  # noqa: E402
 
 
 def plot_strengths(panels: dict[str, dict[str, dict[str, float]]], path: Path, title: str = "Bradley-Terry strength") -> Path:
@@ -31,12 +32,7 @@ def plot_strengths(panels: dict[str, dict[str, dict[str, float]]], path: Path, t
         ax.set_xlabel(title)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path)
 
 
 def _f(x: float | None, digits: int = 3) -> str:

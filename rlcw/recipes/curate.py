@@ -28,6 +28,7 @@ from rlcw.data.records import write_preferences
 from rlcw.errors import RlcwError
 from rlcw.io import TABLE_SUFFIXES, read_table
 from rlcw.recipes.common import stage_run
+from rlcw.report import save_figure
 
 
 @dataclass
@@ -167,10 +168,7 @@ def plot_balance(results: dict[str, SplitResult], path: Path) -> Path:
             ax.set_title(f"{name}, {when} balancing: {len(diffs)} pairs, chosen longer {share:.1%}" if share is not None else f"{name}, {when}: {len(diffs)} pairs")
             ax.set_xlabel("chosen - rejected (words)")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    return tmp.replace(path)
+    return save_figure(fig, path, dpi=100)
 
 
 STEP_TEXT = {

@@ -34,6 +34,7 @@ from rlcw.metrics import pairwise as pw
 from rlcw.metrics.bootstrap import bootstrap_ci
 from rlcw.metrics.text import count_words
 from rlcw.recipes.common import stage_run
+from rlcw.report import save_figure
 from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.rewards.scorers import is_pairwise, load_scorer
 
@@ -219,10 +220,7 @@ def plot_eval(metrics: dict, rows: list[dict], pairwise: bool, path: Path) -> Pa
         ax2.set_ylabel("score")
     ax2.set_title("score vs length")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    return tmp.replace(path)
+    return save_figure(fig, path, dpi=100)
 
 
 def _fmt(v, count: bool = False) -> str:

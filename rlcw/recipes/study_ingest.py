@@ -21,6 +21,7 @@ from pathlib import Path
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json, atomic_write_jsonl
 from rlcw.recipes.common import stage_run
+from rlcw.report import save_figure
 from rlcw.study.analysis import analyse
 from rlcw.study.blinding import read_key
 from rlcw.study.ingest import load_answers, validate_and_unblind
@@ -80,11 +81,7 @@ def plot_strengths(results: dict, path: Path) -> Path:
     ax.set_yticks(range(len(systems)), systems)
     ax.set_xlabel("Bradley-Terry log-strength (overall, 95% CI)")
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path)
 
 
 def main(cfg: StudyIngestConfig) -> dict:
