@@ -10,7 +10,7 @@ bash scripts/services.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
 set +e
-python -m pytest -m "${RLCW_TIERS:-unit or recipe or integration}" "$@"
+python -m pytest -m "${RLCW_TIERS:-unit or recipe or integration}" --durations=15 "$@"
 code=$?
 set -e
 if [ "$code" -eq 5 ]; then
