@@ -132,3 +132,28 @@ def test_grpo_two_cpu_ranks_deepspeed(zero, tiny_model_dir, tiny_rm, tmp_path):
     assert json.loads((run / "summary.json").read_text())["status"] == "completed"
     adapter = run / "checkpoints" / "final" / "adapter_model.safetensors"
     assert adapter.is_file() and adapter.stat().st_size > 1000  # ZeRO-3: gathered, not empty shards
+
+
+def test_train_rm_two_cpu_ranks_deepspeed_zero2(tiny_model_dir, tmp_path):
+    """The BT reward model trains on 2 ranks with ZeRO-2: both ranks see world size 2 and end
+    with the same trainable parameters (issue 3: multi-GPU via accelerate/DeepSpeed)."""
+    hook, hashes = write_hook(tmp_path / "hook"), tmp_path / "hashes"
+    hashes.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
+           "RLCW_TEST_HASH_DIR": str(hashes), "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    pairs = subprocess.run([sys.executable, "-m", "rlcw", "build-pairs", f"output_dir={tmp_path / 'runs'}", "run_name=pairs"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert pairs.returncode == 0, pairs.stderr[-3000:]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "rlcw", "train-rm",
+           f"model.name={tiny_model_dir}", f"data.train_file={tmp_path / 'runs/pairs/pairs/train.jsonl'}", "data.eval_file=null",
+           "data.max_train_pairs=16", "train.max_steps=2", "train.batch_size=2", "train.eval_steps=0", "train.learning_rate=1e-2",
+           "rm.max_length=64", "lora.r=4", f"output_dir={tmp_path / 'runs'}", "run_name=rm_zero2",
+           f"train.deepspeed={ROOT}/configs/deepspeed/zero2.json"]
+    start = time.time()
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    print(f"train-rm zero2: 2 ranks, 2 steps in {time.time() - start:.0f} s")
+    check_ranks(hashes, deepspeed=True)
+    run = tmp_path / "runs" / "rm_zero2"
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+    assert (run / "model" / "rlcw_rm.json").is_file()
