@@ -15,8 +15,23 @@ held-out prompts and runs the evaluators (`eval.evaluators`, rlcw.rl.evaluation 
 Checkpoints every `train.save_steps`; `train.resume=true` continues from the newest complete one
 (model, optimizer, scheduler, RNG and data order restored). What it does not do: PPO (`rlcw ppo`).
 
+Agents' Room rollouts (`agents.variant=e2e|plan|write|plan_write`; default none = one plain
+completion per prompt): each rewarded story is written by that variant with the policy playing the
+agents (rlcw.agents.rl). The trained sequence is one agent's call (`agents.train_agent`, or `cycle`:
+the variant's writers in turn, one per step); every reward scores the whole story (RM and
+length_range see the story, overlong counts the trained call's tokens against its cap). With
+`agents.policy_plays=all` the policy is the writing agents' shared base (each agent's call uses
+the same weights); with `train_agent` (LoRA only) just that agent's calls use the adapter, so the
+adapter becomes that one agent's. Per-agent token caps are `agents.caps.*`; the trained call's cap
+replaces `train.max_completion_length`, and held-out samples are written by the variant too (its
+caps, not `eval.max_new_tokens`). Not with vLLM. Cost (embedded model, 4 completions a step,
+1 thread on a busy 2-core CPU, so pessimistic): plan_write with caps 32/64 took ~122 s a step
+(~230-word stories) against ~22 s for plain GRPO with a 64-token cap and ~63 s with a 320-token
+cap: 9 sequential agent calls re-read a growing scratchpad; the backward pass is still one call.
+
     rlcw grpo --config configs/grpo/cpu.yaml reward.rm_path=runs/train_rm/model
     rlcw grpo --config configs/grpo/cpu.yaml train.resume=true      # after a crash or kill
+    rlcw grpo --config configs/grpo/agents_room_cpu.yaml            # Agents' Room rollouts
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ from typing import Any
 
 import torch
 
+from rlcw.agents.variants import AgentCaps
 from rlcw.data.prompts import find_overlap, load_prompts, mix_sources
 from rlcw.data.records import write_stories
 from rlcw.errors import RlcwError
@@ -121,6 +137,15 @@ class MonitorSection:
 
 
 @dataclass
+class AgentsRLSection:
+    variant: str | None = None  # None: plain generation; e2e | plan | write | plan_write: Agents' Room rollouts
+    train_agent: str = "climax"  # the agent whose call is the trained sequence; cycle: the variant's writers in turn
+    policy_plays: str = "all"  # all: policy = every agent (shared base); train_agent: only that agent uses the LoRA adapter
+    caps: AgentCaps = field(default_factory=AgentCaps)  # new-token caps per agent kind (planning, writing, finalizer, e2e)
+    context_tokens: int = 2048  # prompt + scratchpad + new tokens must fit this (the scratchpad is shortened otherwise)
+
+
+@dataclass
 class GRPORecipeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: PromptDataConfig = field(default_factory=PromptDataConfig)
@@ -129,6 +154,7 @@ class GRPORecipeConfig:
     train: GRPOTrainSection = field(default_factory=GRPOTrainSection)
     eval: EvalSection = field(default_factory=EvalSection)
     monitor: MonitorSection = field(default_factory=MonitorSection)
+    agents: AgentsRLSection = field(default_factory=AgentsRLSection)
     output_dir: str = "runs"
     run_name: str = "grpo"
     seed: int = 0
@@ -160,7 +186,7 @@ def train_prompts(cfg: GRPORecipeConfig) -> list[dict]:
     """The mixed training prompt rows (`source` = the data.sources name)."""
     d = cfg.data
     if not d.sources:
-        rows = _fit(load_prompts(d.prompts, d.train_split), cfg.train.max_completion_length, d, "training")
+        rows = _fit(load_prompts(d.prompts, d.train_split), story_cap(cfg), d, "training")
         return rows[: d.max_train_prompts or None]
     pools, weights = {}, {}
     for name, spec in d.sources.items():
@@ -170,7 +196,7 @@ def train_prompts(cfg: GRPORecipeConfig) -> list[dict]:
         rows = load_prompts(spec.get("prompts", d.prompts), spec.get("split", d.train_split))
         if spec.get("style"):
             rows = [r for r in rows if r["style"] == spec["style"]]
-        rows = _fit(rows, cfg.train.max_completion_length, d, f"'{name}'")
+        rows = _fit(rows, story_cap(cfg), d, f"'{name}'")
         if not rows:
             raise RlcwError(f"no prompts of style '{spec.get('style')}'", where=f"data.sources.{name}")
         pools[name] = [dict(r, source=name) for r in rows]
@@ -181,7 +207,7 @@ def train_prompts(cfg: GRPORecipeConfig) -> list[dict]:
 
 def eval_prompts(cfg: GRPORecipeConfig) -> list[dict]:
     rows = load_prompts(cfg.data.eval_prompts or cfg.data.prompts, cfg.data.eval_split)
-    return _fit(rows, cfg.eval.max_new_tokens, cfg.data, "held-out")
+    return _fit(rows, story_cap(cfg) if cfg.agents.variant else cfg.eval.max_new_tokens, cfg.data, "held-out")
 
 
 def check_overlap(train_rows: list[dict], held_out: list[dict], files: list[str]) -> None:
@@ -210,8 +236,61 @@ def build_dataset(rows: list[dict], system_prompt: str):
 
 def build_rewards(cfg: GRPORecipeConfig) -> tuple[list, list[float]]:
     defaults = {"rm_path": cfg.reward.rm_path, "num_generations": cfg.train.num_generations, "seed": cfg.seed,
-                "max_tokens": cfg.train.max_completion_length, "batch_size": cfg.reward.rm_batch_size}
+                "max_tokens": completion_cap(cfg), "batch_size": cfg.reward.rm_batch_size}
     return build_reward_funcs(cfg.reward.specs, defaults)
+
+
+# ---------------------------------------------------------------- Agents' Room rollouts
+
+def completion_cap(cfg: GRPORecipeConfig) -> int:
+    """Token cap of the trained sequence: train.max_completion_length, or the trained agent's cap."""
+    if not cfg.agents.variant:
+        return cfg.train.max_completion_length
+    from rlcw.agents.rl import trained_agents
+
+    return max(cfg.agents.caps.for_agent(a) for a in trained_agents(cfg.agents.variant, cfg.agents.train_agent))
+
+
+def story_cap(cfg: GRPORecipeConfig) -> int:
+    """Most new tokens of a rewarded story (prompts asking for more words than it holds are fitted out)."""
+    if not cfg.agents.variant:
+        return cfg.train.max_completion_length
+    from rlcw.agents.rl import story_tokens
+
+    return story_tokens(cfg.agents.variant, cfg.agents.caps)
+
+
+def check_agents(cfg: GRPORecipeConfig) -> None:
+    """Reject agents settings that cannot work together, before anything slow loads."""
+    a = cfg.agents
+    if not a.variant:
+        return
+    from rlcw.agents.rl import POLICY_PLAYS, trained_agents
+
+    trained_agents(a.variant, a.train_agent)  # unknown variant or agent -> RlcwError
+    if a.policy_plays not in POLICY_PLAYS:
+        raise RlcwError(f"unknown agents.policy_plays '{a.policy_plays}'", where="agents.policy_plays", hint=f"one of {', '.join(POLICY_PLAYS)}")
+    if a.policy_plays == "train_agent" and not cfg.lora.enabled:
+        raise RlcwError("agents.policy_plays=train_agent trains one agent's LoRA adapter, but lora.enabled=false",
+                        where="agents.policy_plays", hint="lora.enabled=true, or agents.policy_plays=all (the shared base)")
+    if a.policy_plays == "train_agent" and a.train_agent == "cycle":
+        raise RlcwError("agents.policy_plays=train_agent trains one agent's adapter; train_agent=cycle trains several",
+                        where="agents.train_agent", hint="name one agent, or agents.policy_plays=all to cycle over the shared base")
+    if cfg.train.use_vllm:
+        raise RlcwError("Agents' Room rollouts run on the trainer's own model, not vLLM", where="agents.variant",
+                        hint="train.use_vllm=false, or agents.variant=null for plain vLLM rollouts")
+    bad = [k for k in ("planning", "writing", "finalizer", "e2e") if getattr(a.caps, k) < 1]
+    if bad or a.context_tokens < 1:
+        raise RlcwError(f"agents.caps.{bad[0]} must be at least 1" if bad else "agents.context_tokens must be at least 1", where="agents")
+
+
+def agents_rollout(cfg: GRPORecipeConfig, tokenizer):
+    from rlcw.agents.rl import make_rollout_func
+
+    a, t = cfg.agents, cfg.train
+    return make_rollout_func(tokenizer, variant=a.variant, train_agent=a.train_agent, caps=a.caps, context_tokens=a.context_tokens,
+                             system_prompt=cfg.model.system_prompt, temperature=t.temperature, top_p=t.top_p,
+                             batch_size=t.batch_size, policy_plays=a.policy_plays, seed=cfg.seed)
 
 
 def check_vllm(t: GRPOTrainSection) -> None:
@@ -237,7 +316,7 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
         output_dir=str(run.checkpoints), max_steps=t.max_steps, learning_rate=t.learning_rate,
         per_device_train_batch_size=t.batch_size, gradient_accumulation_steps=t.gradient_accumulation_steps,
         num_generations=t.num_generations, num_iterations=t.num_iterations,
-        max_completion_length=t.max_completion_length, temperature=t.temperature, top_p=t.top_p, beta=t.beta,
+        max_completion_length=completion_cap(cfg), temperature=t.temperature, top_p=t.top_p, beta=t.beta,
         loss_type=t.loss_type, scale_rewards=t.scale_rewards, mask_truncated_completions=t.mask_truncated_completions,
         reward_weights=weights, multi_objective_aggregation=cfg.reward.aggregation, logging_steps=t.logging_steps,
         save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500, save_total_limit=t.save_total_limit,
@@ -306,9 +385,11 @@ class StepLogger:
         finished = is_end.any(1)
         lengths = torch.where(finished, is_end.int().argmax(1) + 1, torch.full_like(finished, comp.size(1), dtype=torch.long))
         texts = [tok.decode(c[:n], skip_special_tokens=True) for c, n in zip(comp, lengths.tolist())]
-        local = [{"text": t.strip(), "tokens": int(n), "truncated": not bool(f),
+        # Agents' Room: the rewarded text is the whole story; tokens/truncated stay the trained agent's call
+        local = [{"text": x.get("story", t).strip(), "tokens": int(n), "truncated": not bool(f),
                   "prompt": message_text(x["prompt"]), "prompt_id": x["prompt_id"], "source": x["source"],
-                  "min_words": x.get("min_words"), "max_words": x.get("max_words")}
+                  "min_words": x.get("min_words"), "max_words": x.get("max_words"),
+                  **({"agents_room": dict(x["agents_room"], trained_text=t.strip())} if "agents_room" in x else {})}
                  for t, n, f, x in zip(texts, lengths.tolist(), finished.tolist(), inputs)]
         rows = gather_object(local)
         weights = trainer.reward_weights.to(rewards_per_func.device)
@@ -354,6 +435,8 @@ def top_bottom(rows: list[dict], k: int, step: int) -> list[dict]:
         rec = {"id": f"{r['prompt_id']}#{i}", "prompt": r["prompt"], "story": r["text"] or "(empty)", "system": f"policy@{step}",
                "step": step, "source": r["source"],
                "meta": {"rank": rank, "reward": r["reward"], "rewards": r["rewards"], "tokens": r["tokens"], "truncated": r["truncated"]}}
+        if r.get("agents_room"):
+            rec["meta"]["agents_room"] = r["agents_room"]
         rec.update({k2: r[k2] for k2 in ("min_words", "max_words") if r.get(k2) is not None})
         out.append(rec)
     return out
@@ -404,6 +487,21 @@ def trainer_class():
 def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
     e = cfg.eval
 
+    if cfg.agents.variant:  # held-out stories written the way the training ones are
+        from rlcw.agents.rl import PolicyBackend, trained_agents
+        from rlcw.agents.variants import run_variant
+
+        a = cfg.agents
+
+        def sample_agents(model, step: int) -> list[dict]:
+            backend = PolicyBackend(model, tokenizer, cfg.model.system_prompt, record=trained_agents(a.variant, a.train_agent)[0],
+                                    policy_plays=a.policy_plays, temperature=e.temperature, batch_size=e.batch_size)
+            recs = run_variant(eval_rows, backend, a.variant, a.caps, context_tokens=a.context_tokens, seed=cfg.seed,
+                               system_name=f"{cfg.run_name}@{step}")
+            return [dict(r, step=step) for r in recs]
+
+        return sample_agents
+
     def sample(model, step: int) -> list[dict]:
         return generate_stories(
             model, tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, system_name=f"{cfg.run_name}@{step}",
@@ -416,6 +514,7 @@ def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
 
 def main(cfg: GRPORecipeConfig) -> dict:
     with stage_run(cfg, "grpo") as run:
+        check_agents(cfg)
         train_rows = train_prompts(cfg)
         held_out = eval_prompts(cfg)
         check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
@@ -427,13 +526,18 @@ def main(cfg: GRPORecipeConfig) -> dict:
         args = build_args(cfg, run, weights)
         tensorboard_dir(run)
         scorer = next((f for f in funcs if type(f).__name__ == "BTScorer" and str(f.rm_dir) == str(Path(cfg.reward.rm_path))), None)
+        extra = {}
+        if cfg.agents.variant:
+            from rlcw.agents.rl import story_reward
+
+            funcs, extra = [story_reward(f) for f in funcs], {"rollout_func": agents_rollout(cfg, tokenizer)}
         evaluators = build_evaluators(cfg.eval.evaluators, {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer})
         periodic = PeriodicEvalCallback(run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps)
         monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
         trainer = trainer_class()(
             model=model, reward_funcs=funcs, args=args, train_dataset=build_dataset(train_rows, cfg.model.system_prompt),
             processing_class=tokenizer, peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers) if cfg.lora.enabled else None,
-            callbacks=[monitor, JsonlMetricsCallback(run), periodic],
+            callbacks=[monitor, JsonlMetricsCallback(run), periodic], **extra,
         )
         trainer.step_logger = StepLogger(cfg, run)
         resume = str(last_complete_checkpoint(run.checkpoints)) if cfg.train.resume else None

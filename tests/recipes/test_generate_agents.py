@@ -58,17 +58,18 @@ def test_bad_generator_and_variant(tmp_path, tiny_model_dir, tmas_file):
 def test_rollout_func_trains_one_agent_and_rewards_the_whole_story(tiny_model_dir, tokenizer):
     model = load_causal_lm(str(tiny_model_dir))
     caps = AgentCaps(planning=2, writing=3)
-    rollout = make_rollout_func(tokenizer, variant="write", train_agent="climax", caps=caps, num_generations=2, context_tokens=1024)
-    prompts = [[{"role": "user", "content": "Write about a lamp."}], [{"role": "user", "content": "Write about a door."}]]
+    rollout = make_rollout_func(tokenizer, variant="write", train_agent="climax", caps=caps, context_tokens=1024)
+    lamp, door = [{"role": "user", "content": "Write about a lamp."}], [{"role": "user", "content": "Write about a door."}]
+    prompts = [lamp, lamp, door, door]  # TRL passes each prompt repeated num_generations (2) times
     out = rollout(prompts, SimpleNamespace(model=model, state=SimpleNamespace(global_step=0)))
-    assert len(out["prompt_ids"]) == len(out["completion_ids"]) == len(out["story"]) == 4  # 2 prompts x 2 generations
+    assert len(out["prompt_ids"]) == len(out["completion_ids"]) == len(out["story"]) == 4  # one per prompt entry
     assert all(1 <= len(c) <= 3 for c in out["completion_ids"])
     rendered = tokenizer.decode(out["prompt_ids"][2])
     assert "Climax" in rendered and "Write about a door." in rendered and "[Rising Action]" in rendered
     assert [e["agent"] for e in out["agents_room"][0]["scratchpad"]][1:] == ["exposition", "rising_action", "climax", "falling_action", "resolution"]
     seen = []
     reward = story_reward(lambda prompts, completions, **kw: seen.extend(completions) or [0.0] * len(completions))
-    reward(prompts * 2, ["c"] * 4, story=out["story"])
+    reward(prompts, ["c"] * 4, story=out["story"])
     assert seen == out["story"]
     with pytest.raises(RlcwError, match="not part of variant"):
         make_rollout_func(tokenizer, variant="write", train_agent="plot")
