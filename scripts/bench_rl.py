@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=2 python scripts/bench_rl.py                       # configs/grpo/cpu.yaml sizes
     python scripts/bench_rl.py --rm runs/quickstart/train_rm/model --batch 8 --max-new-tokens 80 --repeats 2 --json out.json
+    OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --merged-rollout   # candidates vs TRL's path, same run
 
 Parts (timed separately, same model, same batch): generation (the rollout: transformers
 `generate` with sampling exactly as TRL's GRPOTrainer calls it: left-padded chat prompts,
@@ -9,7 +10,8 @@ do_sample, temperature, top_p, max_new_tokens), reward (the BT RM scorer on the 
 loss forward/backward (token log-probs of the completions under the LoRA policy, the DAPO-style
 GRPO loss with group-normalised advantages), optimizer (AdamW step). It reports rollout tokens/s
 (`--merged-rollout`: also with the LoRA merged into the weights for generation, as vLLM-style
-rollouts do, timed in the same run on the same prompts) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
+rollouts do, timed in the same run on the same prompts; `--fast-rollout`: rlcw.rl.rollout's sampler, the
+`train.fast_rollout` candidate, likewise) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
 This is a decomposition of the step rlcw's `grpo` runs, not TRL's internal timer: TRL adds its own
 bookkeeping (logging, reward gathering) on top; compare with `rlcw grpo`'s seconds per step.
 Timings on a shared machine are noisy: run it on a quiet one and repeat.
@@ -54,14 +56,17 @@ def build(args):
     return tok, model, rows, texts
 
 
-def step(args, tok, model, rows, texts, scorer, optimizer) -> dict:
+def step(args, tok, model, rows, texts, scorer, optimizer, merged=None) -> dict:
     from transformers import GenerationConfig
 
     t = {}
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    gen_cfg = GenerationConfig(max_new_tokens=args.max_new_tokens, do_sample=True, temperature=args.temperature, top_p=1.0,
-                               pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    # exactly the GenerationConfig GRPOTrainer builds without vLLM (GRPOConfig defaults: top_k 0, min_p None, no penalty)
+    gen_cfg = GenerationConfig(max_new_tokens=args.max_new_tokens, do_sample=True, temperature=args.temperature, top_p=1.0, top_k=0,
+                               min_p=None, repetition_penalty=1.0, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                               eos_token_id=[tok.eos_token_id], disable_compile=True)
     model.eval()
+    wall = time.perf_counter()
     start = time.perf_counter()
     with torch.no_grad():
         out = model.generate(**enc, generation_config=gen_cfg)  # (B, P + C)
@@ -90,6 +95,19 @@ def step(args, tok, model, rows, texts, scorer, optimizer) -> dict:
         merged_tokens = int(completion_lengths(merged_out[:, prompt_len:], tok.eos_token_id).sum())
         t["merged_rollout_tok_per_s"] = merged_tokens / t["merged_generation_s"]
         t["merged_speedup"] = t["merged_rollout_tok_per_s"] / t["rollout_tok_per_s"]
+        wall += t["merged_generation_s"]
+
+    if args.fast_rollout:  # rlcw.rl.rollout: merged-weight copy + shared prefill + lean sampling loop, same prompts
+        from rlcw.rl.rollout import sample
+
+        rows_ids = [r[m.bool()].tolist() for r, m in zip(enc["input_ids"], enc["attention_mask"])]
+        torch.manual_seed(2)
+        start = time.perf_counter()
+        fast = sample(merged.refresh(), rows_ids, gen_cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id)
+        t["fast_generation_s"] = time.perf_counter() - start
+        t["fast_rollout_tok_per_s"] = sum(map(len, fast)) / t["fast_generation_s"]
+        t["fast_speedup"] = t["fast_rollout_tok_per_s"] / t["rollout_tok_per_s"]
+        wall += t["fast_generation_s"]  # a candidate, not part of the step
 
     groups = rewards.view(-1, args.num_generations)
     adv = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-4)).view(-1)  # (B,)
@@ -109,7 +127,10 @@ def step(args, tok, model, rows, texts, scorer, optimizer) -> dict:
     optimizer.zero_grad(set_to_none=True)
     t["optimizer_s"] = time.perf_counter() - start
     parts = t["generation_s"] + t["reward_s"] + t["loss_fwd_bwd_s"] + t["optimizer_s"]
-    t["step_s"] = parts
+    t["step_s"] = time.perf_counter() - wall  # wall time of the step (candidates excluded)
+    t["other_s"] = t["step_s"] - parts  # tokenising, decoding, advantages, masks: outside the four parts
+    t["share_other"] = t["other_s"] / t["step_s"]
+    parts = t["step_s"]
     t.update({f"share_{k[:-2]}": t[k] / parts for k in ("generation_s", "reward_s", "loss_fwd_bwd_s", "optimizer_s")})
     return t
 
@@ -125,6 +146,7 @@ def main() -> None:
     p.add_argument("--top-layers", type=int, default=8)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--merged-rollout", action="store_true", help="also time the rollout with the LoRA merged (same batch and settings)")
+    p.add_argument("--fast-rollout", action="store_true", help="also time rlcw.rl.rollout (train.fast_rollout) on the same prompts")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
     torch.manual_seed(0)
@@ -135,13 +157,25 @@ def main() -> None:
 
         scorer = BTScorer(args.rm)
     optimizer = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-4)
+    merged = None
+    if args.fast_rollout:
+        from rlcw.rl.rollout import MergedPolicy
+
+        merged = MergedPolicy(model)
     results = []
     for i in range(args.repeats):
-        r = step(args, tok, model, rows, texts, scorer, optimizer)
+        r = step(args, tok, model, rows, texts, scorer, optimizer, merged)
         results.append(r)
         print(f"step {i}: " + ", ".join(f"{k}={v:.3g}" for k, v in r.items()), flush=True)
     summary = {"threads": torch.get_num_threads(), "batch": args.batch, "max_new_tokens": args.max_new_tokens,
                "rm": args.rm if scorer else None, "steps": results, "peak_rss_gb": peak_rss_gb()}
+    for key in ("fast_speedup", "merged_speedup"):
+        if key in results[0]:
+            vals = [r[key] for r in results]
+            summary[key] = vals
+            print(f"{key} (candidate tok/s / TRL-path tok/s, per step): " + ", ".join(f"{v:.2f}x" for v in vals))
+    last = results[-1]
+    print("step split: " + ", ".join(f"{k[6:]} {last[k]:.0%}" for k in last if k.startswith("share_")) + f" of {last['step_s']:.1f} s")
     print(f"peak RSS {summary['peak_rss_gb']:.2f} GB; threads {summary['threads']}")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))

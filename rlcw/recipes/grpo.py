@@ -110,6 +110,7 @@ class GRPOTrainSection:
     samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
     samples_k: int = 2
     use_vllm: bool = False
+    fast_rollout: bool = False  # rlcw.rl.rollout: merged-LoRA copy + shared prompt cache (~1.2x TRL's rollout on CPU)
     vllm_mode: str = "colocate"  # colocate | server
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = 0.3
@@ -291,6 +292,17 @@ def agents_rollout(cfg: GRPORecipeConfig, tokenizer):
     return make_rollout_func(tokenizer, variant=a.variant, train_agent=a.train_agent, caps=a.caps, context_tokens=a.context_tokens,
                              system_prompt=cfg.model.system_prompt, temperature=t.temperature, top_p=t.top_p,
                              batch_size=t.batch_size, policy_plays=a.policy_plays, seed=cfg.seed)
+
+
+def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
+    t = cfg.train
+    if not t.fast_rollout:
+        return
+    clash = ("agents.variant" if cfg.agents.variant else "train.use_vllm" if t.use_vllm else
+             "train.deepspeed (ZeRO-3)" if t.deepspeed and "zero3" in Path(t.deepspeed).name else None)
+    if clash:
+        raise RlcwError(f"train.fast_rollout cannot be combined with {clash}", where="train.fast_rollout",
+                        hint="train.fast_rollout=false (the fast sampler needs whole weights and plain rollouts)")
 
 
 def check_vllm(t: GRPOTrainSection) -> None:
@@ -515,6 +527,7 @@ def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
 def main(cfg: GRPORecipeConfig) -> dict:
     with stage_run(cfg, "grpo") as run:
         check_agents(cfg)
+        check_fast_rollout(cfg)
         train_rows = train_prompts(cfg)
         held_out = eval_prompts(cfg)
         check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
@@ -527,6 +540,10 @@ def main(cfg: GRPORecipeConfig) -> dict:
         tensorboard_dir(run)
         scorer = next((f for f in funcs if type(f).__name__ == "BTScorer" and str(f.rm_dir) == str(Path(cfg.reward.rm_path))), None)
         extra = {}
+        if cfg.train.fast_rollout:
+            from rlcw.rl.rollout import make_fast_rollout_func
+
+            extra = {"rollout_func": make_fast_rollout_func()}
         if cfg.agents.variant:
             from rlcw.agents.rl import story_reward
 
