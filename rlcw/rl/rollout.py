@@ -28,6 +28,8 @@ import copy
 
 import torch
 
+from rlcw.rl.ppo_rollout import left_pad  # one owner of left padding
+
 
 class MergedPolicy:
     """A generation-only copy of a (PEFT LoRA) causal LM with the adapter merged into separate tensors."""
@@ -88,17 +90,6 @@ def logits_processors(cfg):
         if cfg.min_p is not None:
             out.append(MinPLogitsWarper(min_p=cfg.min_p, min_tokens_to_keep=1))
     return out
-
-
-def left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids, mask), both (B, L), left-padded to the longest row."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-        mask[i, width - len(r):] = 1
-    return ids, mask
 
 
 @torch.inference_mode()
