@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data" / "tell-me-a-story"
+# TELL ME A STORY: ../shared/data next to the clone, or wherever RLCW_TMAS_DIR points.
+SHARED_DATA = Path(os.environ.get("RLCW_TMAS_DIR") or ROOT.parent / "shared" / "data" / "tell-me-a-story")
 IN_CI = os.environ.get("CI", "").lower() == "true"
 _TIERS = {"unit": "unit", "recipes": "recipe", "integration": "integration"}
 _ci_skips: list[str] = []
