@@ -10,7 +10,7 @@ import os
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rlcw.config import to_yaml
 from rlcw.models import EMBEDDED_ALIAS
@@ -43,6 +43,18 @@ class LoraSection:
     dropout: float = 0.0
     target_modules: str = "all-linear"  # or comma-separated module names, e.g. "q_proj,v_proj"
     top_layers: int | None = None  # adapt only the top N transformer layers: backprop stops early (much faster on CPU)
+
+
+@dataclass
+class MonitorSection:
+    """Reward-hacking monitors of the RL stages (`rlcw.rl.monitors`); grpo and ppo share these keys."""
+
+    enabled: bool = True
+    ngram: int = 3
+    warn: dict[str, float] = field(default_factory=dict)  # max_<stat> / min_<stat> -> threshold
+    stop: dict[str, float] = field(default_factory=dict)
+    patience: int = 2  # consecutive logged steps a stop rule must break
+    min_steps: int = 0
 
 
 def set_seed(seed: int) -> None:

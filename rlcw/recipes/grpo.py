@@ -48,17 +48,17 @@ from rlcw.agents.variants import AgentCaps
 from rlcw.data.prompts import find_overlap, load_prompts, mix_sources
 from rlcw.data.records import write_stories
 from rlcw.errors import RlcwError
-from rlcw.generation import apply_chat_template_file, chat_messages, generate_stories
+from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import append_jsonl, atomic_write_json, read_table
 from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
-from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, tensorboard_dir
+from rlcw.recipes.common import LoraSection, ModelConfig, MonitorSection, lora_config, stage_run, tensorboard_dir
 from rlcw.rewards.bt import message_text
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.rewards.length import range_fits_cap
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import PREFIX, MonitorCallback, plot_monitors, step_stats
-from rlcw.rl.periodic import PeriodicEvalCallback
+from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
 
 
 @dataclass
@@ -125,16 +125,6 @@ class EvalSection:
     temperature: float = 0.8
     batch_size: int = 8
     evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
-
-
-@dataclass
-class MonitorSection:
-    enabled: bool = True
-    ngram: int = 3
-    warn: dict[str, float] = field(default_factory=dict)  # max_<stat> / min_<stat> -> threshold (rlcw.rl.monitors)
-    stop: dict[str, float] = field(default_factory=dict)
-    patience: int = 2  # consecutive logged steps a stop rule must break
-    min_steps: int = 0
 
 
 @dataclass
@@ -514,14 +504,8 @@ def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
 
         return sample_agents
 
-    def sample(model, step: int) -> list[dict]:
-        return generate_stories(
-            model, tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, system_name=f"{cfg.run_name}@{step}",
-            max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, step=step,
-            show_progress=False,
-        )
-
-    return sample
+    return story_sampler(tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name,
+                         max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed)
 
 
 def main(cfg: GRPORecipeConfig) -> dict:

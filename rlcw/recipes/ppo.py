@@ -27,15 +27,15 @@ from typing import Any
 
 from rlcw.data.prompts import load_prompts
 from rlcw.errors import RlcwError
-from rlcw.generation import apply_chat_template_file, chat_messages, generate_stories
+from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
-from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run
+from rlcw.recipes.common import LoraSection, ModelConfig, MonitorSection, lora_config, stage_run
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import MonitorCallback, plot_monitors
-from rlcw.rl.periodic import PeriodicEval
+from rlcw.rl.periodic import PeriodicEval, story_sampler
 from rlcw.rl.ppo import PPOSettings, PPOTrainer
 from rlcw.rl.value import load_value_model
 
@@ -103,16 +103,6 @@ class EvalSection:
     temperature: float = 0.8
     batch_size: int = 8
     evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
-
-
-@dataclass
-class MonitorSection:  # the same keys as `rlcw grpo`'s (rlcw.rl.monitors); the batch is one group
-    enabled: bool = True
-    ngram: int = 3
-    warn: dict[str, float] = field(default_factory=dict)  # max_<stat> / min_<stat> -> threshold
-    stop: dict[str, float] = field(default_factory=dict)
-    patience: int = 2  # consecutive steps a stop rule must break
-    min_steps: int = 0
 
 
 @dataclass
@@ -184,14 +174,8 @@ def build_value(cfg: PPORecipeConfig, vocab_size: int):
 def build_sampler(cfg: PPORecipeConfig, tokenizer, eval_rows: list[dict]):
     e = cfg.eval
 
-    def sample(model, step: int) -> list[dict]:
-        return generate_stories(
-            model, tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, system_name=f"{cfg.run_name}@{step}",
-            max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, step=step,
-            show_progress=False,
-        )
-
-    return sample
+    return story_sampler(tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name,
+                         max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed)
 
 
 def main(cfg: PPORecipeConfig) -> dict:
