@@ -5,8 +5,16 @@ Kinds: shuffle, splice, substitute, repeat, truncate (UNION-style); `match_lengt
 Writes `<run>/pairs/train.jsonl` and `<run>/pairs/eval.jsonl` (preference records; the split
 is by story).
 
+`data.kind=human_vs_model` instead pairs a human story (chosen) with the model's story for the same
+prompt (rejected), both cut to one word budget (`rlcw.data.human_pairs`): the gold-RM data of the
+outcome study. `data.stories` is then the stories.jsonl of `rlcw generate data.format=tmas`, whose
+records keep the human story as `reference`; `data.min_words`, `data.max_words` and
+`data.tolerance` set the budget and the length match; the split is by prompt.
+
     rlcw build-pairs                                   # the bundled stories
     rlcw build-pairs data.stories=my_stories.jsonl data.kinds=[shuffle,splice]
+    rlcw generate data.format=tmas data.source=../shared/data/tell-me-a-story data.split=train run_name=gen_tmas
+    rlcw build-pairs data.kind=human_vs_model data.stories=runs/gen_tmas/samples/stories.jsonl run_name=gold_pairs
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlcw.data.bundled import resolve_data_path
+from rlcw.data.human_pairs import build_human_pairs, read_model_stories
 from rlcw.data.pairs import build_corruption_pairs
 from rlcw.data.records import read_stories, write_preferences
 from rlcw.errors import RlcwError
@@ -22,13 +31,16 @@ from rlcw.recipes.common import stage_run
 
 @dataclass
 class PairsDataConfig:
-    stories: str = "bundled"  # "bundled" or a story-record jsonl
+    kind: str = "corruption"  # corruption | human_vs_model
+    stories: str = "bundled"  # "bundled" or a story-record jsonl (human_vs_model: records with `reference`)
     kinds: list[str] = field(default_factory=lambda: ["shuffle", "splice", "substitute", "repeat", "truncate"])
     chunk_sentences: int = 4
     max_chunks_per_story: int | None = None
     match_length: bool = True
     tolerance: float = 0.05
     eval_fraction: float = 0.3
+    min_words: int = 20  # human_vs_model: drop pairs whose common word budget is smaller
+    max_words: int | None = None  # human_vs_model: cap of the common word budget
 
 
 @dataclass
@@ -39,9 +51,32 @@ class BuildPairsConfig:
     seed: int = 0
 
 
+def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
+    d = cfg.data
+    stories = read_model_stories(resolve_data_path(d.stories, "stories.jsonl"))
+    train, held, stats = build_human_pairs(stories, tolerance=d.tolerance, min_words=d.min_words, max_words=d.max_words,
+                                           eval_fraction=d.eval_fraction, seed=cfg.seed)
+    if not train:
+        raise RlcwError("no training pairs were produced", where=d.stories,
+                        hint=f"dropped: {dict(stats.dropped)}; lower data.min_words or generate longer stories")
+    paths = {"train": write_preferences(run.path / "pairs" / "train.jsonl", train)}
+    if held:
+        paths["eval"] = write_preferences(run.path / "pairs" / "eval.jsonl", held)
+    metrics = {"stories": stats.stories, "pairs": stats.pairs, "train_pairs": len(train), "eval_pairs": len(held),
+               "mean_words/chosen": sum(stats.chosen_words) / stats.pairs, "mean_words/rejected": sum(stats.rejected_words) / stats.pairs}
+    metrics.update({f"dropped/{k}": stats.dropped.get(k, 0) for k in ("too_short", "length_mismatch", "identical")})
+    run.log(0, metrics)
+    run.write_report("# Human-vs-model pairs (chosen = human)\n\n" + "\n".join(f"- {k}: {v}" for k, v in metrics.items()) + "\n")
+    return run.write_summary("completed", metrics, paths)
+
+
 def main(cfg: BuildPairsConfig) -> dict:
     d = cfg.data
+    if d.kind not in ("corruption", "human_vs_model"):
+        raise RlcwError(f"unknown data.kind '{d.kind}'", where="data.kind", hint="use corruption or human_vs_model")
     with stage_run(cfg, "build-pairs") as run:
+        if d.kind == "human_vs_model":
+            return human_vs_model(cfg, run)
         stories = read_stories(resolve_data_path(d.stories, "stories.jsonl"))
         train, held, stats = build_corruption_pairs(
             stories, list(d.kinds), chunk_sentences=d.chunk_sentences, max_chunks_per_story=d.max_chunks_per_story,

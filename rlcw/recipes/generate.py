@@ -13,6 +13,16 @@ server (`agents.backend=server`, `agents.server.*` = the judge client's settings
 `data.format=tmas` reads TELL ME A STORY (`data.source`: folder, file or hub id; `data.split`) and
 keeps the human story as each record's `reference`. The system prompt and chat template are
 `model.system_prompt` / `model.chat_template`; sampling is seeded.
+
+Best-of-n (`best_of.n > 1`, default generator only): samples n candidates per prompt, scores them
+with a BT RM (`best_of.rm_path`, its length-control fit applied unless `best_of.length_control=false`)
+and writes `samples/candidates.jsonl` (every candidate, `meta.candidate` and `meta.score`),
+`samples/stories.jsonl` (the best of all n; system `bon<n>` unless `system` is set) and, for each k
+in `best_of.sizes` (default powers of two up to n), `samples/best_of_<k>.jsonl` = the best among the
+FIRST k candidates, so every k uses one pool (`rlcw.rewards.best_of_n`). Metrics per k: `bon/<k>/score`,
+`bon/<k>/words`, `bon/<k>/kl_analytic` (log k - (k-1)/k).
+
+    rlcw generate data.format=tmas data.source=../shared/data/tell-me-a-story best_of.n=8 best_of.rm_path=runs/rm/model
 """
 
 from __future__ import annotations
@@ -22,12 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlcw.data.prompts import load_prompts
-from rlcw.data.records import write_stories
+from rlcw.data.records import read_stories, write_stories
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, generate_stories
 from rlcw.metrics.text import count_words
 from rlcw.models import load_causal_lm, load_tokenizer
 from rlcw.recipes.common import ModelConfig, stage_run
+from rlcw.rewards.best_of_n import best_index, check_sizes, default_sizes, kl_best_of
 
 
 @dataclass
@@ -60,6 +71,15 @@ class AgentsSection:
 
 
 @dataclass
+class BestOfSection:
+    n: int = 1  # candidates per prompt; 1 = off
+    rm_path: str | None = None  # BT RM folder (`rlcw train-rm`) that scores the candidates
+    sizes: list[int] = field(default_factory=list)  # k of each best_of_<k>.jsonl; [] = powers of two up to n, and n
+    batch_size: int = 16  # RM scoring batch
+    length_control: bool = True  # use the RM folder's length-control fit when it has one
+
+
+@dataclass
 class GenerateConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: GenDataConfig = field(default_factory=GenDataConfig)
@@ -67,6 +87,7 @@ class GenerateConfig:
     generator: str = "default"  # default | agents_room
     variant: str = "plan_write"  # agents_room: e2e | plan | write | plan_write
     agents: AgentsSection = field(default_factory=AgentsSection)
+    best_of: BestOfSection = field(default_factory=BestOfSection)
     system: str = "model"  # the story records' `system` field (who wrote them); agents_room default: ar_<variant>
     output_dir: str = "runs"
     run_name: str = "generate"
@@ -112,9 +133,71 @@ def agents_room_stories(cfg: GenerateConfig, rows: list[dict], model, tokenizer)
                        seed=cfg.seed, system_name=name)
 
 
+def check_best_of(cfg: GenerateConfig) -> list[int]:
+    """The best-of sizes to write ([] when best-of is off); errors name the key."""
+    b = cfg.best_of
+    if b.n < 1:
+        raise RlcwError(f"best_of.n must be >= 1, got {b.n}", where="best_of.n")
+    if b.n == 1:
+        return []
+    if cfg.generator != "default":
+        raise RlcwError("best_of.n > 1 needs generator=default", where="best_of.n", hint="Agents' Room writes one story per prompt")
+    if not b.rm_path:
+        raise RlcwError("best_of.n > 1 needs a reward model", where="best_of.rm_path", hint="e.g. best_of.rm_path=runs/train_rm/model")
+    return check_sizes(list(b.sizes), b.n) if b.sizes else default_sizes(b.n)
+
+
+def sample(cfg: GenerateConfig, rows: list[dict], model, tokenizer, n: int) -> list[dict]:
+    """n seeded stories per prompt row, prompt-major (row i candidate j at i * n + j), with `reference` kept."""
+    cand_rows = [{**r, "id": f"{r['id']}#{j}"} if n > 1 else r for r in rows for j in range(n)]
+    s = cfg.sampling
+    stories = generate_stories(
+        model, tokenizer, cand_rows, system_prompt=cfg.model.system_prompt, system_name=cfg.system,
+        max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p, batch_size=s.batch_size, seed=cfg.seed,
+    )
+    refs = [r.get("reference") for r in rows for _ in range(n)]
+    return [{**x, "reference": ref} if ref else x for x, ref in zip(stories, refs)]
+
+
+def best_of_outputs(cfg: GenerateConfig, run, rows: list[dict], cands: list[dict], sizes: list[int]) -> tuple[dict, dict]:
+    """Score the candidates, write candidates/stories/best_of_<k> files; return (metrics, artifact paths)."""
+    from rlcw.rewards.scorers import load_scorer
+
+    b, n = cfg.best_of, cfg.best_of.n
+    scorer = load_scorer("bt", b.rm_path, batch_size=b.batch_size, length_control=b.length_control)
+    scorer.progress = True
+    scores = scorer.score([c["prompt"] for c in cands], [c["story"] for c in cands])
+    pools = [scores[i * n : (i + 1) * n] for i in range(len(rows))]  # (prompts, n)
+    for i, c in enumerate(cands):
+        c["meta"] = {"prompt_id": rows[i // n]["id"], "candidate": i % n, "score": scores[i]}
+    paths = {"candidates": write_stories(run.samples / "candidates.jsonl", cands)}
+
+    def chosen(k: int, system: str) -> list[dict]:
+        out = []
+        for i, row in enumerate(rows):
+            j = best_index(pools[i], k)
+            out.append({**cands[i * n + j], "id": row["id"], "system": system, "meta": {"best_of": k, "candidate": j, "score": pools[i][j]}})
+        return out
+
+    metrics: dict = {}
+    for k in sizes:
+        picked = chosen(k, f"bon{k}" if cfg.system == "model" else f"{cfg.system}_bon{k}")
+        paths[f"best_of_{k}"] = write_stories(run.samples / f"best_of_{k}.jsonl", picked)
+        metrics[f"bon/{k}/score"] = sum(x["meta"]["score"] for x in picked) / len(picked)
+        metrics[f"bon/{k}/words"] = sum(count_words(x["story"]) for x in picked) / len(picked)
+        metrics[f"bon/{k}/kl_analytic"] = kl_best_of(k)
+    best = chosen(n, f"bon{n}" if cfg.system == "model" else cfg.system)
+    paths["stories"] = write_stories(run.samples / "stories.jsonl", best)
+    table = "\n".join(f"| {k} | {metrics[f'bon/{k}/score']:.4f} | {metrics[f'bon/{k}/words']:.1f} | {kl_best_of(k):.3f} |" for k in sizes)
+    run.write_report(f"# Best-of-{n} with {b.rm_path}\n\n{len(rows)} prompts, {len(cands)} candidates; best-of-k = best of the "
+                     f"first k candidates.\n\n| k | mean RM score | mean words | KL bound (nats) |\n|---|---|---|---|\n{table}\n")
+    return metrics, paths
+
+
 def main(cfg: GenerateConfig) -> dict:
     if cfg.generator not in ("default", "agents_room"):
         raise RlcwError(f"unknown generator '{cfg.generator}'", hint="use default or agents_room")
+    sizes = check_best_of(cfg)
     with stage_run(cfg, "generate") as run:
         rows = load_rows(cfg.data)
         server = cfg.generator == "agents_room" and cfg.agents.backend == "server"
@@ -127,18 +210,15 @@ def main(cfg: GenerateConfig) -> dict:
         if cfg.generator == "agents_room":
             stories = agents_room_stories(cfg, rows, model, tokenizer)
         else:
-            s = cfg.sampling
-            stories = generate_stories(
-                model, tokenizer, rows, system_prompt=cfg.model.system_prompt, system_name=cfg.system,
-                max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p, batch_size=s.batch_size, seed=cfg.seed,
-            )
-            refs = {r["id"]: r["reference"] for r in rows if r.get("reference")}
-            stories = [{**x, "reference": refs[x["id"]]} if x["id"] in refs else x for x in stories]
+            stories = sample(cfg, rows, model, tokenizer, cfg.best_of.n)
         seconds = time.perf_counter() - start
-        path = write_stories(run.samples / "stories.jsonl", stories)
-        metrics = {
-            "stories": float(len(stories)), "mean_words": sum(count_words(x["story"]) for x in stories) / len(stories),
-            "seconds_per_story": seconds / len(stories),
-        }
+        metrics = {"seconds_per_story": seconds / len(stories)}  # per sampled story (each candidate with best-of)
+        if sizes:
+            bon_metrics, paths = best_of_outputs(cfg, run, rows, stories, sizes)
+            stories = read_stories(paths["stories"])
+            metrics.update({"candidates": float(cfg.best_of.n * len(rows)), "seconds_total": time.perf_counter() - start, **bon_metrics})
+        else:
+            paths = {"stories": write_stories(run.samples / "stories.jsonl", stories)}
+        metrics.update({"stories": float(len(stories)), "mean_words": sum(count_words(x["story"]) for x in stories) / len(stories)})
         run.log(0, metrics)
-        return run.write_summary("completed", metrics, {"stories": path})
+        return run.write_summary("completed", metrics, paths)

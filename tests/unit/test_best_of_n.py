@@ -1,0 +1,45 @@
+"""Best-of-n selection on hand-made scores; the analytic KL bound by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlcw.errors import RlcwError
+from rlcw.rewards.best_of_n import best_index, check_sizes, default_sizes, kl_best_of, select_best_of
+
+
+def test_best_index_among_first_k_ties_to_lowest():
+    scores = [0.1, 0.7, 0.7, 0.2, 0.9]
+    assert [best_index(scores, k) for k in (1, 2, 3, 4, 5)] == [0, 1, 1, 1, 4]
+    assert best_index([-2.0, -1.0, -1.0], 3) == 1
+    assert best_index([0.5, 0.5, 0.5], 3) == 0
+    with pytest.raises(ValueError):
+        best_index([0.1, 0.2], 3)
+
+
+def test_select_best_of_per_prompt():
+    pools = [[0.3, 0.1, 0.9, 0.2], [1.0, 2.0, 0.0, 2.0], [0.0, -1.0, -2.0, 5.0]]
+    assert select_best_of(pools, 1) == [0, 0, 0]
+    assert select_best_of(pools, 2) == [0, 1, 0]
+    assert select_best_of(pools, 4) == [2, 1, 3]
+
+
+def test_kl_bound_hand_computed():
+    assert kl_best_of(1) == 0.0
+    assert kl_best_of(2) == pytest.approx(0.693147 - 0.5, abs=1e-6)  # log 2 - 1/2 = 0.193147
+    assert kl_best_of(4) == pytest.approx(1.386294 - 0.75, abs=1e-6)  # 0.636294
+    assert kl_best_of(8) == pytest.approx(2.079442 - 0.875, abs=1e-6)  # 1.204442
+    assert kl_best_of(16) == pytest.approx(math.log(16) - 15 / 16)
+    with pytest.raises(ValueError):
+        kl_best_of(0)
+
+
+def test_sizes():
+    assert default_sizes(1) == [1]
+    assert default_sizes(8) == [1, 2, 4, 8]
+    assert default_sizes(6) == [1, 2, 4, 6]
+    assert check_sizes([4, 1, 4], 4) == [1, 4]
+    with pytest.raises(RlcwError, match="best_of.sizes"):
+        check_sizes([1, 5], 4)
