@@ -44,7 +44,7 @@ class ClientConfig:
     base_url: str = "http://127.0.0.1:8000/v1"  # OpenAI-compatible endpoint (kind=openai)
     model: str = "smollm2-135m-instruct"  # model name sent to the server, or a model spec (kind=local)
     api_key_env: str | None = "OPENAI_API_KEY"  # environment variable holding the key (never logged)
-    concurrency: int = 4  # requests in flight at once (kind=openai)
+    concurrency: int = 4  # requests in flight at once (kind=openai); conversations per batched generate (kind=local)
     max_retries: int = 4  # retries after the first attempt (timeouts, connection errors, 5xx, 429)
     timeout_s: float = 120.0
     retry_base_s: float = 1.0  # first backoff; doubles per retry (capped at retry_max_s)
@@ -275,6 +275,66 @@ class LocalClient(ChatClient):
                                       top_p=None, top_k=None, pad_token_id=self.tokenizer.pad_token_id)
             new = gen[0, enc["input_ids"].shape[1]:]  # (T_new,)
             return self.tokenizer.decode(new, skip_special_tokens=True), int(enc["input_ids"].shape[1]), int(new.shape[0])
+
+    def _complete_batch(self, batch: list[Messages], max_tokens: int, temperature: float, seed: int | None) -> list[tuple[str, int, int]]:
+        """One left-padded `generate` call for several conversations (replies in input order)."""
+        import torch
+
+        with self._gen_lock, torch.no_grad():
+            texts = [self.tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in batch]
+            enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            if seed is not None:
+                torch.manual_seed(seed)
+            sample = temperature > 0
+            gen = self.model.generate(**enc, max_new_tokens=max_tokens, do_sample=sample, temperature=temperature if sample else None,
+                                      top_p=None, top_k=None, pad_token_id=self.tokenizer.pad_token_id)
+            new = gen[:, enc["input_ids"].shape[1]:]  # (B, T_new)
+            eos = self.tokenizer.eos_token_id
+            out = []
+            for i in range(len(batch)):
+                n_out = int(new.shape[1]) if eos is None else int((new[i] != eos).cumprod(0).sum().item()) + 1
+                n_out = min(n_out, int(new.shape[1]))
+                out.append((self.tokenizer.decode(new[i], skip_special_tokens=True), int(enc["attention_mask"][i].sum()), n_out))
+            return out
+
+    def chat_many(self, conversations: Sequence[Messages], *, max_tokens: int | None = None, temperature: float | None = None,
+                  seed: int | None = None, cache_tag: str | None = None, desc: str = "judge", progress: bool = True) -> list[str]:
+        """Like `ChatClient.chat_many`, but uncached conversations go through the model in batches of
+        `concurrency` (sorted by length, left-padded): several times the throughput of one call at a time."""
+        max_tokens = self.cfg.max_tokens if max_tokens is None else max_tokens
+        temperature = self.cfg.temperature if temperature is None else temperature
+        seed = self.cfg.seed if seed is None else seed
+        params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+        keys = [cache_key(self.model_key, cache_tag, m, params) for m in conversations]
+        out: list[str | None] = [self.cache.get(k) if self.cache is not None else None for k in keys]
+        hits = sum(r is not None for r in out)
+        with self._lock:
+            self.stats["cache_hits"] += hits
+        todo = sorted((i for i, r in enumerate(out) if r is None), key=lambda i: sum(len(m["content"]) for m in conversations[i]))
+        size = max(1, self.cfg.concurrency)
+        bar = tqdm(total=len(conversations), initial=hits, desc=desc, disable=not progress)
+        try:
+            for start in range(0, len(todo), size):
+                chunk = todo[start : start + size]
+                for _ in chunk:
+                    self._reserve()
+                try:
+                    replies = self._complete_batch([conversations[i] for i in chunk], max_tokens, temperature, seed)
+                except BaseException:
+                    with self._lock:
+                        self.stats["calls"] -= len(chunk)
+                    raise
+                for i, (reply, n_in, n_out) in zip(chunk, replies):
+                    out[i] = reply
+                    with self._lock:
+                        self.stats["prompt_tokens"] += n_in
+                        self.stats["completion_tokens"] += n_out
+                    if self.cache is not None:
+                        self.cache.put(keys[i], reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+        return [str(r) for r in out]
 
 
 # --- scripted replies for tests ------------------------------------------------------------

@@ -137,3 +137,19 @@ def test_local_client_is_greedy_and_cached(tmp_path, tiny_model_dir):
     fresh = make_client(ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=4))  # no cache: greedy again
     assert fresh.chat(msgs[0]) == first[0]
     assert client.chat(msgs[1]) == first[1] and client.stats["cache_hits"] == 1
+
+
+def test_local_client_batches_uncached_calls(tmp_path, tiny_model_dir):
+    from rlcw.judges.client import ClientConfig, make_client
+
+    cfg = ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=5, concurrency=3, cache_dir=str(tmp_path / "cache"))
+    client = make_client(cfg)
+    msgs = [[{"role": "user", "content": "q " * n}] for n in (1, 7, 3, 12, 5)]
+    client.chat(msgs[2])  # cached before the batch: not generated again
+    calls: list[int] = []
+    orig = client._complete_batch
+    client._complete_batch = lambda batch, *a: calls.append(len(batch)) or orig(batch, *a)
+    replies = client.chat_many(msgs, progress=False)
+    assert calls == [3, 1] and client.stats["calls"] == 5 and client.stats["cache_hits"] == 1
+    single = make_client(ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=5))
+    assert replies == [single.chat(m) for m in msgs]  # left padding does not change greedy replies
