@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "serve-rm": ("rlcw.recipes.serve_rm", "ServeRMConfig", "serve a reward model over HTTP for RL jobs"),
     "grpo": ("rlcw.recipes.grpo", "GRPORecipeConfig", "GRPO with learned rewards + length control (TRL GRPOTrainer)"),
     "ppo": ("rlcw.recipes.ppo", "PPORecipeConfig", "PPO with a learned reward (policy + value model, GAE)"),
+    "dpo": ("rlcw.recipes.dpo", "DPORecipeConfig", "offline DPO on preference pairs (TRL DPOTrainer)"),
     "generate": ("rlcw.recipes.generate", "GenerateConfig", "sample stories for prompts into story records"),
     "judge": ("rlcw.recipes.judge", "JudgeConfig", "LLM judges (Agents' Room, LitBench, TTCW) over story files"),
     "agreement": ("rlcw.recipes.agreement", None, "agreement of judge scores with human scores (CSV)"),
@@ -41,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "summarize": ("rlcw.recipes.summarize", None, "collect runs' summary.json into one table"),
     "export": ("rlcw.recipes.export", "ExportConfig", "merge LoRA, save for serving, check logits"),
     "quickstart": ("rlcw.recipes.quickstart", "QuickstartConfig", "the whole loop on the embedded model, with a report"),
+    "outcome": ("rlcw.recipes.outcome", "OutcomeConfig", "outcome study: proxy vs gold reward over RL runs and baselines, with a report"),
 }
 
 

@@ -14,10 +14,10 @@ from rlcw.judges.templates import LITBENCH_TEMPLATES, builtin_templates, load_te
 
 
 def test_builtin_templates_load_and_render():
-    assert {f"litbench_{t}" for t in LITBENCH_TEMPLATES} | {"agents_room", "ttcw_baseline", "ttcw_reference"} == set(builtin_templates())
+    assert {f"litbench_{t}" for t in LITBENCH_TEMPLATES} | {"agents_room", "agents_room_brief", "ttcw_baseline", "ttcw_reference"} == set(builtin_templates())
     for name in builtin_templates():
         tpl = load_template(name)
-        assert tpl.version and tpl.protocol == ("litbench" if name.startswith("litbench") else name)
+        assert tpl.version and tpl.protocol == ("litbench" if name.startswith("litbench") else name.removesuffix("_brief"))
     msgs = load_template("writerly").render(prompt="P {x}", story_a="story {with} braces", story_b="B")
     assert msgs[-1]["role"] == "user" and "story {with} braces" in msgs[-1]["content"] and "Preferred: [A or B]" in msgs[-1]["content"]
 

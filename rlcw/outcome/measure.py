@@ -1,0 +1,176 @@
+"""Per-checkpoint measurements of the outcome study: proxy, gold, length, repetition, diversity, KL.
+
+    points = checkpoints_of("runs/outcome/grpo")          # [(0, None), (4, .../checkpoint-4), ...]
+    m = Measurer(prompts, proxy_scorer, gold_scorer, MeasureSettings())
+    stories, metrics = m.measure(model, tokenizer, "grpo@4")
+
+Stories are sampled on held-out prompts with the same seed for every checkpoint. KL to the start
+is the Monte-Carlo estimate E_{y~pi}[log pi(y|x) - log pi_0(y|x)] on those samples (per story,
+summed over tokens; and per token), computed with the LoRA adapter enabled and disabled; it is an
+unbiased estimate of KL(pi || pi_0) only when sampling is at temperature 1 and top_p 1 (the study's
+default). Best-of-n has no weights: its KL is the analytic bound log n - (n-1)/n.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rlcw.generation import chat_messages, generate_stories
+from rlcw.metrics.text import count_words, distinct_n, repetition_rate
+from rlcw.rewards.length import length_penalty
+
+_TRL_CKPT = re.compile(r"^checkpoint-(\d+)$")
+_PPO_CKPT = re.compile(r"^step_(\d+)$")
+
+
+@dataclass
+class MeasureSettings:
+    max_new_tokens: int = 88
+    temperature: float = 1.0  # 1.0 with top_p 1.0: the KL estimate is unbiased
+    top_p: float = 1.0
+    batch_size: int = 16
+    seed: int = 1234
+
+
+def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(step, adapter folder) of every saved checkpoint of a grpo/dpo (TRL) or ppo run, by step.
+
+    TRL checkpoints are `checkpoints/checkpoint-N`; rlcw PPO's are `checkpoints/step_XXXXXX/policy`.
+    `checkpoints/final` is added at step max+1 only when no numbered checkpoint exists."""
+    root = Path(run_dir) / "checkpoints"
+    found: dict[int, Path] = {}
+    for p in sorted(root.iterdir()) if root.is_dir() else []:
+        m = _TRL_CKPT.match(p.name)
+        if m and (p / "adapter_config.json").is_file():
+            found[int(m.group(1))] = p
+        m = _PPO_CKPT.match(p.name)
+        if m and (p / "policy" / "adapter_config.json").is_file():
+            found[int(m.group(1))] = p / "policy"
+    if not found and (root / "final" / "adapter_config.json").is_file():
+        found[1] = root / "final"
+    return sorted(found.items())
+
+
+def story_metrics(stories: list[dict]) -> dict[str, float]:
+    """Length against the prompt's stated range, repetition within stories, diversity across them."""
+    words = [count_words(s["story"]) for s in stories]
+    ranged = [(w, s) for w, s in zip(words, stories) if s.get("min_words") is not None and s.get("max_words") is not None]
+    texts = [s["story"] for s in stories]
+    out = {
+        "words": sum(words) / len(words),
+        "rep_intra_3": sum(repetition_rate(t, 3) for t in texts) / len(texts),
+        "distinct_2": distinct_n(texts, 2),
+        "distinct_3": distinct_n(texts, 3),
+    }
+    if ranged:
+        out["in_range"] = sum(1.0 for w, s in ranged if s["min_words"] <= w <= s["max_words"]) / len(ranged)
+        out["range_penalty"] = sum(length_penalty(w, s["min_words"], s["max_words"]) for w, s in ranged) / len(ranged)
+        out["words_over_max"] = sum(w / s["max_words"] for w, s in ranged) / len(ranged)
+    return out
+
+
+def _adapter_off(model):
+    return model.disable_adapter() if hasattr(model, "disable_adapter") and hasattr(model, "peft_config") else None
+
+
+@torch.no_grad()
+def sequence_logprobs(model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8) -> list[torch.Tensor]:
+    """Per-token log-probs of each story given its chat prompt (the story re-tokenized after the prompt)."""
+    model.eval()
+    out: list[torch.Tensor] = []
+    for start in range(0, len(stories), batch_size):
+        rows = stories[start : start + batch_size]
+        seqs, cuts = [], []
+        for r in rows:
+            prompt_ids = tokenizer.apply_chat_template(chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True)
+            if hasattr(prompt_ids, "keys"):
+                prompt_ids = prompt_ids["input_ids"]
+            story_ids = tokenizer(r["story"], add_special_tokens=False)["input_ids"]
+            seqs.append(list(prompt_ids) + list(story_ids))
+            cuts.append(len(prompt_ids))
+        width = max(map(len, seqs))
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):  # right padding: positions line up with the unpadded sequence
+            ids[i, : len(s)] = torch.tensor(s)
+            mask[i, : len(s)] = 1
+        logits = model(input_ids=ids, attention_mask=mask).logits.float()  # (B, T, V)
+        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+        for i, s in enumerate(seqs):
+            out.append(logp[i, cuts[i] - 1 : len(s) - 1].clone())  # log p(story token t | everything before)
+    return out
+
+
+def kl_to_start(model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8) -> dict[str, float]:
+    """Monte-Carlo KL(policy || start) on the policy's own samples; 0 for a model without an adapter."""
+    off = _adapter_off(model)
+    if off is None:
+        return {"kl_seq": 0.0, "kl_token": 0.0}
+    policy = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
+    with off:
+        start = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
+    diffs = [(p - s) for p, s in zip(policy, start)]
+    tokens = sum(d.numel() for d in diffs)
+    return {
+        "kl_seq": float(sum(d.sum().item() for d in diffs) / len(diffs)),
+        "kl_token": float(sum(d.sum().item() for d in diffs) / max(tokens, 1)),
+    }
+
+
+class Measurer:
+    """Samples held-out stories from a model and measures them with the proxy and gold scorers."""
+
+    def __init__(self, prompts: list[dict], proxy, gold, settings: MeasureSettings, system_prompt: str | None):
+        self.prompts, self.proxy, self.gold, self.s, self.system_prompt = prompts, proxy, gold, settings, system_prompt
+
+    def sample(self, model, tokenizer, system: str) -> list[dict]:
+        s = self.s
+        with torch.no_grad():
+            return generate_stories(model, tokenizer, self.prompts, system_prompt=self.system_prompt, system_name=system,
+                                    max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
+                                    batch_size=s.batch_size, seed=s.seed, show_progress=False)
+
+    def score(self, stories: list[dict]) -> dict[str, float]:
+        """Proxy and gold means, and the per-story scores written back into each record's meta."""
+        prompts, texts = [x["prompt"] for x in stories], [x["story"] for x in stories]
+        proxy, gold = self.proxy.score(prompts, texts), self.gold.score(prompts, texts)
+        for x, p, g in zip(stories, proxy, gold):
+            x["meta"] = {**x.get("meta", {}), "proxy": float(p), "gold": float(g)}
+        return {"proxy": sum(proxy) / len(proxy), "gold": sum(gold) / len(gold), **story_metrics(stories)}
+
+    def measure(self, model, tokenizer, system: str) -> tuple[list[dict], dict[str, float]]:
+        stories = self.sample(model, tokenizer, system)
+        metrics = self.score(stories)
+        metrics.update(kl_to_start(model, tokenizer, stories, self.system_prompt, self.s.batch_size))
+        return stories, metrics
+
+
+def rm_agreement(proxy_pairs: list[dict], gold_pairs: list[dict]) -> dict[str, float]:
+    """Share of pairs on which two RMs prefer the same side, from eval-rm `scores.jsonl` rows of the same pair file."""
+    n = min(len(proxy_pairs), len(gold_pairs))
+    if n == 0:
+        return {"agreement": float("nan"), "pairs": 0.0}
+    same = sum(1 for a, b in zip(proxy_pairs[:n], gold_pairs[:n])
+               if (a["chosen_score"] > a["rejected_score"]) == (b["chosen_score"] > b["rejected_score"]))
+    return {"agreement": same / n, "pairs": float(n)}
+
+
+def paired_agreement(stories_a: list[dict], stories_b: list[dict]) -> dict[str, float]:
+    """Do proxy and gold agree on which of two stories for the same prompt is better? (meta scores from `Measurer.score`)"""
+    by_id = {x["id"]: x for x in stories_b}
+    agree = total = 0
+    for a in stories_a:
+        b = by_id.get(a["id"])
+        if b is None:
+            continue
+        dp, dg = a["meta"]["proxy"] - b["meta"]["proxy"], a["meta"]["gold"] - b["meta"]["gold"]
+        if dp == 0 or dg == 0:
+            continue
+        total += 1
+        agree += (dp > 0) == (dg > 0)
+    return {"agreement": agree / total if total else float("nan"), "pairs": float(total)}

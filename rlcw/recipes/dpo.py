@@ -1,0 +1,244 @@
+"""Offline DPO on preference pairs (TRL DPOTrainer; LoRA or full fine-tuning).
+
+What it does: trains the policy directly on preference records (`prompt`, `chosen`, `rejected`;
+by default the proxy RM's corruption pairs from `rlcw build-pairs`) with the DPO loss, the
+baseline "offline DPO on the proxy's preference pairs" of the outcome study. Prompts become chat
+conversations (`model.system_prompt` + the user prompt, as in `rlcw grpo`) and both stories are
+assistant turns, so TRL renders them with the model's chat template. With LoRA the reference
+model is the same network with the adapter disabled (TRL, no second copy); with
+`lora.enabled=false` a frozen copy of the starting model is loaded as the reference. Logged per
+step: TRL's DPO metrics (`loss`, `rewards/chosen|rejected|accuracies|margins`, `logps/*`,
+`logits/*`); with `data.eval_file`, the same on held-out pairs (`eval_*`) every
+`eval.every_steps`; every `eval.every_steps` held-out prompts are sampled and scored by the
+evaluators (`eval.evaluators`: proxy RM at `eval.rm_path`, length, repetition, judge, ...), as in
+grpo. Checkpoints `checkpoints/checkpoint-N` every `train.save_steps` (a PEFT adapter that
+`load_causal_lm` loads), the final adapter in `checkpoints/final`; `train.resume=true` continues
+from the newest complete checkpoint. What it does not do: sample new pairs from the policy
+(online/iterative DPO) or score pairs with an RM: the labels are the file's.
+
+    rlcw dpo --config configs/dpo/cpu.yaml data.train_file=runs/build_pairs/pairs/train.jsonl
+    rlcw dpo --config configs/dpo/cpu.yaml train.resume=true      # after a crash or kill
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlcw.data.preferences import load_preferences
+from rlcw.data.prompts import load_prompts
+from rlcw.errors import RlcwError
+from rlcw.generation import apply_chat_template_file, chat_messages
+from rlcw.models import load_causal_lm, load_tokenizer, save_lora_checkpoint
+from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, tensorboard_dir
+from rlcw.rl.callbacks import JsonlMetricsCallback
+from rlcw.rl.evaluation import build_evaluators
+from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
+
+
+@dataclass
+class DPODataConfig:
+    train_file: str = "runs/build_pairs/pairs/train.jsonl"  # preference records (local file or hub id)
+    eval_file: str | None = None  # held-out pairs: DPO loss and reward accuracy every eval.every_steps
+    max_pairs: int | None = None  # first N training pairs (None = all)
+    max_eval_pairs: int | None = 64
+
+
+@dataclass
+class DPOTrainSection:
+    learning_rate: float = 1e-4
+    beta: float = 0.1  # DPO temperature: higher stays closer to the reference
+    loss_type: str = "sigmoid"  # TRL loss_type: sigmoid, ipo, hinge, robust, ... (comma-separated combines)
+    max_steps: int = 30
+    batch_size: int = 8  # pairs per step per device
+    gradient_accumulation_steps: int = 1
+    max_length: int | None = 320  # prompt + story tokens; longer pairs are cut at the end (TRL keep_start)
+    logging_steps: int = 1
+    save_steps: int = 10  # 0 = only the final adapter (then a killed run cannot resume)
+    save_total_limit: int | None = None  # None = keep every checkpoint (the study evaluates each)
+    resume: bool = False
+
+
+@dataclass
+class DPOEvalSection:
+    every_steps: int = 10  # 0 disables periodic evaluation (samples and held-out pairs)
+    prompts: str = "bundled"  # held-out prompt file, or the bundled prompts
+    split: str | None = "eval"
+    num_prompts: int = 8
+    max_new_tokens: int = 96
+    temperature: float = 0.8
+    batch_size: int = 8
+    rm_path: str | None = "runs/train_rm/model"  # the proxy RM of the `rm` evaluator
+    evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
+
+
+@dataclass
+class DPORecipeConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DPODataConfig = field(default_factory=DPODataConfig)
+    lora: LoraSection = field(default_factory=LoraSection)
+    train: DPOTrainSection = field(default_factory=DPOTrainSection)
+    eval: DPOEvalSection = field(default_factory=DPOEvalSection)
+    output_dir: str = "runs"
+    run_name: str = "dpo"
+    seed: int = 0
+
+
+# ---------------------------------------------------------------- data
+
+def conversational_pairs(pairs: list[dict], system_prompt: str | None) -> list[dict]:
+    """Preference records in TRL's conversational layout: prompt messages, one assistant turn each."""
+    return [{"prompt": chat_messages(system_prompt, p["prompt"]),
+             "chosen": [{"role": "assistant", "content": p["chosen"]}],
+             "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in pairs]
+
+
+def build_dataset(pairs: list[dict], system_prompt: str | None):
+    from datasets import Dataset
+
+    return Dataset.from_list(conversational_pairs(pairs, system_prompt))
+
+
+# ---------------------------------------------------------------- args, models
+
+def check_train(t: DPOTrainSection) -> None:
+    for key in ("max_steps", "batch_size", "gradient_accumulation_steps", "logging_steps"):
+        if getattr(t, key) < 1:
+            raise RlcwError(f"train.{key} must be at least 1, got {getattr(t, key)}", where=f"train.{key}")
+    if t.save_steps < 0:
+        raise RlcwError(f"train.save_steps must be >= 0, got {t.save_steps}", where="train.save_steps", hint="0 = only the final adapter")
+    if t.beta <= 0:
+        raise RlcwError(f"train.beta must be positive, got {t.beta}", where="train.beta", hint="DPO's usual range is 0.05-0.5")
+
+
+def build_args(cfg: DPORecipeConfig, run, has_eval_pairs: bool):
+    from trl import DPOConfig
+
+    t = cfg.train
+    evaluate = has_eval_pairs and cfg.eval.every_steps > 0
+    return DPOConfig(
+        output_dir=str(run.checkpoints), max_steps=t.max_steps, learning_rate=t.learning_rate, beta=t.beta,
+        loss_type=[x.strip() for x in t.loss_type.split(",")], max_length=t.max_length,
+        per_device_train_batch_size=t.batch_size, per_device_eval_batch_size=t.batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps, logging_steps=t.logging_steps,
+        eval_strategy="steps" if evaluate else "no", eval_steps=cfg.eval.every_steps if evaluate else None,
+        save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500, save_total_limit=t.save_total_limit,
+        bf16=False, gradient_checkpointing=False, use_cpu=not torch.cuda.is_available(), report_to=["tensorboard"],
+        seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=False,
+    )
+
+
+def load_models(cfg: DPORecipeConfig):
+    """(policy, reference): with LoRA the reference is None (TRL disables the adapter instead)."""
+    policy = load_causal_lm(cfg.model.name, cfg.model.dtype, merge_lora=True)  # an rlcw LoRA checkpoint starts merged
+    if cfg.lora.enabled:
+        return policy, None
+    ref = load_causal_lm(cfg.model.name, cfg.model.dtype, merge_lora=True).eval()
+    ref.requires_grad_(False)
+    return policy, ref
+
+
+# ---------------------------------------------------------------- main
+
+def main(cfg: DPORecipeConfig) -> dict:
+    with stage_run(cfg, "dpo") as run:
+        check_train(cfg.train)
+        train_pairs = load_preferences(cfg.data.train_file, limit=cfg.data.max_pairs)
+        eval_pairs = load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
+        eval_rows = load_prompts(cfg.eval.prompts, cfg.eval.split)[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
+        from rlcw.recipes.grpo import last_complete_checkpoint
+
+        resume = str(last_complete_checkpoint(run.checkpoints)) if cfg.train.resume else None
+        tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
+        apply_chat_template_file(tokenizer, cfg.model.chat_template)
+        evaluators = build_evaluators(cfg.eval.evaluators if cfg.eval.every_steps else {},
+                                      {"rm_path": cfg.eval.rm_path, "run_dir": run.path, "seed": cfg.seed})
+        model, ref = load_models(cfg)
+        args = build_args(cfg, run, bool(eval_pairs))
+        tensorboard_dir(run)
+        e = cfg.eval
+        sampler = story_sampler(tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name,
+                                max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed)
+        periodic = PeriodicEvalCallback(run, sampler, evaluators, e.every_steps)
+        from trl import DPOTrainer
+
+        trainer = DPOTrainer(
+            model=model, ref_model=ref, args=args, processing_class=tokenizer,
+            train_dataset=build_dataset(train_pairs, cfg.model.system_prompt),
+            eval_dataset=build_dataset(eval_pairs, cfg.model.system_prompt) if eval_pairs else None,
+            peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers) if cfg.lora.enabled else None,
+            callbacks=[JsonlMetricsCallback(run), periodic],
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        pair_eval = final_pair_eval(trainer) if eval_pairs else {}
+        final = run.checkpoints / "final"
+        if not trainer.accelerator.is_main_process:
+            return run.write_summary("completed", {"train/steps": float(trainer.state.global_step)})
+        if cfg.lora.enabled:
+            save_lora_checkpoint(trainer.model, tokenizer, final, cfg.model.name)
+        else:
+            trainer.model.save_pretrained(final)
+            tokenizer.save_pretrained(final)
+        metrics = summary_metrics(run, trainer.state.global_step, pair_eval, len(train_pairs))
+        if periodic.history:
+            metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
+        plot = _plot(run)
+        run.write_report(_report(cfg, metrics, periodic.history, plot))
+        return run.write_summary("completed", metrics, {"policy": final, "samples": run.samples,
+                                                        "metrics": run.path / "metrics.jsonl", plot.stem: plot})
+
+
+def final_pair_eval(trainer) -> dict[str, float]:
+    """Held-out pair metrics at the last step: the periodic evaluation's when it ran there, else one more pass."""
+    step = trainer.state.global_step
+    done = [h for h in trainer.state.log_history if "eval_loss" in h and h.get("step") == step]
+    return done[-1] if done else trainer.evaluate()
+
+
+def summary_metrics(run, steps: int, pair_eval: dict, n_pairs: int) -> dict[str, float]:
+    """Final training loss / reward accuracy / margin (last logged step) and the held-out pair metrics."""
+    from rlcw.report import read_metrics
+
+    rows = [r for r in read_metrics(run.path / "metrics.jsonl") if "rewards/accuracies" in r]
+    last = rows[-1] if rows else {}
+    out = {"train/steps": float(steps), "train/pairs": float(n_pairs)}
+    for key, name in (("loss", "loss"), ("rewards/accuracies", "reward_accuracy"), ("rewards/margins", "reward_margin")):
+        if key in last:
+            out[f"train/{name}"] = float(last[key])
+    for key, name in (("eval_loss", "loss"), ("eval_rewards/accuracies", "reward_accuracy"), ("eval_rewards/margins", "reward_margin")):
+        if key in pair_eval:
+            out[f"eval_pairs/{name}"] = float(pair_eval[key])
+    return out
+
+
+def _plot(run) -> Path:
+    from rlcw.report import plot_lines, read_metrics, series
+
+    rows = read_metrics(run.path / "metrics.jsonl")
+    return plot_lines([
+        ("DPO loss", {"train": series(rows, "loss"), "held-out pairs": series(rows, "eval_loss")}),
+        ("reward margin (chosen - rejected)", {"train": series(rows, "rewards/margins"), "held-out pairs": series(rows, "eval_rewards/margins")}),
+        ("reward accuracy", {"train": series(rows, "rewards/accuracies"), "held-out pairs": series(rows, "eval_rewards/accuracies")}),
+    ], run.path / "plots" / "dpo.png")
+
+
+def _fmt(v) -> str:
+    return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
+
+
+def _report(cfg: DPORecipeConfig, metrics: dict, history: list[dict], plot: Path) -> str:
+    t = cfg.train
+    lines = [f"# DPO run `{cfg.run_name}`", "", f"- policy start: `{cfg.model.name}`; pairs: `{cfg.data.train_file}` ({int(metrics['train/pairs'])})",
+             f"- steps: {int(metrics['train/steps'])} x {t.batch_size} pairs; beta {t.beta}, loss {t.loss_type}, lr {t.learning_rate}, "
+             f"{'LoRA r' + str(cfg.lora.r) if cfg.lora.enabled else 'full fine-tuning'}", ""]
+    lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in metrics.items()] + [""]
+    lines += ["## Plots", "", f"![{plot.stem}](plots/{plot.name})", ""]
+    if history:
+        keys = [k for k in history[0] if k != "step"]
+        lines += ["## Held-out samples", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        lines += ["| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,296 @@
+"""Outcome study: does RL with a learned reward make better stories, or only a higher reward?
+
+The over-optimisation setup of Gao et al. (2022) at small scale, run with rlcw's own commands:
+- proxy RM (the RL reward): `build-pairs` corruption pairs -> `train-rm`;
+- gold RM (evaluation only): `generate` the policy's own stories for TELL ME A STORY prompts
+  (`data.tmas`, a user-given path) -> `build-pairs data.kind=human_vs_model` (the human story
+  against the model's, cut to the same length) -> `train-rm`;
+- both RMs' held-out accuracy on both pair sets and their agreement (`eval-rm`), and the proxy's
+  length-control fit (`eval-rm length_control.fit_on`) used by the length-controlled run;
+- runs against the proxy (`runs`): `grpo` (RM only), `grpo_lc` (length-controlled RM + prompt
+  range + overlong penalties), `ppo` (the same reward as `grpo`), `dpo` (offline, on the proxy's
+  pairs), `best_of_n` (the start model, n samples reranked by the proxy);
+- every checkpoint (and the start model) sampled on held-out prompts and measured: proxy, gold,
+  words against the prompt's range, repetition, diversity, KL to the start (rlcw.outcome.measure);
+- judged win rate against the start model (Agents' Room side by side, both orders, invalid
+  verdicts counted and excluded, bootstrap CI) at the first and last checkpoint of every run
+  (`judge.every_checkpoint=true` for all of them, when a stronger judge server is configured);
+- `report.md` with the curves, the table of final numbers and a conclusion drawn from them.
+
+Stages already completed with the same config are reused (`resume=true`), so a killed study
+continues where it stopped. Every stage is the real recipe with its own run folder.
+
+    bash scripts/outcome_study.sh                                   # set-up + the CPU study (~60-90 min)
+    rlcw outcome --config configs/outcome/cpu.yaml
+    rlcw outcome --config configs/outcome/cpu.yaml runs=[grpo,best_of_n] grpo.train.max_steps=20
+    # GPU cluster: a bigger policy, LitBench pairs for both RMs, a hosted judge, more steps
+    rlcw outcome --config configs/outcome/cpu.yaml model.name=Qwen/Qwen2.5-1.5B-Instruct \\
+        judge.client.kind=openai judge.client.base_url=http://judge:8000/v1 judge.every_checkpoint=true ...
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlcw.config import to_yaml
+from rlcw.data.prompts import load_prompts
+from rlcw.data.records import read_stories, write_stories
+from rlcw.errors import RlcwError
+from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
+from rlcw.outcome.judging import judge_against_start
+from rlcw.outcome.measure import MeasureSettings, Measurer, checkpoints_of, paired_agreement, rm_agreement
+from rlcw.rewards.best_of_n import kl_best_of
+from rlcw.outcome.report import write_outcome_report
+from rlcw.recipes import build_pairs, eval_rm, prepare_model, train_rm
+from rlcw.recipes import dpo as dpo_recipe
+from rlcw.recipes import generate as generate_recipe
+from rlcw.recipes import grpo as grpo_recipe
+from rlcw.recipes import ppo as ppo_recipe
+from rlcw.recipes.common import ModelConfig, stage_run
+from rlcw.rewards.length import range_fits_cap
+
+RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
+
+
+@dataclass
+class StudyData:
+    tmas: str = "../shared/data/tell-me-a-story"  # TELL ME A STORY (folder, jsonl or hub id): human side of the gold pairs
+    tmas_split: str = "train"
+    gold_prompts: int | None = None  # TMAS prompts the model writes for (None = all of the split)
+    prompts: str = "bundled"  # RL and held-out prompts (train / eval splits)
+    eval_split: str = "eval"
+    max_eval_prompts: int | None = None
+    samples_per_prompt: int = 2  # held-out samples per prompt at each checkpoint
+
+
+@dataclass
+class JudgeSection:
+    enabled: bool = True
+    every_checkpoint: bool = False  # false: first and last checkpoint of each run (CPU); true: all (a strong judge server)
+    protocol: str = "agents_room"
+    template: str | None = "agents_room_brief"  # verdict lines only (cheap for a local judge); agents_room = the full assessment
+    max_items: int | None = 6  # judged prompts per checkpoint (both orders each)
+    client: dict[str, Any] = field(default_factory=lambda: {
+        "kind": "local", "model": "smollm2-135m-instruct", "max_tokens": 40, "concurrency": 8})
+
+
+@dataclass
+class OutcomeConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: StudyData = field(default_factory=StudyData)
+    runs: list[str] = field(default_factory=lambda: list(RUNS))
+    proxy_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
+    proxy_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
+    gold_generate: generate_recipe.GenerateConfig = field(default_factory=generate_recipe.GenerateConfig)
+    gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
+    gold_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
+    grpo: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
+    grpo_lc: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
+    ppo: ppo_recipe.PPORecipeConfig = field(default_factory=ppo_recipe.PPORecipeConfig)
+    dpo: dpo_recipe.DPORecipeConfig = field(default_factory=dpo_recipe.DPORecipeConfig)
+    best_of_n: generate_recipe.GenerateConfig = field(default_factory=generate_recipe.GenerateConfig)
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
+    judge: JudgeSection = field(default_factory=JudgeSection)
+    resume: bool = True  # reuse stages already completed with the same config
+    output_dir: str = "runs"
+    run_name: str = "outcome"
+    seed: int = 0
+
+
+def wire(cfg: OutcomeConfig, root: str) -> None:
+    """Point every stage at the shared model, seed and this study's folder, and chain their files."""
+    for name in ("proxy_pairs", "proxy_rm", "gold_generate", "gold_pairs", "gold_rm", "grpo", "grpo_lc", "ppo", "dpo", "best_of_n"):
+        stage = getattr(cfg, name)
+        stage.output_dir, stage.run_name, stage.seed = root, name, cfg.seed
+    base = ModelConfig(**vars(cfg.model))
+    proxy, gold = f"{root}/proxy_rm/model", f"{root}/gold_rm/model"
+    cfg.proxy_rm.model = ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype)
+    cfg.proxy_rm.data.train_file, cfg.proxy_rm.data.eval_file = f"{root}/proxy_pairs/pairs/train.jsonl", f"{root}/proxy_pairs/pairs/eval.jsonl"
+    cfg.gold_generate.model = base
+    cfg.gold_generate.data.format, cfg.gold_generate.data.source = "tmas", cfg.data.tmas
+    cfg.gold_generate.data.split, cfg.gold_generate.data.max_prompts = cfg.data.tmas_split, cfg.data.gold_prompts
+    cfg.gold_pairs.data.kind, cfg.gold_pairs.data.stories = "human_vs_model", f"{root}/gold_generate/samples/stories.jsonl"
+    cfg.gold_rm.model = ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype)
+    cfg.gold_rm.data.train_file, cfg.gold_rm.data.eval_file = f"{root}/gold_pairs/pairs/train.jsonl", f"{root}/gold_pairs/pairs/eval.jsonl"
+    rm_files = [f"{root}/{p}/pairs/{s}.jsonl" for p in ("proxy_pairs", "gold_pairs") for s in ("train", "eval")]
+    for rl in (cfg.grpo, cfg.grpo_lc, cfg.ppo):
+        rl.model, rl.reward.rm_path = base, proxy
+        rl.data.prompts = cfg.data.prompts
+        rl.eval.every_steps = 0  # the study measures every checkpoint itself
+    for rl in (cfg.grpo, cfg.grpo_lc):
+        rl.data.no_overlap_with = rm_files
+    cfg.dpo.model, cfg.dpo.eval.every_steps = base, 0
+    cfg.dpo.data.train_file, cfg.dpo.data.eval_file = f"{root}/proxy_pairs/pairs/train.jsonl", f"{root}/proxy_pairs/pairs/eval.jsonl"
+    cfg.best_of_n.model, cfg.best_of_n.best_of.rm_path = base, proxy
+    # the measurement's prompts and sampling, so best-of-1 is a plain sample of the start model
+    cfg.best_of_n.data.format, cfg.best_of_n.data.prompts = "prompts", f"{root}/eval_prompts.jsonl"
+    cfg.best_of_n.data.split, cfg.best_of_n.data.max_prompts = None, None
+    m, s = cfg.measure, cfg.best_of_n.sampling
+    s.max_new_tokens, s.temperature, s.top_p = m.max_new_tokens, m.temperature, m.top_p
+
+
+class Stages:
+    """Runs recipes in-process, reusing one whose summary says completed under the same config."""
+
+    def __init__(self, root: Path, resume: bool):
+        self.root, self.resume, self.timings, self.results = root, resume, {}, {}
+
+    def run(self, name: str, fn, stage_cfg) -> dict:
+        folder = Path(stage_cfg.output_dir) / stage_cfg.run_name
+        summary, config = folder / "summary.json", folder / "config.yaml"
+        if self.resume and summary.is_file() and config.is_file():
+            done = json.loads(summary.read_text())
+            same = config.read_text().split("\n", 2)[-1] == to_yaml(stage_cfg)
+            if done.get("status") == "completed" and same:
+                print(f"[outcome] {name}: completed before, reused", flush=True)
+                self.results[name] = done
+                self.timings.setdefault(name, float(done.get("wall_time_s") or 0.0))
+                return done
+        start = time.time()
+        print(f"[outcome] {name} ...", flush=True)
+        self.results[name] = fn(stage_cfg)
+        self.timings[name] = time.time() - start
+        print(f"[outcome] {name} done in {self.timings[name]:.0f}s", flush=True)
+        return self.results[name]
+
+
+def eval_prompts(cfg: OutcomeConfig) -> list[dict]:
+    """Held-out prompts whose stated range the measurement cap can reach, each repeated per sample."""
+    rows = [r for r in load_prompts(cfg.data.prompts, cfg.data.eval_split)
+            if range_fits_cap(r.get("max_words"), cfg.measure.max_new_tokens)][: cfg.data.max_eval_prompts or None]
+    if not rows:
+        raise RlcwError("no held-out prompts fit the measurement cap", where=f"data.prompts={cfg.data.prompts}",
+                        hint="raise measure.max_new_tokens or add eval-split prompts with smaller word ranges")
+    return [{**r, "id": f"{r['id']}#{k}"} for r in rows for k in range(cfg.data.samples_per_prompt)]
+
+
+def _eval_rm(stages: Stages, root: str, name: str, rm: str, pairs: str, cfg: OutcomeConfig, fit_on: str | None = None) -> dict:
+    e = eval_rm.EvalRMConfig(output_dir=root, run_name=name, seed=cfg.seed)
+    e.scorer.kind, e.scorer.path, e.data.file = "bt", rm, pairs
+    if fit_on:
+        e.length_control.fit_on = fit_on
+    return stages.run(name, eval_rm.main, e)
+
+
+def rm_section(stages: Stages, root: str, cfg: OutcomeConfig) -> dict:
+    """Held-out accuracy of both RMs on both pair sets, their agreement, and the proxy's length-control fit."""
+    out: dict[str, float] = {}
+    scores = {}
+    for rm in ("proxy", "gold"):
+        for data in ("proxy", "gold"):
+            name = f"eval_{rm}_rm_on_{data}_pairs"
+            fit = f"{root}/proxy_pairs/pairs/train.jsonl" if (rm, data) == ("proxy", "proxy") else None
+            res = _eval_rm(stages, root, name, f"{root}/{rm}_rm/model", f"{root}/{data}_pairs/pairs/eval.jsonl", cfg, fit)
+            m = res["metrics"]
+            for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "length_baseline_accuracy"):
+                if key in m:
+                    out[f"{rm}_rm/{data}_pairs/{key}"] = m[key]
+            scores[(rm, data)] = [row for _, row in read_table(f"{root}/{name}/scores.jsonl")]
+    for data in ("proxy", "gold"):
+        agree = rm_agreement(scores[("proxy", data)], scores[("gold", data)])
+        out[f"agreement/{data}_pairs"] = agree["agreement"]
+    return out
+
+
+def _load_scorers(root: str):
+    from rlcw.rewards.bt import BTScorer
+
+    # the proxy is measured raw (as trained); its length-control fit only shapes the grpo_lc reward
+    return BTScorer(f"{root}/proxy_rm/model", length_control=False), BTScorer(f"{root}/gold_rm/model", length_control=False)
+
+
+def measure_run(name: str, run_dir: Path, measurer: Measurer, start: tuple[list[dict], dict], out: Path, model_cfg: ModelConfig) -> list[dict]:
+    """Measure the start model (step 0) and every checkpoint of one trained run; rows are cached in `<out>/<name>.jsonl`."""
+    from rlcw.models import load_causal_lm, load_tokenizer
+
+    rows = [{"run": name, "step": 0, **start[1]}]
+    tokenizer = load_tokenizer(model_cfg.name, padding_side="left")
+    for step, path in checkpoints_of(run_dir):
+        cached = out / name / f"step_{step:06d}.json"
+        if cached.is_file():
+            rows.append(json.loads(cached.read_text()))
+            continue
+        model = load_causal_lm(str(path), model_cfg.dtype)
+        stories, metrics = measurer.measure(model, tokenizer, f"{name}@{step}")
+        metrics.update({f"vs_start/{k}": v for k, v in paired_agreement(stories, start[0]).items()})
+        write_stories(out / name / f"step_{step:06d}.jsonl", stories)
+        row = {"run": name, "step": step, "checkpoint": str(path), **metrics}
+        atomic_write_json(cached, row)
+        rows.append(row)
+        del model
+    return rows
+
+
+def measure_best_of_n(bon_dir: Path, measurer: Measurer, start_stories: list[dict], out: Path) -> list[dict]:
+    """One row per n from the best-of-n run's `samples/best_of_<n>.jsonl` (x = n; KL analytic); scored stories in `<out>/best_of_n/`."""
+    rows = []
+    for path in sorted(bon_dir.glob("samples/best_of_*.jsonl"), key=lambda p: int(p.stem.rsplit("_", 1)[1])):
+        n = int(path.stem.rsplit("_", 1)[1])
+        stories = read_stories(path)
+        metrics = measurer.score(stories)
+        metrics.update({"kl_seq": kl_best_of(n), "kl_token": float("nan")})
+        metrics.update({f"vs_start/{k}": v for k, v in paired_agreement(stories, start_stories).items()})
+        write_stories(out / "best_of_n" / f"step_{n:06d}.jsonl", stories)
+        rows.append({"run": "best_of_n", "step": n, "n": n, "selected_from": str(path), **metrics})
+    return rows
+
+
+def main(cfg: OutcomeConfig) -> dict:
+    unknown = sorted(set(cfg.runs) - set(RUNS))
+    if unknown:
+        raise RlcwError(f"unknown run(s) {unknown}", where="runs", hint=f"choose from {', '.join(RUNS)}")
+    with stage_run(cfg, "outcome") as run:
+        root = str(run.path)
+        wire(cfg, root)
+        st = Stages(run.path, cfg.resume)
+        st.run("prepare_model", prepare_model.main, prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"))
+        st.run("proxy_pairs", build_pairs.main, cfg.proxy_pairs)
+        st.run("proxy_rm", train_rm.main, cfg.proxy_rm)
+        st.run("gold_generate", generate_recipe.main, cfg.gold_generate)
+        st.run("gold_pairs", build_pairs.main, cfg.gold_pairs)
+        st.run("gold_rm", train_rm.main, cfg.gold_rm)
+        rm_metrics = rm_section(st, root, cfg)
+        prompts = eval_prompts(cfg)
+        atomic_write_jsonl(run.path / "eval_prompts.jsonl", prompts)
+        trainers = {"grpo": grpo_recipe.main, "grpo_lc": grpo_recipe.main, "ppo": ppo_recipe.main, "dpo": dpo_recipe.main, "best_of_n": generate_recipe.main}
+        for name in cfg.runs:
+            st.run(name, trainers[name], getattr(cfg, name))
+
+        start_time = time.time()
+        print("[outcome] measuring checkpoints ...", flush=True)
+        measure_dir = run.path / "measure"
+        proxy, gold = _load_scorers(root)
+        measurer = Measurer(prompts, proxy, gold, cfg.measure, cfg.model.system_prompt)
+        start = _measure_start(measurer, cfg.model, measure_dir)
+        rows = []
+        for name in cfg.runs:
+            rows += (measure_best_of_n(Path(root) / name, measurer, start[0], measure_dir) if name == "best_of_n"
+                     else measure_run(name, Path(root) / name, measurer, start, measure_dir, cfg.model))
+        st.timings["measure"] = time.time() - start_time
+        if cfg.judge.enabled:
+            start_time = time.time()
+            print("[outcome] judging against the start model ...", flush=True)
+            judge_against_start(rows, start[0], measure_dir, cfg.judge, root)
+            st.timings["judge"] = time.time() - start_time
+        atomic_write_jsonl(run.path / "measurements.jsonl", rows)
+        report, finals, plots = write_outcome_report(run.path, cfg, rows, rm_metrics, st.timings)
+        metrics = {**rm_metrics, **finals, "wall_time_s": round(sum(st.timings.values()), 1)}
+        metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
+        return run.write_summary("completed", metrics, {"report": report, "measurements": run.path / "measurements.jsonl", **plots})
+
+
+def _measure_start(measurer: Measurer, model_cfg: ModelConfig, out: Path) -> tuple[list[dict], dict]:
+    from rlcw.models import load_causal_lm, load_tokenizer
+
+    cached, stories_file = out / "start.json", out / "start.jsonl"
+    if cached.is_file() and stories_file.is_file():
+        return read_stories(stories_file), json.loads(cached.read_text())
+    model = load_causal_lm(model_cfg.name, model_cfg.dtype)
+    stories, metrics = measurer.measure(model, load_tokenizer(model_cfg.name, padding_side="left"), "start")
+    write_stories(stories_file, stories)
+    atomic_write_json(cached, metrics)
+    return stories, metrics

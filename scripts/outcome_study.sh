@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The outcome study on a fresh machine: set up, then run every stage on the embedded model and
+# leave runs/outcome/report.md (curves, win rates, the table of final numbers, the conclusion).
+#   bash scripts/outcome_study.sh [key=value ...]     e.g. data.tmas=/data/tell-me-a-story runs=[grpo,best_of_n]
+# TELL ME A STORY (human side of the gold RM) is read from data.tmas (default ../shared/data/tell-me-a-story,
+# or $RLCW_TMAS_DIR when set). A killed study continues where it stopped when run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+bash scripts/setup.sh
+# shellcheck disable=SC1091
+. .venv/bin/activate
+echo "set-up took $(( $(date +%s) - start ))s"
+extra=()
+if [[ -n "${RLCW_TMAS_DIR:-}" ]]; then extra+=("data.tmas=${RLCW_TMAS_DIR}"); fi
+rlcw outcome --config configs/outcome/cpu.yaml "${extra[@]}" "$@"
+echo "outcome study wall time (incl. set-up): $(( $(date +%s) - start ))s; report: runs/outcome/report.md"
