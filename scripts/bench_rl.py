@@ -3,6 +3,8 @@
     OMP_NUM_THREADS=2 python scripts/bench_rl.py                       # configs/grpo/cpu.yaml sizes
     python scripts/bench_rl.py --rm runs/quickstart/train_rm/model --batch 8 --max-new-tokens 80 --repeats 2 --json out.json
     OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --merged-rollout   # candidates vs TRL's path, same run
+    OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --bf16-rollout --max-new-tokens 128   # TRL path vs fast vs fast+bf16
+    /usr/bin/time -v python scripts/bench_rl.py --real-steps train.max_steps=3 reward.rm_path=runs/quickstart/train_rm/model  # a real rlcw grpo run, split
 
 Parts (timed separately, same model, same batch): generation (the rollout: transformers
 `generate` with sampling exactly as TRL's GRPOTrainer calls it: left-padded chat prompts,
@@ -11,7 +13,8 @@ loss forward/backward (token log-probs of the completions under the LoRA policy,
 GRPO loss with group-normalised advantages), optimizer (AdamW step). It reports rollout tokens/s
 (`--merged-rollout`: also with the LoRA merged into the weights for generation, as vLLM-style
 rollouts do, timed in the same run on the same prompts; `--fast-rollout`: rlcw.rl.rollout's sampler, the
-`train.fast_rollout` candidate, likewise) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
+`train.fast_rollout` candidate, likewise; `--bf16-rollout`: that sampler on a bf16 rollout copy,
+`train.rollout_precision=bf16`, with the mean/max |logprob| gap of its tokens between the bf16 copy and the fp32 policy) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
 This is a decomposition of the step rlcw's `grpo` runs, not TRL's internal timer: TRL adds its own
 bookkeeping (logging, reward gathering) on top; compare with `rlcw grpo`'s seconds per step.
 Timings on a shared machine are noisy: run it on a quiet one and repeat.
@@ -39,6 +42,24 @@ def completion_lengths(completion_ids: torch.Tensor, eos_id: int) -> torch.Tenso
     return first
 
 
+@torch.inference_mode()
+def logprob_mismatch(ref, other, prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> torch.Tensor:
+    """|log p_ref - log p_other| of each sampled completion token (flat): the rollout's off-policy gap."""
+    from rlcw.rl.ppo_rollout import left_pad
+
+    ids, mask = left_pad([p + c for p, c in zip(prompts, completions)], pad_id)  # (B, L)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    keep = torch.zeros_like(mask, dtype=torch.bool)  # completion token positions
+    for i, c in enumerate(completions):
+        if c:
+            keep[i, -len(c):] = True
+    out = []
+    for m in (ref, other):
+        logits = m(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, :-1].float()  # (B, L-1, V)
+        out.append(torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)[keep[:, 1:]])
+    return (out[0] - out[1]).abs()
+
+
 def build(args):
     from peft import get_peft_model
 
@@ -56,7 +77,7 @@ def build(args):
     return tok, model, rows, texts
 
 
-def step(args, tok, model, rows, texts, scorer, optimizer, merged=None) -> dict:
+def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_bf16=None) -> dict:
     from transformers import GenerationConfig
 
     t = {}
@@ -108,6 +129,19 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None) -> dict:
         t["fast_rollout_tok_per_s"] = sum(map(len, fast)) / t["fast_generation_s"]
         t["fast_speedup"] = t["fast_rollout_tok_per_s"] / t["rollout_tok_per_s"]
         wall += t["fast_generation_s"]  # a candidate, not part of the step
+        if args.bf16_rollout:  # the same sampler on the bf16 rollout copy (train.rollout_precision=bf16)
+            torch.manual_seed(3)
+            start = time.perf_counter()
+            bf16 = sample(merged_bf16.refresh(), rows_ids, gen_cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id)
+            t["bf16_generation_s"] = time.perf_counter() - start
+            t["bf16_rollout_tok_per_s"] = sum(map(len, bf16)) / t["bf16_generation_s"]
+            t["bf16_speedup"] = t["bf16_rollout_tok_per_s"] / t["rollout_tok_per_s"]
+            t["bf16_over_fast"] = t["bf16_rollout_tok_per_s"] / t["fast_rollout_tok_per_s"]
+            wall += t["bf16_generation_s"]
+            start = time.perf_counter()
+            diff = logprob_mismatch(merged.model, merged_bf16.model, rows_ids, bf16, tok.pad_token_id)
+            t["bf16_logp_absdiff_mean"], t["bf16_logp_absdiff_max"] = float(diff.mean()), float(diff.max())
+            wall += time.perf_counter() - start
 
     groups = rewards.view(-1, args.num_generations)
     adv = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-4)).view(-1)  # (B,)
@@ -135,6 +169,57 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None) -> dict:
     return t
 
 
+def real_steps(config: str | None, overrides: list[str]) -> dict:
+    """Run `rlcw grpo` (TRL GRPOTrainer) with timers on its four parts; per-step split from step 2 on.
+
+    generation = GRPOTrainer._generate (rollout incl. TRL's tokenising), reward = _calculate_rewards,
+    loss fwd/bwd = compute_loss + Accelerator.backward, optimizer = AdamW.step; everything else in a
+    step (old/ref log-probs, rlcw's step logger and its KL-to-start forward, monitors, TRL logging,
+    zero_grad, scheduler) is "other". Step boundaries: the end of each optimizer step.
+    """
+    from accelerate import Accelerator
+    from trl.trainer import grpo_trainer as G
+
+    from rlcw.config import load_config
+    from rlcw.recipes.grpo import GRPORecipeConfig
+    from rlcw.recipes.grpo import main as grpo_main
+
+    acc, marks = {"generation": 0.0, "reward": 0.0, "loss_fwd_bwd": 0.0, "optimizer": 0.0}, []
+
+    def timed(owner, name, key):
+        orig = getattr(owner, name)
+
+        def wrapper(*a, **k):
+            start = time.perf_counter()
+            try:
+                return orig(*a, **k)
+            finally:
+                acc[key] += time.perf_counter() - start
+                if key == "optimizer":
+                    marks.append((time.perf_counter(), dict(acc)))
+
+        setattr(owner, name, wrapper)
+        return orig
+
+    patched = [(G.GRPOTrainer, "_generate", "generation"), (G.GRPOTrainer, "_calculate_rewards", "reward"),
+               (G.GRPOTrainer, "compute_loss", "loss_fwd_bwd"), (Accelerator, "backward", "loss_fwd_bwd"),
+               (torch.optim.AdamW, "step", "optimizer")]
+    originals = [(o, n, timed(o, n, k)) for o, n, k in patched]
+    try:
+        summary = grpo_main(load_config(GRPORecipeConfig, config, overrides))
+    finally:
+        for owner, name, orig in originals:
+            setattr(owner, name, orig)
+    steps = []
+    for (t0, a0), (t1, a1) in zip(marks, marks[1:]):
+        row = {f"{k}_s": a1[k] - a0[k] for k in a1}
+        row["step_s"] = t1 - t0
+        row["other_s"] = row["step_s"] - sum(a1[k] - a0[k] for k in a1)
+        row.update({f"share_{k[:-2]}": v / row["step_s"] for k, v in list(row.items()) if k != "step_s"})
+        steps.append(row)
+    return {"status": summary.get("status"), "run": summary.get("run_dir"), "steps": steps}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
@@ -147,8 +232,21 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--merged-rollout", action="store_true", help="also time the rollout with the LoRA merged (same batch and settings)")
     p.add_argument("--fast-rollout", action="store_true", help="also time rlcw.rl.rollout (train.fast_rollout) on the same prompts")
+    p.add_argument("--bf16-rollout", action="store_true", help="with --fast-rollout: also time it on a bf16 rollout copy (train.rollout_precision=bf16) and measure its logprob gap")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--real-steps", nargs="*", metavar="KEY=VALUE",
+                   help="instead: time a real `rlcw grpo` run (--grpo-config plus these overrides, e.g. train.max_steps=3)")
+    p.add_argument("--grpo-config", default="configs/grpo/cpu.yaml")
     args = p.parse_args()
+    if args.real_steps is not None:
+        out = real_steps(args.grpo_config, args.real_steps)
+        for i, r in enumerate(out["steps"], start=2):
+            print(f"real step {i}: " + ", ".join(f"{k}={v:.3g}" for k, v in r.items()), flush=True)
+        out.update({"peak_rss_gb": peak_rss_gb(), "threads": torch.get_num_threads()})
+        print(f"peak RSS {out['peak_rss_gb']:.2f} GB; threads {out['threads']}; run {out['run']} ({out['status']})")
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2))
+        return
     torch.manual_seed(0)
     tok, model, rows, texts = build(args)
     scorer = None
@@ -157,23 +255,27 @@ def main() -> None:
 
         scorer = BTScorer(args.rm)
     optimizer = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-4)
-    merged = None
+    merged = merged_bf16 = None
+    if args.bf16_rollout and not args.fast_rollout:
+        p.error("--bf16-rollout needs --fast-rollout (it is compared with it in the same run)")
     if args.fast_rollout:
         from rlcw.rl.rollout import MergedPolicy
 
         merged = MergedPolicy(model)
+        merged_bf16 = MergedPolicy(model, "bf16") if args.bf16_rollout else None
     results = []
     for i in range(args.repeats):
-        r = step(args, tok, model, rows, texts, scorer, optimizer, merged)
+        r = step(args, tok, model, rows, texts, scorer, optimizer, merged, merged_bf16)
         results.append(r)
         print(f"step {i}: " + ", ".join(f"{k}={v:.3g}" for k, v in r.items()), flush=True)
     summary = {"threads": torch.get_num_threads(), "batch": args.batch, "max_new_tokens": args.max_new_tokens,
                "rm": args.rm if scorer else None, "steps": results, "peak_rss_gb": peak_rss_gb()}
-    for key in ("fast_speedup", "merged_speedup"):
+    for key in ("fast_speedup", "bf16_speedup", "bf16_over_fast", "merged_speedup"):
         if key in results[0]:
             vals = [r[key] for r in results]
             summary[key] = vals
-            print(f"{key} (candidate tok/s / TRL-path tok/s, per step): " + ", ".join(f"{v:.2f}x" for v in vals))
+            base = "fast-rollout tok/s" if key == "bf16_over_fast" else "TRL-path tok/s"
+            print(f"{key} (candidate tok/s / {base}, per step): " + ", ".join(f"{v:.2f}x" for v in vals))
     last = results[-1]
     print("step split: " + ", ".join(f"{k[6:]} {last[k]:.0%}" for k in last if k.startswith("share_")) + f" of {last['step_s']:.1f} s")
     print(f"peak RSS {summary['peak_rss_gb']:.2f} GB; threads {summary['threads']}")

@@ -106,11 +106,13 @@ class GRPOTrainSection:
     save_steps: int = 0  # 0 = only the final adapter (then a killed run cannot resume)
     save_total_limit: int | None = 2
     resume: bool = False
-    log_kl_to_start: bool = True  # one extra no-grad forward per step (reference = adapter disabled)
+    log_kl_to_start: bool = True  # two extra no-grad forwards (policy, adapter disabled) on the logged steps
+    log_kl_every: int = 1  # KL to the start every N steps (~23% of a quickstart step each time; monitors wait for it)
     samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
     samples_k: int = 2
     use_vllm: bool = False
     fast_rollout: bool = False  # rlcw.rl.rollout: merged-LoRA copy + shared prompt cache (~1.2x TRL's rollout on CPU)
+    rollout_precision: str = "fp32"  # fp32 | bf16: the fast rollout's weight copy (bf16: ~1.7x faster decode on AMX/AVX512-BF16 CPUs; loss stays fp32)
     vllm_mode: str = "colocate"  # colocate | server
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = 0.3
@@ -286,6 +288,11 @@ def agents_rollout(cfg: GRPORecipeConfig, tokenizer):
 
 def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
     t = cfg.train
+    if t.rollout_precision not in ("fp32", "bf16"):
+        raise RlcwError(f"unknown train.rollout_precision {t.rollout_precision!r}", where="train.rollout_precision", hint="fp32 or bf16")
+    if t.rollout_precision != "fp32" and not t.fast_rollout:
+        raise RlcwError("train.rollout_precision applies to the fast rollout only", where="train.rollout_precision",
+                        hint="add train.fast_rollout=true, or leave train.rollout_precision=fp32")
     if not t.fast_rollout:
         return
     clash = ("agents.variant" if cfg.agents.variant else "train.use_vllm" if t.use_vllm else
@@ -403,7 +410,8 @@ class StepLogger:
             stats = step_stats([r["text"] for r in rows], [r["tokens"] for r in rows], [r["truncated"] for r in rows],
                                total, trainer.num_generations, self.cfg.monitor.ngram)
             metrics.update({PREFIX + k: v for k, v in stats.items()})
-        if self.cfg.train.log_kl_to_start:
+        every = max(1, self.cfg.train.log_kl_every)
+        if self.cfg.train.log_kl_to_start and (step % every == 0 or step == 1):
             k3, k1 = self.kl_to_start(trainer, output)
             metrics[PREFIX + "kl_to_start"], metrics["kl_to_start/k1"] = k3, k1
         metrics.update(per_source(rows))
@@ -527,7 +535,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
         if cfg.train.fast_rollout:
             from rlcw.rl.rollout import make_fast_rollout_func
 
-            extra = {"rollout_func": make_fast_rollout_func()}
+            extra = {"rollout_func": make_fast_rollout_func(cfg.train.rollout_precision)}
         if cfg.agents.variant:
             from rlcw.agents.rl import story_reward
 

@@ -65,6 +65,43 @@ def test_merged_copy_tracks_adapter_and_leaves_base_exact(policy):
     assert all(torch.equal(base_before[k], after[k]) for k in base_before)
 
 
+def test_bf16_copy_tracks_adapter_policy_stays_fp32(policy):
+    """The bf16 rollout copy: bf16 weights (tied embedding/head stay one tensor), refreshed from the live
+    adapter, logits within bf16 rounding of the fp32 policy; the policy's own weights untouched and fp32."""
+    merged = MergedPolicy(policy, "bf16")
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    with torch.no_grad():  # a trained adapter after the copy was made: refresh must pick it up
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    ids = torch.tensor([[5, 9, 11, 3, 7]])
+    model = merged.refresh()
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in policy.parameters()} == {torch.float32}
+    assert model.get_input_embeddings().weight is model.get_output_embeddings().weight
+    with torch.no_grad():
+        want = policy(input_ids=ids).logits
+        got = model(input_ids=ids).logits.float()
+        with policy.disable_adapter():
+            plain = policy(input_ids=ids).logits
+    gap, effect = (got - want).abs().max(), (plain - want).abs().max()
+    assert gap < 0.1 * effect  # bf16 rounding is small next to what the adapter changes
+    changed = [k for k, v in policy.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed and all("lora_B" in k for k in changed)  # only our own edit; the copy never writes back
+
+
+def test_rollout_precision_needs_fast_rollout(runs_root, tiny_model_dir):
+    from rlcw.config import load_config
+    from rlcw.errors import RlcwError
+    from rlcw.recipes.grpo import GRPORecipeConfig, check_fast_rollout
+
+    for overrides, msg in ((["train.rollout_precision=bf16"], "applies to the fast rollout only"),
+                           (["train.fast_rollout=true", "train.rollout_precision=int4"], "unknown train.rollout_precision")):
+        with pytest.raises(RlcwError, match=msg):
+            check_fast_rollout(load_config(GRPORecipeConfig, None, [f"model.name={tiny_model_dir}", *overrides]))
+    check_fast_rollout(load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16"]))
+
+
 def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
     """Through TRL 1.16 GRPOTrainer: greedy rollouts equal TRL's own path; a sampled training step completes."""
     from datasets import Dataset
@@ -99,7 +136,7 @@ def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
 
 
 def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
-    """`rlcw grpo train.fast_rollout=true` trains end to end; clashing settings fail before any work."""
+    """`rlcw grpo train.fast_rollout=true train.rollout_precision=bf16` trains end to end; clashing settings fail before any work."""
     import json
     from pathlib import Path
 
@@ -109,7 +146,7 @@ def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
 
     base = [f"output_dir={runs_root}", f"model.name={tiny_model_dir}", f"reward.rm_path={rm_run['artifacts']['model']}",
             "train.max_steps=2", "train.batch_size=4", "train.num_generations=2", "train.max_completion_length=8",
-            "lora.r=4", "data.max_train_prompts=8", "eval.every_steps=0", "train.fast_rollout=true"]
+            "lora.r=4", "data.max_train_prompts=8", "eval.every_steps=0", "train.fast_rollout=true", "train.rollout_precision=bf16"]
     summary = main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_fast"]))
     assert summary["status"] == "completed", summary.get("error")
     rows = [json.loads(x) for x in (Path(summary["artifacts"]["metrics"]).parent / "metrics.jsonl").read_text().splitlines()]
