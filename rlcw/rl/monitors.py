@@ -127,8 +127,12 @@ class MonitorCallback(TrainerCallback):
             self.alerts.append({"step": step, "level": "warn", "message": message})
             warnings.warn(f"reward-hacking monitor at step {step}: {message}", stacklevel=2)
         broken = {m.rsplit("(", 1)[1].rstrip(")"): m for m in check_rules(stats, self.stop)}
-        for key in self.stop:
-            self.streak[key] = self.streak[key] + 1 if key in broken else 0
+        for key in self.stop:  # a statistic not measured this step (e.g. KL every N steps) leaves its streak as it was
+            value = stats.get(key.split("_", 1)[1])
+            if key in broken:
+                self.streak[key] += 1
+            elif value is not None and value == value:
+                self.streak[key] = 0
         if step < self.min_steps:
             return None
         for key, message in broken.items():

@@ -135,13 +135,14 @@ def test_full_fine_tune_logs_kl_against_a_frozen_copy(runs_root, rm_run, tiny_mo
 
     summary = main(_cfg([
         f"output_dir={runs_root}", "run_name=grpo_full", f"model.name={tiny_model_dir}", "lora.enabled=false",
-        f"reward.rm_path={rm_run['artifacts']['model']}", "train.max_steps=2", "train.batch_size=4",
+        f"reward.rm_path={rm_run['artifacts']['model']}", "train.max_steps=3", "train.batch_size=4",
         "train.num_generations=2", "train.max_completion_length=8", "train.learning_rate=1e-2", "train.beta=0.0",
-        "eval.every_steps=0", "data.max_train_prompts=4", "reward.specs.length_range.weight=0",
+        "eval.every_steps=0", "data.max_train_prompts=4", "reward.specs.length_range.weight=0", "train.log_kl_every=2",
     ]))
     assert summary["status"] == "completed"
     train = [r for r in _rows(Path(summary["artifacts"]["metrics"]).parent) if "reward" in r]
     assert "rewards/length_range/mean" not in train[0]  # weight 0 drops the reward
     assert train[0]["monitor/kl_to_start"] == pytest.approx(0.0, abs=1e-7)  # same weights as the copy
     assert train[1]["monitor/kl_to_start"] > 1e-6
+    assert "monitor/kl_to_start" not in train[2]  # train.log_kl_every=2: steps 1 and 2 only
     assert (Path(summary["artifacts"]["policy"]) / "model.safetensors").is_file()

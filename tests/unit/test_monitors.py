@@ -83,3 +83,11 @@ def test_callback_respects_min_steps():
     assert not _log(cb, 1, {"monitor/distinct_batch": 0.1})
     assert not _log(cb, 2, {"monitor/distinct_batch": 0.1})
     assert _log(cb, 3, {"monitor/distinct_batch": 0.1})
+
+
+def test_a_statistic_logged_every_few_steps_keeps_its_streak():
+    cb = MonitorCallback(stop={"max_kl_to_start": 1.0, "max_rep_intra": 0.3}, patience=2)
+    assert not _log(cb, 1, {"monitor/kl_to_start": 1.5, "monitor/rep_intra": 0.1})
+    assert not _log(cb, 2, {"monitor/rep_intra": 0.1})  # no KL this step: its streak stays at 1
+    assert _log(cb, 3, {"monitor/kl_to_start": 2.0, "monitor/rep_intra": 0.1})
+    assert "kl_to_start=2 > 1" in cb.stop_reason or "kl_to_start=2.0 > 1" in cb.stop_reason
