@@ -5,8 +5,8 @@
     stories, metrics = m.measure(model, tokenizer, "grpo@4")
 
 Stories are sampled on held-out prompts with the same seed for every checkpoint. KL to the start
-is the Monte-Carlo estimate E_{y~pi}[log pi(y|x) - log pi_0(y|x)] on those samples (per story,
-summed over tokens; and per token), computed with the LoRA adapter enabled and disabled; it is an
+is the Monte-Carlo estimate on those samples (k3 = r - 1 - log r per token, r = pi_0/pi; per story
+summed over tokens, and per token; the plain k1 = log pi - log pi_0 is kept as kl_seq_k1), computed with the LoRA adapter enabled and disabled; it is an
 unbiased estimate of KL(pi || pi_0) only when sampling is at temperature 1 and top_p 1 (the study's
 default). Best-of-n has no weights: its KL is the analytic bound log n - (n-1)/n.
 """
@@ -114,12 +114,23 @@ def kl_to_start(model, tokenizer, stories: list[dict], system_prompt: str | None
     policy = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
     with off:
         start = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
-    diffs = [(p - s) for p, s in zip(policy, start)]
-    tokens = sum(d.numel() for d in diffs)
+    k3s = [kl_k3(p, s) for p, s in zip(policy, start)]  # per token, >= 0
+    k1s = [(p - s) for p, s in zip(policy, start)]
+    tokens = sum(d.numel() for d in k3s)
     return {
-        "kl_seq": float(sum(d.sum().item() for d in diffs) / len(diffs)),
-        "kl_token": float(sum(d.sum().item() for d in diffs) / max(tokens, 1)),
+        "kl_seq": float(sum(d.sum().item() for d in k3s) / len(k3s)),
+        "kl_token": float(sum(d.sum().item() for d in k3s) / max(tokens, 1)),
+        "kl_seq_k1": float(sum(d.sum().item() for d in k1s) / len(k1s)),
     }
+
+
+def kl_k3(policy_logp: torch.Tensor, start_logp: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 per token on samples from the policy: r - 1 - log r with r = p_start / p_policy.
+
+    Unbiased for KL(policy || start) like k1 = log p_policy - log p_start, but never negative, so
+    a small KL is not lost in sampling noise."""
+    delta = start_logp - policy_logp
+    return torch.exp(delta) - delta - 1
 
 
 class Measurer:

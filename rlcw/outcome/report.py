@@ -170,15 +170,21 @@ def write_outcome_report(root: Path, cfg, rows: list[dict], rm_metrics: dict, ti
         f"repetition = within-story trigram repetition x{REPETITION_RISE:g} and above {REPETITION_FLOOR}; diversity loss = distinct-3 "
         f"down by more than {DIVERSITY_DROP}. The judge " + (f"(`{judge_model}`, {cfg.judge.protocol}) is reported as evidence only "
         "when its CI excludes 0.5; a small local judge near chance is not evidence." if judge_model else "was disabled."), "",
-        "## Reward models", "", "| RM | proxy pairs (held out) | gold pairs (held out) |", "|---|---|---|",
+        "## Reward models", "", "Held-out pairwise accuracy [95% CI] (pairs):", "",
+        "| RM | proxy pairs (corruptions) | gold pairs (human vs policy) |", "|---|---|---|",
     ]
-    for rm in ("proxy", "gold"):
+    for rm in ("proxy", "gold", "length_baseline"):
         cells = []
         for data in ("proxy", "gold"):
+            if rm == "length_baseline":  # the same on both RMs' runs: read it from the proxy's
+                cells.append(_fmt(rm_metrics.get(f"proxy_rm/{data}_pairs/length_baseline_accuracy")))
+                continue
             acc = rm_metrics.get(f"{rm}_rm/{data}_pairs/accuracy")
             lo, hi = rm_metrics.get(f"{rm}_rm/{data}_pairs/accuracy_ci_low"), rm_metrics.get(f"{rm}_rm/{data}_pairs/accuracy_ci_high")
-            cells.append(f"{_fmt(acc)} [{_fmt(lo)}, {_fmt(hi)}]")
-        lines.append(f"| {rm} | {cells[0]} | {cells[1]} |")
+            n = rm_metrics.get(f"{rm}_rm/{data}_pairs/pairs")
+            cells.append(f"{_fmt(acc)} [{_fmt(lo)}, {_fmt(hi)}] ({_fmt(n, 0)})")
+        label = "longer story wins (length only)" if rm == "length_baseline" else rm
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
     lines += ["", f"Agreement of the two RMs (same preferred side): proxy pairs {_fmt(rm_metrics.get('agreement/proxy_pairs'))}, "
               f"gold pairs {_fmt(rm_metrics.get('agreement/gold_pairs'))}.", "",
               "## Final numbers", "", *_table(start, finals), "",

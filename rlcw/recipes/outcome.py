@@ -30,6 +30,7 @@ continues where it stopped. Every stage is the real recipe with its own run fold
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -186,9 +187,9 @@ def rm_section(stages: Stages, root: str, cfg: OutcomeConfig) -> dict:
             fit = f"{root}/proxy_pairs/pairs/train.jsonl" if (rm, data) == ("proxy", "proxy") else None
             res = _eval_rm(stages, root, name, f"{root}/{rm}_rm/model", f"{root}/{data}_pairs/pairs/eval.jsonl", cfg, fit)
             m = res["metrics"]
-            for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "length_baseline_accuracy"):
+            for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "length_baseline/accuracy", "pairs"):
                 if key in m:
-                    out[f"{rm}_rm/{data}_pairs/{key}"] = m[key]
+                    out[f"{rm}_rm/{data}_pairs/{key.replace('/', '_')}"] = m[key]
             scores[(rm, data)] = [row for _, row in read_table(f"{root}/{name}/scores.jsonl")]
     for data in ("proxy", "gold"):
         agree = rm_agreement(scores[("proxy", data)], scores[("gold", data)])
@@ -203,22 +204,41 @@ def _load_scorers(root: str):
     return BTScorer(f"{root}/proxy_rm/model", length_control=False), BTScorer(f"{root}/gold_rm/model", length_control=False)
 
 
-def measure_run(name: str, run_dir: Path, measurer: Measurer, start: tuple[list[dict], dict], out: Path, model_cfg: ModelConfig) -> list[dict]:
-    """Measure the start model (step 0) and every checkpoint of one trained run; rows are cached in `<out>/<name>.jsonl`."""
+def measurement_key(cfg: OutcomeConfig, prompts: list[dict], root: Path) -> str:
+    """What a cached measurement depends on besides the checkpoint: model, sampling, prompts, both RMs' training runs."""
+    from dataclasses import asdict
+
+    blob = json.dumps({"model": asdict(cfg.model), "measure": asdict(cfg.measure), "prompts": [(p["id"], p["prompt"]) for p in prompts],
+                       "rms": [_trained_at(root / "proxy_rm"), _trained_at(root / "gold_rm")]}, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def _trained_at(run_dir: Path) -> float | None:
+    summary = run_dir / "summary.json"
+    return json.loads(summary.read_text()).get("started_at") if summary.is_file() else None
+
+
+def measure_run(name: str, run_dir: Path, measurer: Measurer, start: tuple[list[dict], dict], out: Path, model_cfg: ModelConfig,
+                key: str) -> list[dict]:
+    """Measure every checkpoint of one trained run (step 0 = the start model); rows are cached in `<out>/<name>/`
+    and reused only for the same training run (its start time) and the same measurement key."""
     from rlcw.models import load_causal_lm, load_tokenizer
 
     rows = [{"run": name, "step": 0, **start[1]}]
     tokenizer = load_tokenizer(model_cfg.name, padding_side="left")
+    trained_at = _trained_at(run_dir)
     for step, path in checkpoints_of(run_dir):
         cached = out / name / f"step_{step:06d}.json"
         if cached.is_file():
-            rows.append(json.loads(cached.read_text()))
-            continue
+            row = json.loads(cached.read_text())
+            if row.get("trained_at") == trained_at and row.get("measurement_key") == key:
+                rows.append(row)
+                continue
         model = load_causal_lm(str(path), model_cfg.dtype)
         stories, metrics = measurer.measure(model, tokenizer, f"{name}@{step}")
         metrics.update({f"vs_start/{k}": v for k, v in paired_agreement(stories, start[0]).items()})
         write_stories(out / name / f"step_{step:06d}.jsonl", stories)
-        row = {"run": name, "step": step, "checkpoint": str(path), **metrics}
+        row = {"run": name, "step": step, "checkpoint": str(path), "trained_at": trained_at, "measurement_key": key, **metrics}
         atomic_write_json(cached, row)
         rows.append(row)
         del model
@@ -265,11 +285,12 @@ def main(cfg: OutcomeConfig) -> dict:
         measure_dir = run.path / "measure"
         proxy, gold = _load_scorers(root)
         measurer = Measurer(prompts, proxy, gold, cfg.measure, cfg.model.system_prompt)
-        start = _measure_start(measurer, cfg.model, measure_dir)
+        key = measurement_key(cfg, prompts, run.path)
+        start = _measure_start(measurer, cfg.model, measure_dir, key)
         rows = []
         for name in cfg.runs:
             rows += (measure_best_of_n(Path(root) / name, measurer, start[0], measure_dir) if name == "best_of_n"
-                     else measure_run(name, Path(root) / name, measurer, start, measure_dir, cfg.model))
+                     else measure_run(name, Path(root) / name, measurer, start, measure_dir, cfg.model, key))
         st.timings["measure"] = time.time() - start_time
         if cfg.judge.enabled:
             start_time = time.time()
@@ -283,14 +304,16 @@ def main(cfg: OutcomeConfig) -> dict:
         return run.write_summary("completed", metrics, {"report": report, "measurements": run.path / "measurements.jsonl", **plots})
 
 
-def _measure_start(measurer: Measurer, model_cfg: ModelConfig, out: Path) -> tuple[list[dict], dict]:
+def _measure_start(measurer: Measurer, model_cfg: ModelConfig, out: Path, key: str) -> tuple[list[dict], dict]:
     from rlcw.models import load_causal_lm, load_tokenizer
 
     cached, stories_file = out / "start.json", out / "start.jsonl"
     if cached.is_file() and stories_file.is_file():
-        return read_stories(stories_file), json.loads(cached.read_text())
+        metrics = json.loads(cached.read_text())
+        if metrics.pop("measurement_key", None) == key:
+            return read_stories(stories_file), metrics
     model = load_causal_lm(model_cfg.name, model_cfg.dtype)
     stories, metrics = measurer.measure(model, load_tokenizer(model_cfg.name, padding_side="left"), "start")
     write_stories(stories_file, stories)
-    atomic_write_json(cached, metrics)
+    atomic_write_json(cached, {**metrics, "measurement_key": key})
     return stories, metrics
