@@ -151,6 +151,11 @@ class Stages:
                 self.results[name] = done
                 self.timings.setdefault(name, float(done.get("wall_time_s") or 0.0))
                 return done
+        if folder.exists() and not getattr(getattr(stage_cfg, "train", None), "resume", False):
+            # a stage run again under a new config starts clean: old checkpoints or metrics must not mix in
+            aside = folder.with_name(f"{folder.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+            folder.rename(aside)
+            print(f"[outcome] {name}: config changed or run unfinished; the old folder is kept as {aside.name}", flush=True)
         start = time.time()
         print(f"[outcome] {name} ...", flush=True)
         self.results[name] = fn(stage_cfg)

@@ -86,3 +86,33 @@ def test_run_verdict_rules():
     lc = _row("grpo_lc", 12, words=48.0)
     lc["delta/gold"] = {"delta": 0.1}
     assert "kept length closer" in " ".join(controls_verdict({"grpo": hacked, "grpo_lc": lc}, start))
+
+
+def test_stages_reuse_same_config_and_move_a_changed_one_aside(tmp_path):
+    from dataclasses import dataclass
+
+    from rlcw.recipes.common import stage_run
+    from rlcw.recipes.outcome import Stages
+
+    @dataclass
+    class Cfg:
+        value: int = 1
+        output_dir: str = str(tmp_path)
+        run_name: str = "stage"
+        seed: int = 0
+
+    calls = []
+
+    def fn(cfg):
+        with stage_run(cfg, "demo") as run:
+            calls.append(cfg.value)
+            (run.path / "checkpoints" / f"made-by-{cfg.value}").mkdir()
+            return run.write_summary("completed", {"value": cfg.value})
+
+    st = Stages(tmp_path, resume=True)
+    st.run("stage", fn, Cfg())
+    assert st.run("stage", fn, Cfg())["metrics"] == {"value": 1} and calls == [1]  # same config: reused
+    st.run("stage", fn, Cfg(value=2))  # changed: run again in a clean folder, the old one kept aside
+    assert calls == [1, 2] and [p.name for p in (tmp_path / "stage" / "checkpoints").iterdir()] == ["made-by-2"]
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("stage.replaced-")]
+    assert len(aside) == 1 and (aside[0] / "checkpoints" / "made-by-1").is_dir()
