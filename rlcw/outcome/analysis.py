@@ -58,9 +58,12 @@ def run_verdict(name: str, final: dict, start: dict, peak_gold: dict | None) -> 
         out.append(f"**{name}: a higher reward, no measurable gold effect.** {proxy_txt}; {gold_txt} (CI spans 0).")
     else:
         out.append(f"**{name}: no clear proxy gain.** {proxy_txt}; {gold_txt}.")
-    if peak_gold and peak_gold["step"] != final["step"] and peak_gold["gold"] - final["gold"] > 0 and final["proxy"] >= peak_gold["proxy"]:
-        out.append(f"Gold peaked at step {peak_gold['step']} ({peak_gold['gold']:.3f}) and ended at {final['gold']:.3f} "
-                   f"while the proxy kept rising ({peak_gold['proxy']:.3f} -> {final['proxy']:.3f}): the Gao et al. pattern.")
+    fall = final.get("delta/gold_from_peak", {})
+    if peak_gold and peak_gold["step"] != final["step"] and fall.get("ci_high", math.nan) < 0 and final["proxy"] > peak_gold["proxy"]:
+        x = "n" if name == "best_of_n" else "step"
+        out.append(f"Gold peaked at {x} {peak_gold['step']} ({peak_gold['gold']:.3f}) and fell to {final['gold']:.3f} "
+                   f"({fall['delta']:+.3f} [{fall['ci_low']:+.3f}, {fall['ci_high']:+.3f}]) while the proxy kept rising "
+                   f"({peak_gold['proxy']:.3f} -> {final['proxy']:.3f}): the Gao et al. over-optimisation pattern.")
     shift = final["words"] / start["words"] - 1 if start.get("words") else math.nan
     if abs(shift) > LENGTH_SHIFT:
         out.append(f"Length hacking: stories went from {start['words']:.0f} to {final['words']:.0f} words ({100 * shift:+.0f}%).")

@@ -154,6 +154,8 @@ def write_outcome_report(root: Path, cfg, rows: list[dict], rm_metrics: dict, ti
     for name, r in finals.items():
         trained = [x for x in by_run.get(name, []) if x["step"] > 0]
         peak = max(trained, key=lambda x: x["gold"]) if trained else None
+        if peak is not None and peak["step"] != r["step"]:  # the fall from the gold peak, paired by prompt and sample
+            r["delta/gold_from_peak"] = paired_delta(stories_of(r, measure_dir), stories_of(peak, measure_dir), "gold")
         verdicts += ["- " + " ".join(run_verdict(name, r, start, peak))]
     verdicts += ["- " + " ".join(controls_verdict(finals, start))] if controls_verdict(finals, start) else []
     total = sum(timings.values())

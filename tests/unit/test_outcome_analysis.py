@@ -74,7 +74,10 @@ def test_run_verdict_rules():
                   **{"judge/win_rate": 0.55, "judge/ci_low": 0.3, "judge/ci_high": 0.8, "judge/invalid_share": 0.4})
     hacked["delta/proxy"] = {"delta": 2.0, "ci_low": 1.5, "ci_high": 2.5}
     hacked["delta/gold"] = {"delta": -1.0, "ci_low": -1.5, "ci_high": -0.5}
+    hacked["delta/gold_from_peak"] = {"delta": -1.5, "ci_low": -2.0, "ci_high": -1.0}
     peak = _row("grpo", 4, proxy=1.0, gold=0.5)
+    noisy = dict(hacked, **{"delta/gold_from_peak": {"delta": -0.1, "ci_low": -0.6, "ci_high": 0.4}})
+    assert "Gold peaked" not in " ".join(run_verdict("grpo", noisy, start, peak))  # a fall inside the noise is not claimed
     text = " ".join(run_verdict("grpo", hacked, start, peak))
     for phrase in ("over-optimised", "Gold peaked at step 4", "Length hacking", "word range", "Repetition", "Diversity", "chance"):
         assert phrase in text, phrase
