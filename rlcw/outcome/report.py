@@ -165,7 +165,9 @@ def write_outcome_report(root: Path, cfg, rows: list[dict], rm_metrics: dict, ti
         "# Outcome study: a better story, or only a higher reward?", "",
         f"Policy `{cfg.model.name}`; proxy RM = corruption pairs (`proxy_pairs/`), gold RM = human TELL ME A STORY stories vs the "
         f"policy's own, cut to the same length (`gold_pairs/`). Held-out: {n_prompts} prompts x {cfg.data.samples_per_prompt} samples "
-        f"(temperature {cfg.measure.temperature}, {cfg.measure.max_new_tokens} new tokens). Wall time {total / 60:.1f} min.", "",
+        f"(temperature {cfg.measure.temperature}, {cfg.measure.max_new_tokens} new tokens). Sum of stage times {total / 60:.1f} min "
+        "(a reused stage counts at its original time; measuring and judging count only what this invocation computed, "
+        "cached checkpoints and verdicts cost nothing).", "",
         "## Conclusion", "", *verdicts, "",
         f"Rules: over-optimised = proxy change CI above 0 and gold change CI below 0 (paired by prompt and sample, bootstrap); "
         f"length hacking = words changed by more than {LENGTH_SHIFT:.0%} or the in-range share fell by more than {IN_RANGE_DROP}; "
