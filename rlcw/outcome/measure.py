@@ -20,8 +20,9 @@ from pathlib import Path
 import torch
 
 from rlcw.generation import chat_messages, generate_stories
-from rlcw.metrics.text import count_words, distinct_n, repetition_rate
-from rlcw.rewards.length import length_penalty
+from rlcw.metrics.text import count_words, distinct_n
+from rlcw.rl.evaluation import LengthEvaluator, RepetitionEvaluator
+from rlcw.rl.ppo_math import kl_per_token, logprobs_from_logits
 
 _TRL_CKPT = re.compile(r"^checkpoint-(\d+)$")
 _PPO_CKPT = re.compile(r"^step_(\d+)$")
@@ -56,20 +57,16 @@ def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
 
 
 def story_metrics(stories: list[dict]) -> dict[str, float]:
-    """Length against the prompt's stated range, repetition within stories, diversity across them."""
-    words = [count_words(s["story"]) for s in stories]
-    ranged = [(w, s) for w, s in zip(words, stories) if s.get("min_words") is not None and s.get("max_words") is not None]
-    texts = [s["story"] for s in stories]
-    out = {
-        "words": sum(words) / len(words),
-        "rep_intra_3": sum(repetition_rate(t, 3) for t in texts) / len(texts),
-        "distinct_2": distinct_n(texts, 2),
-        "distinct_3": distinct_n(texts, 3),
-    }
-    if ranged:
-        out["in_range"] = sum(1.0 for w, s in ranged if s["min_words"] <= w <= s["max_words"]) / len(ranged)
-        out["range_penalty"] = sum(length_penalty(w, s["min_words"], s["max_words"]) for w, s in ranged) / len(ranged)
-        out["words_over_max"] = sum(w / s["max_words"] for w, s in ranged) / len(ranged)
+    """Length against the prompt's stated range, repetition within stories, diversity across them
+    (the `length` and `repetition` evaluators' numbers, plus distinct-2 and words / stated maximum)."""
+    length = LengthEvaluator().evaluate(stories, [], None)
+    rep = RepetitionEvaluator().evaluate(stories, [], None)
+    out = {"words": length["mean_words"], "rep_intra_3": rep["intra_trigram_rep"],
+           "distinct_2": distinct_n([s["story"] for s in stories], 2), "distinct_3": rep["distinct_3"]}
+    if "in_range" in length:
+        ranged = [s for s in stories if s.get("min_words") is not None and s.get("max_words") is not None]
+        out["in_range"], out["range_penalty"] = length["in_range"], length["range_penalty"]
+        out["words_over_max"] = sum(count_words(s["story"]) / s["max_words"] for s in ranged) / len(ranged)
     return out
 
 
@@ -99,8 +96,8 @@ def sequence_logprobs(model, tokenizer, stories: list[dict], system_prompt: str 
         for i, s in enumerate(seqs):  # right padding: positions line up with the unpadded sequence
             ids[i, : len(s)] = torch.tensor(s)
             mask[i, : len(s)] = 1
-        logits = model(input_ids=ids, attention_mask=mask).logits.float()  # (B, T, V)
-        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+        logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
+        logp = logprobs_from_logits(logits[:, :-1], ids[:, 1:])  # (B, T-1)
         for i, s in enumerate(seqs):
             out.append(logp[i, cuts[i] - 1 : len(s) - 1].clone())  # log p(story token t | everything before)
     return out
@@ -114,23 +111,15 @@ def kl_to_start(model, tokenizer, stories: list[dict], system_prompt: str | None
     policy = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
     with off:
         start = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
-    k3s = [kl_k3(p, s) for p, s in zip(policy, start)]  # per token, >= 0
-    k1s = [(p - s) for p, s in zip(policy, start)]
+    # k3 per token (never negative, so a small KL is not lost in sampling noise); k1 kept alongside
+    k3s = [kl_per_token(p, s, "k3") for p, s in zip(policy, start)]
+    k1s = [kl_per_token(p, s, "k1") for p, s in zip(policy, start)]
     tokens = sum(d.numel() for d in k3s)
     return {
         "kl_seq": float(sum(d.sum().item() for d in k3s) / len(k3s)),
         "kl_token": float(sum(d.sum().item() for d in k3s) / max(tokens, 1)),
         "kl_seq_k1": float(sum(d.sum().item() for d in k1s) / len(k1s)),
     }
-
-
-def kl_k3(policy_logp: torch.Tensor, start_logp: torch.Tensor) -> torch.Tensor:
-    """Schulman's k3 per token on samples from the policy: r - 1 - log r with r = p_start / p_policy.
-
-    Unbiased for KL(policy || start) like k1 = log p_policy - log p_start, but never negative, so
-    a small KL is not lost in sampling noise."""
-    delta = start_logp - policy_logp
-    return torch.exp(delta) - delta - 1
 
 
 class Measurer:
