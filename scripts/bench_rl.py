@@ -122,20 +122,21 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
         from rlcw.rl.rollout import sample
 
         rows_ids = [r[m.bool()].tolist() for r, m in zip(enc["input_ids"], enc["attention_mask"])]
-        torch.manual_seed(2)
-        start = time.perf_counter()
-        fast = sample(merged.refresh(), rows_ids, gen_cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id)
-        t["fast_generation_s"] = time.perf_counter() - start
-        t["fast_rollout_tok_per_s"] = sum(map(len, fast)) / t["fast_generation_s"]
-        t["fast_speedup"] = t["fast_rollout_tok_per_s"] / t["rollout_tok_per_s"]
+
+        def timed_sample(name: str, policy, seed: int) -> list[list[int]]:
+            """Sample with rlcw.rl.rollout on `policy`; record `<name>_generation_s`, tok/s and the ratio to TRL's path."""
+            torch.manual_seed(seed)
+            start = time.perf_counter()
+            out = sample(policy.refresh(), rows_ids, gen_cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id)
+            t[f"{name}_generation_s"] = time.perf_counter() - start
+            t[f"{name}_rollout_tok_per_s"] = sum(map(len, out)) / t[f"{name}_generation_s"]
+            t[f"{name}_speedup"] = t[f"{name}_rollout_tok_per_s"] / t["rollout_tok_per_s"]
+            return out
+
+        timed_sample("fast", merged, 2)
         wall += t["fast_generation_s"]  # a candidate, not part of the step
         if args.bf16_rollout:  # the same sampler on the bf16 rollout copy (train.rollout_precision=bf16)
-            torch.manual_seed(3)
-            start = time.perf_counter()
-            bf16 = sample(merged_bf16.refresh(), rows_ids, gen_cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id)
-            t["bf16_generation_s"] = time.perf_counter() - start
-            t["bf16_rollout_tok_per_s"] = sum(map(len, bf16)) / t["bf16_generation_s"]
-            t["bf16_speedup"] = t["bf16_rollout_tok_per_s"] / t["rollout_tok_per_s"]
+            bf16 = timed_sample("bf16", merged_bf16, 3)
             t["bf16_over_fast"] = t["bf16_rollout_tok_per_s"] / t["fast_rollout_tok_per_s"]
             wall += t["bf16_generation_s"]
             start = time.perf_counter()
