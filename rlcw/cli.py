@@ -22,9 +22,17 @@ from rlcw.errors import RlcwError
 # is listed as "not built yet". A config class of None means the module parses its own
 # positional arguments: it defines `cli(argv: list[str]) -> int` (analysis commands).
 COMMANDS: dict[str, tuple[str, str | None, str]] = {
-    "prepare-model": ("rlcw.recipes.prepare_model", "PrepareModelConfig", "convert/cache the embedded model, check any model loads"),
+    "prepare-model": (
+        "rlcw.recipes.prepare_model",
+        "PrepareModelConfig",
+        "convert/cache the embedded model, check any model loads",
+    ),
     "curate": ("rlcw.recipes.curate", "CurateConfig", "LitBench-style preference curation from upvoted stories"),
-    "build-pairs": ("rlcw.recipes.build_pairs", "BuildPairsConfig", "preference pairs by controlled (length-matched) corruption"),
+    "build-pairs": (
+        "rlcw.recipes.build_pairs",
+        "BuildPairsConfig",
+        "preference pairs by controlled (length-matched) corruption",
+    ),
     "train-rm": ("rlcw.recipes.train_rm", "TrainRMConfig", "train a reward model (rm.type=bt|genrm)"),
     "eval-rm": ("rlcw.recipes.eval_rm", "EvalRMConfig", "evaluate a BT RM, GenRM or judge on held-out pairs"),
     "serve-rm": ("rlcw.recipes.serve_rm", "ServeRMConfig", "serve a reward model over HTTP for RL jobs"),
@@ -35,14 +43,34 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "judge": ("rlcw.recipes.judge", "JudgeConfig", "LLM judges (Agents' Room, LitBench, TTCW) over story files"),
     "agreement": ("rlcw.recipes.agreement", None, "agreement of judge scores with human scores (CSV)"),
     "surface": ("rlcw.recipes.surface", None, "surface metrics of story files (Agents' Room Table 2)"),
-    "study-export": ("rlcw.recipes.study_export", "StudyExportConfig", "blinded human-study packets (HTML, CSV, Label Studio)"),
-    "study-ingest": ("rlcw.recipes.study_ingest", "StudyIngestConfig", "validate, unblind and analyse human-study answers"),
-    "train-agents": ("rlcw.recipes.train_agents", "TrainAgentsConfig", "synthetic Agents' Room data and one LoRA per agent"),
+    "study-export": (
+        "rlcw.recipes.study_export",
+        "StudyExportConfig",
+        "blinded human-study packets (HTML, CSV, Label Studio)",
+    ),
+    "study-ingest": (
+        "rlcw.recipes.study_ingest",
+        "StudyIngestConfig",
+        "validate, unblind and analyse human-study answers",
+    ),
+    "train-agents": (
+        "rlcw.recipes.train_agents",
+        "TrainAgentsConfig",
+        "synthetic Agents' Room data and one LoRA per agent",
+    ),
     "sweep": ("rlcw.recipes.sweep", None, "run override grids locally or as a Slurm job array"),
     "summarize": ("rlcw.recipes.summarize", None, "collect runs' summary.json into one table"),
     "export": ("rlcw.recipes.export", "ExportConfig", "merge LoRA, save for serving, check logits"),
-    "quickstart": ("rlcw.recipes.quickstart", "QuickstartConfig", "the whole loop on the embedded model, with a report"),
-    "outcome": ("rlcw.recipes.outcome", "OutcomeConfig", "outcome study: proxy vs gold reward over RL runs and baselines, with a report"),
+    "quickstart": (
+        "rlcw.recipes.quickstart",
+        "QuickstartConfig",
+        "the whole loop on the embedded model, with a report",
+    ),
+    "outcome": (
+        "rlcw.recipes.outcome",
+        "OutcomeConfig",
+        "outcome study: proxy vs gold reward over RL runs and baselines, with a report",
+    ),
 }
 
 
@@ -78,7 +106,9 @@ def _split_args(args: list[str]) -> tuple[str | None, list[str]]:
         if arg.startswith("--config="):
             config = arg.split("=", 1)[1]
         elif arg.startswith("-"):
-            raise RlcwError(f"unknown option '{arg}'", hint="options: --config FILE, --help; everything else is key=value")
+            raise RlcwError(
+                f"unknown option '{arg}'", hint="options: --config FILE, --help; everything else is key=value"
+            )
         else:
             overrides.append(arg)
         i += 1
@@ -94,23 +124,34 @@ def run(argv: list[str]) -> int:
         import difflib
 
         close = difflib.get_close_matches(name, list(COMMANDS), n=2)
-        raise RlcwError(f"unknown command '{name}'", hint=f"did you mean {' or '.join(close)}?" if close else "`rlcw --help` lists commands")
+        raise RlcwError(
+            f"unknown command '{name}'",
+            hint=f"did you mean {' or '.join(close)}?" if close else "`rlcw --help` lists commands",
+        )
     if not is_built(name):
         built = [n for n in COMMANDS if is_built(n)]
-        raise RlcwError(f"'rlcw {name}' is not built yet", hint="see the project's issues; built commands: " + ", ".join(built))
+        raise RlcwError(
+            f"'rlcw {name}' is not built yet", hint="see the project's issues; built commands: " + ", ".join(built)
+        )
     module_name, cls_name, text = COMMANDS[name]
     module = importlib.import_module(module_name)
     if cls_name is None:
         return int(module.cli(rest) or 0)
     cls = getattr(module, cls_name)
     if any(a in ("-h", "--help") for a in rest):
-        print(f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default):\n{describe(cls)}")
+        print(
+            f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default):\n{describe(cls)}"
+        )
         return 0
     config, overrides = _split_args(rest)
     cfg = load_config(cls, config, overrides)
     summary = module.main(cfg)
     if isinstance(summary, dict):
-        print(json.dumps({k: summary.get(k) for k in ("command", "status", "metrics", "artifacts")}, indent=2, default=str))
+        print(
+            json.dumps(
+                {k: summary.get(k) for k in ("command", "status", "metrics", "artifacts")}, indent=2, default=str
+            )
+        )
     return 0
 
 

@@ -80,11 +80,17 @@ def _check_keys(cls: type, data: dict, source: str) -> None:
     unknown, scalars = _bad_keys(cls, data)
     if unknown:
         close = difflib.get_close_matches(unknown[0], list(flat_keys(cls)), n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else "`rlcw <command> --help` lists the keys"
+        hint = (
+            f"did you mean {', '.join(repr(c) for c in close)}?" if close else "`rlcw <command> --help` lists the keys"
+        )
         raise RlcwError(f"unknown config key '{unknown[0]}'", where=source, hint=hint)
     if scalars:
         example = next((k for k in flat_keys(cls) if k.startswith(scalars[0] + ".")), scalars[0] + ".<key>")
-        raise RlcwError(f"wrong type for '{scalars[0]}': expected a section (mapping), got a single value", where=source, hint=f"set its keys, e.g. {example}=...")
+        raise RlcwError(
+            f"wrong type for '{scalars[0]}': expected a section (mapping), got a single value",
+            where=source,
+            hint=f"set its keys, e.g. {example}=...",
+        )
 
 
 def _type_name(tp: Any) -> str:
@@ -106,7 +112,9 @@ def parse_overrides(overrides: list[str]) -> dict:
     """Parse `a.b=1` dotlist items into a nested dict; a malformed item is an error."""
     for item in overrides:
         if "=" not in item or item.startswith("="):
-            raise RlcwError(f"override '{item}' is not key=value", where="command line", hint="e.g. train.max_steps=20")
+            raise RlcwError(
+                f"override '{item}' is not key=value", where="command line", hint="e.g. train.max_steps=20"
+            )
     try:
         return OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)))
     except OmegaConfBaseException as exc:

@@ -27,7 +27,9 @@ def apply_chat_template_file(tokenizer, path: str | None) -> None:
     if path:
         file = Path(path)
         if not file.is_file():
-            raise RlcwError("chat template file not found", where=path, hint="model.chat_template takes a path to a .jinja file")
+            raise RlcwError(
+                "chat template file not found", where=path, hint="model.chat_template takes a path to a .jinja file"
+            )
         tokenizer.chat_template = file.read_text(encoding="utf-8")
 
 
@@ -56,16 +58,31 @@ def generate_stories(
     batches = range(0, len(prompts), batch_size)
     for start in tqdm(batches, desc=f"generate ({system_name})", disable=not show_progress):
         rows = prompts[start : start + batch_size]
-        texts = [tokenizer.apply_chat_template(chat_messages(system_prompt, r["prompt"]), tokenize=False, add_generation_prompt=True) for r in rows]
+        texts = [
+            tokenizer.apply_chat_template(
+                chat_messages(system_prompt, r["prompt"]), tokenize=False, add_generation_prompt=True
+            )
+            for r in rows
+        ]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         torch.manual_seed(seed + start)
         gen = model.generate(
-            **enc, max_new_tokens=max_new_tokens, do_sample=temperature > 0, temperature=temperature or None,
-            top_p=top_p, pad_token_id=tokenizer.pad_token_id,
+            **enc,
+            max_new_tokens=max_new_tokens,
+            do_sample=temperature > 0,
+            temperature=temperature or None,
+            top_p=top_p,
+            pad_token_id=tokenizer.pad_token_id,
         )
         completions = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)  # (B,)
-        for r, story in zip(rows, completions):
-            rec = {"id": r["id"], "prompt": r["prompt"], "story": story.strip() or "(empty)", "system": system_name, "seed": seed}
+        for r, story in zip(rows, completions, strict=False):
+            rec = {
+                "id": r["id"],
+                "prompt": r["prompt"],
+                "story": story.strip() or "(empty)",
+                "system": system_name,
+                "seed": seed,
+            }
             rec.update({k: r[k] for k in ("min_words", "max_words", "source") if r.get(k) is not None})
             if step is not None:
                 rec["step"] = step

@@ -59,7 +59,9 @@ def append_jsonl(path: str | Path, row: dict) -> None:
 
 def _require_file(path: Path) -> None:
     if not path.exists():
-        raise RlcwError("file not found", where=str(path), hint="check the path (relative paths are from the current folder)")
+        raise RlcwError(
+            "file not found", where=str(path), hint="check the path (relative paths are from the current folder)"
+        )
     if path.is_dir():
         raise RlcwError("expected a file, found a folder", where=str(path))
 
@@ -124,7 +126,11 @@ def read_table(path: str | Path) -> list[tuple[int, dict]]:
             raise RlcwError("expected a JSON list of objects", where=str(path), hint="or use .jsonl")
         for row, item in enumerate(data, start=1):
             if not isinstance(item, dict):
-                raise RlcwError(f"expected a JSON object, got {type(item).__name__}", where=location(path, row), hint="a .json file must hold a list of objects")
+                raise RlcwError(
+                    f"expected a JSON object, got {type(item).__name__}",
+                    where=location(path, row),
+                    hint="a .json file must hold a list of objects",
+                )
         return list(enumerate(data, start=1))
     if suffix == ".csv":
         text = _read_utf8(path)

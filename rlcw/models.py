@@ -51,7 +51,10 @@ def find_embedded_gguf() -> Path:
         )
     path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
     if not path.is_file():
-        raise RlcwError(f"'{EMBEDDED_WHEEL}' is installed but {path} is missing", hint=f"reinstall: {EMBEDDED_INSTALL} --force-reinstall")
+        raise RlcwError(
+            f"'{EMBEDDED_WHEEL}' is installed but {path} is missing",
+            hint=f"reinstall: {EMBEDDED_INSTALL} --force-reinstall",
+        )
     return path
 
 
@@ -79,7 +82,9 @@ def convert_embedded(target: Path | None = None, force: bool = False) -> Path:
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    atomic_write_json(tmp / "rlcw_source.json", {"alias": EMBEDDED_ALIAS, "gguf": str(gguf), "converted_at": time.time()})
+    atomic_write_json(
+        tmp / "rlcw_source.json", {"alias": EMBEDDED_ALIAS, "gguf": str(gguf), "converted_at": time.time()}
+    )
     if target.exists():
         import shutil
 

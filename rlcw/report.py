@@ -33,7 +33,7 @@ def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
 def plot_lines(panels: list[tuple[str, dict[str, tuple[list, list]]]], path: Path, xlabel: str = "step") -> Path:
     """One subplot per (title, {label: (xs, ys)}) panel, saved as PNG."""
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
-    for ax, (title, lines) in zip(axes[0], panels):
+    for ax, (title, lines) in zip(axes[0], panels, strict=False):
         for label, (xs, ys) in lines.items():
             if xs:
                 ax.plot(xs, ys, marker="o", markersize=3, label=label)

@@ -33,20 +33,44 @@ def make_pairs(n: int, words: int) -> list[Pair]:
     pairs = []
     for i in range(n):
         a, b = recs[(2 * i) % len(recs)], recs[(2 * i + 1) % len(recs)]
-        pairs.append(Pair(str(i), a["prompt"], "x", " ".join(a["story"].split()[:words]), "y", " ".join(b["story"].split()[:words])))
+        pairs.append(
+            Pair(
+                str(i),
+                a["prompt"],
+                "x",
+                " ".join(a["story"].split()[:words]),
+                "y",
+                " ".join(b["story"].split()[:words]),
+            )
+        )
     return pairs
 
 
 def timed_run(base_url: str, model: str, pairs: list[Pair], concurrency: int, cache_dir: str, max_tokens: int) -> dict:
-    client = make_client(ClientConfig(base_url=base_url, model=model, api_key_env=None, concurrency=concurrency,
-                                      cache_dir=cache_dir, max_tokens=max_tokens, timeout_s=600))
+    client = make_client(
+        ClientConfig(
+            base_url=base_url,
+            model=model,
+            api_key_env=None,
+            concurrency=concurrency,
+            cache_dir=cache_dir,
+            max_tokens=max_tokens,
+            timeout_s=600,
+        )
+    )
     start = time.perf_counter()
     rows = judge_side_by_side(client, load_template("litbench_minimal"), pairs, progress=False)
     seconds = time.perf_counter() - start
     client.close()
-    return {"concurrency": concurrency, "seconds": seconds, "pairs_per_s": len(pairs) / seconds, "calls": client.stats["calls"],
-            "cache_hits": client.stats["cache_hits"], "judgments": len(rows),
-            "invalid": sum(1 for r in rows if not r["verdicts"]["preferred"]["valid"])}
+    return {
+        "concurrency": concurrency,
+        "seconds": seconds,
+        "pairs_per_s": len(pairs) / seconds,
+        "calls": client.stats["calls"],
+        "cache_hits": client.stats["cache_hits"],
+        "judgments": len(rows),
+        "invalid": sum(1 for r in rows if not r["verdicts"]["preferred"]["valid"]),
+    }
 
 
 def bench(base_url: str, model: str, n_pairs: int, concurrency: int, max_tokens: int, words: int) -> dict:
@@ -57,9 +81,16 @@ def bench(base_url: str, model: str, n_pairs: int, concurrency: int, max_tokens:
         one = timed_run(base_url, model, pairs, 1, f"{tmp}/one", max_tokens)
         many = timed_run(base_url, model, pairs, concurrency, f"{tmp}/many", max_tokens)
         cached = timed_run(base_url, model, pairs, concurrency, f"{tmp}/many", max_tokens)
-    return {"pairs": n_pairs, "max_tokens": max_tokens, "one_at_a_time": one, "concurrent": many, "cached": cached,
-            "concurrency_speedup": one["seconds"] / many["seconds"], "cached_speedup": many["seconds"] / cached["seconds"],
-            "cached_calls": cached["calls"]}
+    return {
+        "pairs": n_pairs,
+        "max_tokens": max_tokens,
+        "one_at_a_time": one,
+        "concurrent": many,
+        "cached": cached,
+        "concurrency_speedup": one["seconds"] / many["seconds"],
+        "cached_speedup": many["seconds"] / cached["seconds"],
+        "cached_calls": cached["calls"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,8 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--words", type=int, default=40, help="words kept per story (prompt length)")
     ap.add_argument("--base-url", default=None, help="an already running server (default: start transformers serve)")
-    ap.add_argument("--model", default=None, help="model name the server expects (default: the embedded model's folder)")
-    ap.add_argument("--no-continuous-batching", action="store_true", help="start the server without continuous batching")
+    ap.add_argument(
+        "--model", default=None, help="model name the server expects (default: the embedded model's folder)"
+    )
+    ap.add_argument(
+        "--no-continuous-batching", action="store_true", help="start the server without continuous batching"
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     model = args.model or resolve(EMBEDDED_ALIAS)
@@ -81,10 +116,14 @@ def main(argv: list[str] | None = None) -> int:
             result = bench(server.base_url, model, args.pairs, args.concurrency, args.max_tokens, args.words)
     for name in ("one_at_a_time", "concurrent", "cached"):
         r = result[name]
-        print(f"{name:>14}: concurrency {r['concurrency']}, {r['seconds']:.3f} s, {r['pairs_per_s']:.3f} pairs/s, "
-              f"calls {r['calls']}, cache hits {r['cache_hits']}, invalid {r['invalid']}/{r['judgments']}")
+        print(
+            f"{name:>14}: concurrency {r['concurrency']}, {r['seconds']:.3f} s, {r['pairs_per_s']:.3f} pairs/s, "
+            f"calls {r['calls']}, cache hits {r['cache_hits']}, invalid {r['invalid']}/{r['judgments']}"
+        )
     print(f"concurrency speedup (one at a time / concurrent time): {result['concurrency_speedup']:.2f}x")
-    print(f"cached re-run speedup (concurrent / cached time): {result['cached_speedup']:.0f}x, calls in cached run: {result['cached_calls']}")
+    print(
+        f"cached re-run speedup (concurrent / cached time): {result['cached_speedup']:.0f}x, calls in cached run: {result['cached_calls']}"
+    )
     ok = result["cached_calls"] == 0 and result["cached_speedup"] >= 100 and result["concurrency_speedup"] >= 1.0
     print("targets met" if ok else "TARGETS MISSED")
     if args.json:

@@ -35,9 +35,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--buckets", default="50,200,500,1000,1500", help="story lengths in words, comma-separated")
     ap.add_argument("--n", type=int, default=8, help="stories per bucket")
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--token-budget", type=int, default=None, help="max padded tokens per batch (default: BTScorer's for the device)")
-    ap.add_argument("--max-padding", type=float, default=None, help="max padding overhead per batch (default: BTScorer's)")
-    ap.add_argument("--repeats", type=int, default=2, help="interleaved timings per bucket; the fastest of each is kept")
+    ap.add_argument(
+        "--token-budget",
+        type=int,
+        default=None,
+        help="max padded tokens per batch (default: BTScorer's for the device)",
+    )
+    ap.add_argument(
+        "--max-padding", type=float, default=None, help="max padding overhead per batch (default: BTScorer's)"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=2, help="interleaved timings per bucket; the fastest of each is kept"
+    )
     ap.add_argument("--max-length", type=int, default=2048, help="RM truncation in tokens (embedded stand-in only)")
     ap.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
@@ -59,8 +68,12 @@ def build_scorer(args) -> BTScorer:
         torch.manual_seed(args.seed)
         model = AutoModelForSequenceClassification.from_pretrained(resolve(EMBEDDED_ALIAS), num_labels=1, dtype=dtype)
         model.config.pad_token_id = tok.pad_token_id
-        spec = RMSpec(type="bt", base_model=EMBEDDED_ALIAS, max_length=args.max_length, pad_token=tok.pad_token).check()
-        scorer = BTScorer("embedded-random-head", batch_size=args.batch_size, device=device, model=model, tokenizer=tok, spec=spec)
+        spec = RMSpec(
+            type="bt", base_model=EMBEDDED_ALIAS, max_length=args.max_length, pad_token=tok.pad_token
+        ).check()
+        scorer = BTScorer(
+            "embedded-random-head", batch_size=args.batch_size, device=device, model=model, tokenizer=tok, spec=spec
+        )
     scorer.token_budget = args.token_budget if args.token_budget is not None else scorer.token_budget
     scorer.max_padding = args.max_padding if args.max_padding is not None else scorer.max_padding
     return scorer
@@ -139,12 +152,21 @@ def bench_bucket(scorer: BTScorer, words: int, n: int, rng: random.Random, repea
     for _ in range(repeats):  # interleaved, fastest kept: load from other processes hits both alike
         t, m_batch, s_batch = timed(scorer, lambda: scorer.score(prompts, stories))
         t_batch = min(t_batch, t)
-        t, m_naive, s_naive = timed(scorer, lambda: [scorer.score([p], [s])[0] for p, s in zip(prompts, stories)])
+        t, m_naive, s_naive = timed(
+            scorer, lambda: [scorer.score([p], [s])[0] for p, s in zip(prompts, stories, strict=False)]
+        )
         t_naive = min(t_naive, t)
-    diff = max(abs(a - b) for a, b in zip(s_batch, s_naive))
+    diff = max(abs(a - b) for a, b in zip(s_batch, s_naive, strict=False))
     return {
-        "words": words, "n": n, "mean_tokens": sum(tokens) / n, "batched_per_s": n / t_batch, "naive_per_s": n / t_naive,
-        "ratio": t_naive / t_batch, "batched_peak_mb": m_batch, "naive_peak_mb": m_naive, "max_abs_score_diff": diff,
+        "words": words,
+        "n": n,
+        "mean_tokens": sum(tokens) / n,
+        "batched_per_s": n / t_batch,
+        "naive_per_s": n / t_naive,
+        "ratio": t_naive / t_batch,
+        "batched_peak_mb": m_batch,
+        "naive_peak_mb": m_naive,
+        "max_abs_score_diff": diff,
     }
 
 
@@ -152,17 +174,26 @@ def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     scorer = build_scorer(args)
     rng = random.Random(args.seed)
-    print(f"device={scorer.device} threads={torch.get_num_threads()} batch_size={scorer.batch_size} token_budget="
-          f"{scorer.token_budget} max_padding={scorer.max_padding} max_length={scorer.spec.max_length} repeats={args.repeats}")
-    print(f"{'words':>6} {'tokens':>7} {'batched/s':>10} {'naive/s':>9} {'ratio':>6} {'peak MB b/n':>14} {'|diff|':>8}")
+    print(
+        f"device={scorer.device} threads={torch.get_num_threads()} batch_size={scorer.batch_size} token_budget="
+        f"{scorer.token_budget} max_padding={scorer.max_padding} max_length={scorer.spec.max_length} repeats={args.repeats}"
+    )
+    print(
+        f"{'words':>6} {'tokens':>7} {'batched/s':>10} {'naive/s':>9} {'ratio':>6} {'peak MB b/n':>14} {'|diff|':>8}"
+    )
     rows = []
     for words in [int(w) for w in args.buckets.split(",")]:
         r = bench_bucket(scorer, words, args.n, rng, args.repeats)
         rows.append(r)
-        print(f"{r['words']:>6} {r['mean_tokens']:>7.0f} {r['batched_per_s']:>10.2f} {r['naive_per_s']:>9.2f} {r['ratio']:>6.2f} "
-              f"{r['batched_peak_mb']:>6.0f}/{r['naive_peak_mb']:<7.0f} {r['max_abs_score_diff']:>8.1e}", flush=True)
+        print(
+            f"{r['words']:>6} {r['mean_tokens']:>7.0f} {r['batched_per_s']:>10.2f} {r['naive_per_s']:>9.2f} {r['ratio']:>6.2f} "
+            f"{r['batched_peak_mb']:>6.0f}/{r['naive_peak_mb']:<7.0f} {r['max_abs_score_diff']:>8.1e}",
+            flush=True,
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "device": str(scorer.device), "rows": rows}, indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "device": str(scorer.device), "rows": rows}, indent=2) + "\n"
+        )
     return rows
 
 

@@ -38,7 +38,9 @@ def peak_rss_gb() -> float:
 def completion_lengths(completion_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
     """Tokens up to and including the first EOS per row (B,), the rest is padding."""
     is_eos = completion_ids == eos_id
-    first = torch.where(is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((completion_ids.size(0),), completion_ids.size(1)))
+    first = torch.where(
+        is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((completion_ids.size(0),), completion_ids.size(1))
+    )
     return first
 
 
@@ -47,12 +49,12 @@ def logprob_mismatch(ref, other, prompts: list[list[int]], completions: list[lis
     """|log p_ref - log p_other| of each sampled completion token (flat): the rollout's off-policy gap."""
     from rlcw.rl.ppo_rollout import left_pad
 
-    ids, mask = left_pad([p + c for p, c in zip(prompts, completions)], pad_id)  # (B, L)
+    ids, mask = left_pad([p + c for p, c in zip(prompts, completions, strict=False)], pad_id)  # (B, L)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     keep = torch.zeros_like(mask, dtype=torch.bool)  # completion token positions
     for i, c in enumerate(completions):
         if c:
-            keep[i, -len(c):] = True
+            keep[i, -len(c) :] = True
     out = []
     for m in (ref, other):
         logits = m(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, :-1].float()  # (B, L-1, V)
@@ -70,10 +72,20 @@ def build(args):
 
     tok = load_tokenizer(args.model, padding_side="left")
     model = load_causal_lm(args.model, "float32")
-    model = get_peft_model(model, lora_config(LoraSection(r=16, alpha=32, top_layers=args.top_layers), "CAUSAL_LM", model.config.num_hidden_layers))
+    model = get_peft_model(
+        model,
+        lora_config(
+            LoraSection(r=16, alpha=32, top_layers=args.top_layers), "CAUSAL_LM", model.config.num_hidden_layers
+        ),
+    )
     rows = load_prompts("bundled", "train")[: args.batch // args.num_generations]
-    texts = [tok.apply_chat_template(chat_messages(DEFAULT_SYSTEM_PROMPT, r["prompt"]), tokenize=False, add_generation_prompt=True)
-             for r in rows for _ in range(args.num_generations)]
+    texts = [
+        tok.apply_chat_template(
+            chat_messages(DEFAULT_SYSTEM_PROMPT, r["prompt"]), tokenize=False, add_generation_prompt=True
+        )
+        for r in rows
+        for _ in range(args.num_generations)
+    ]
     return tok, model, rows, texts
 
 
@@ -83,9 +95,19 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
     t = {}
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     # exactly the GenerationConfig GRPOTrainer builds without vLLM (GRPOConfig defaults: top_k 0, min_p None, no penalty)
-    gen_cfg = GenerationConfig(max_new_tokens=args.max_new_tokens, do_sample=True, temperature=args.temperature, top_p=1.0, top_k=0,
-                               min_p=None, repetition_penalty=1.0, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-                               eos_token_id=[tok.eos_token_id], disable_compile=True)
+    gen_cfg = GenerationConfig(
+        max_new_tokens=args.max_new_tokens,
+        do_sample=True,
+        temperature=args.temperature,
+        top_p=1.0,
+        top_k=0,
+        min_p=None,
+        repetition_penalty=1.0,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=[tok.eos_token_id],
+        disable_compile=True,
+    )
     model.eval()
     wall = time.perf_counter()
     start = time.perf_counter()
@@ -121,7 +143,7 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
     if args.fast_rollout:  # rlcw.rl.rollout: merged-weight copy + shared prefill + lean sampling loop, same prompts
         from rlcw.rl.rollout import sample
 
-        rows_ids = [r[m.bool()].tolist() for r, m in zip(enc["input_ids"], enc["attention_mask"])]
+        rows_ids = [r[m.bool()].tolist() for r, m in zip(enc["input_ids"], enc["attention_mask"], strict=False)]
 
         def timed_sample(name: str, policy, seed: int) -> list[list[int]]:
             """Sample with rlcw.rl.rollout on `policy`; record `<name>_generation_s`, tok/s and the ratio to TRL's path."""
@@ -202,9 +224,13 @@ def real_steps(config: str | None, overrides: list[str]) -> dict:
         setattr(owner, name, wrapper)
         return orig
 
-    patched = [(G.GRPOTrainer, "_generate", "generation"), (G.GRPOTrainer, "_calculate_rewards", "reward"),
-               (G.GRPOTrainer, "compute_loss", "loss_fwd_bwd"), (Accelerator, "backward", "loss_fwd_bwd"),
-               (torch.optim.AdamW, "step", "optimizer")]
+    patched = [
+        (G.GRPOTrainer, "_generate", "generation"),
+        (G.GRPOTrainer, "_calculate_rewards", "reward"),
+        (G.GRPOTrainer, "compute_loss", "loss_fwd_bwd"),
+        (Accelerator, "backward", "loss_fwd_bwd"),
+        (torch.optim.AdamW, "step", "optimizer"),
+    ]
     originals = [(o, n, timed(o, n, k)) for o, n, k in patched]
     try:
         summary = grpo_main(load_config(GRPORecipeConfig, config, overrides))
@@ -212,7 +238,7 @@ def real_steps(config: str | None, overrides: list[str]) -> dict:
         for owner, name, orig in originals:
             setattr(owner, name, orig)
     steps = []
-    for (t0, a0), (t1, a1) in zip(marks, marks[1:]):
+    for (t0, a0), (t1, a1) in zip(marks, marks[1:], strict=False):
         row = {f"{k}_s": a1[k] - a0[k] for k in a1}
         row["step_s"] = t1 - t0
         row["other_s"] = row["step_s"] - sum(a1[k] - a0[k] for k in a1)
@@ -224,19 +250,37 @@ def real_steps(config: str | None, overrides: list[str]) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--rm", default="runs/quickstart/train_rm/model", help="BT RM folder; absent -> a length stand-in reward")
+    p.add_argument(
+        "--rm", default="runs/quickstart/train_rm/model", help="BT RM folder; absent -> a length stand-in reward"
+    )
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--num-generations", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=80)
     p.add_argument("--temperature", type=float, default=0.9)
     p.add_argument("--top-layers", type=int, default=8)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--merged-rollout", action="store_true", help="also time the rollout with the LoRA merged (same batch and settings)")
-    p.add_argument("--fast-rollout", action="store_true", help="also time rlcw.rl.rollout (train.fast_rollout) on the same prompts")
-    p.add_argument("--bf16-rollout", action="store_true", help="with --fast-rollout: also time it on a bf16 rollout copy (train.rollout_precision=bf16) and measure its logprob gap")
+    p.add_argument(
+        "--merged-rollout",
+        action="store_true",
+        help="also time the rollout with the LoRA merged (same batch and settings)",
+    )
+    p.add_argument(
+        "--fast-rollout",
+        action="store_true",
+        help="also time rlcw.rl.rollout (train.fast_rollout) on the same prompts",
+    )
+    p.add_argument(
+        "--bf16-rollout",
+        action="store_true",
+        help="with --fast-rollout: also time it on a bf16 rollout copy (train.rollout_precision=bf16) and measure its logprob gap",
+    )
     p.add_argument("--json", help="write the results here")
-    p.add_argument("--real-steps", nargs="*", metavar="KEY=VALUE",
-                   help="instead: time a real `rlcw grpo` run (--grpo-config plus these overrides, e.g. train.max_steps=3)")
+    p.add_argument(
+        "--real-steps",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="instead: time a real `rlcw grpo` run (--grpo-config plus these overrides, e.g. train.max_steps=3)",
+    )
     p.add_argument("--grpo-config", default="configs/grpo/cpu.yaml")
     args = p.parse_args()
     if args.real_steps is not None:
@@ -269,8 +313,14 @@ def main() -> None:
         r = step(args, tok, model, rows, texts, scorer, optimizer, merged, merged_bf16)
         results.append(r)
         print(f"step {i}: " + ", ".join(f"{k}={v:.3g}" for k, v in r.items()), flush=True)
-    summary = {"threads": torch.get_num_threads(), "batch": args.batch, "max_new_tokens": args.max_new_tokens,
-               "rm": args.rm if scorer else None, "steps": results, "peak_rss_gb": peak_rss_gb()}
+    summary = {
+        "threads": torch.get_num_threads(),
+        "batch": args.batch,
+        "max_new_tokens": args.max_new_tokens,
+        "rm": args.rm if scorer else None,
+        "steps": results,
+        "peak_rss_gb": peak_rss_gb(),
+    }
     for key in ("fast_speedup", "bf16_speedup", "bf16_over_fast", "merged_speedup"):
         if key in results[0]:
             vals = [r[key] for r in results]
@@ -278,7 +328,11 @@ def main() -> None:
             base = "fast-rollout tok/s" if key == "bf16_over_fast" else "TRL-path tok/s"
             print(f"{key} (candidate tok/s / {base}, per step): " + ", ".join(f"{v:.2f}x" for v in vals))
     last = results[-1]
-    print("step split: " + ", ".join(f"{k[6:]} {last[k]:.0%}" for k in last if k.startswith("share_")) + f" of {last['step_s']:.1f} s")
+    print(
+        "step split: "
+        + ", ".join(f"{k[6:]} {last[k]:.0%}" for k in last if k.startswith("share_"))
+        + f" of {last['step_s']:.1f} s"
+    )
     print(f"peak RSS {summary['peak_rss_gb']:.2f} GB; threads {summary['threads']}")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from rlcw.agents.scratchpad import LABELS, PLANNING, WRITING, Scratchpad
 
-KINDS = {**{a: "planning" for a in PLANNING}, **{a: "writing" for a in WRITING}, "finalizer": "writing", "e2e": "writing"}
+KINDS = {
+    **{a: "planning" for a in PLANNING},
+    **{a: "writing" for a in WRITING},
+    "finalizer": "writing",
+    "e2e": "writing",
+}
 
 _PLAN_ASK = {
     "conflict": (
@@ -64,8 +69,10 @@ def instruction(agent: str, pad: Scratchpad, last_writer: str = "resolution") ->
     section = _SECTION[agent]
     text = given + f"write the {section} part of the story, continuing it."
     if any(a in WRITING for a in pad.agents()):
-        text += (" Pick up exactly where the previous part stops, in the same voice, vocabulary and mood."
-                 " Do not retell what has already happened.")
+        text += (
+            " Pick up exactly where the previous part stops, in the same voice, vocabulary and mood."
+            " Do not retell what has already happened."
+        )
     if agent != last_writer:
         text += f" Write only the {section}: leave the later parts for others and do not end the story."
     return text

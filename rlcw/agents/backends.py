@@ -23,8 +23,17 @@ TOKENS_PER_WORD = 1.4
 class LocalBackend:
     """A causal LM (optionally a peft model with one adapter per agent) sampled in batches."""
 
-    def __init__(self, model, tokenizer, system_prompt: str | None, *, temperature: float = 0.8, top_p: float = 0.95,
-                 batch_size: int = 8, adapters: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        system_prompt: str | None,
+        *,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        batch_size: int = 8,
+        adapters: tuple[str, ...] = (),
+    ):
         self.model, self.tokenizer, self.system_prompt = model, tokenizer, system_prompt
         self.temperature, self.top_p, self.batch_size = temperature, top_p, batch_size
         self.adapters = tuple(adapters)
@@ -35,7 +44,9 @@ class LocalBackend:
 
     def overhead_tokens(self) -> int:
         """Tokens the chat layout adds around a user message (system prompt, role markers)."""
-        text = self.tokenizer.apply_chat_template(chat_messages(self.system_prompt, ""), tokenize=False, add_generation_prompt=True)
+        text = self.tokenizer.apply_chat_template(
+            chat_messages(self.system_prompt, ""), tokenize=False, add_generation_prompt=True
+        )
         return self.count_tokens(text)
 
     def _adapter_context(self, agent: str):
@@ -48,9 +59,17 @@ class LocalBackend:
         rows = [{"id": str(i), "prompt": p} for i, p in enumerate(prompts)]
         with self._adapter_context(agent):
             recs = generate_stories(
-                self.model, self.tokenizer, rows, system_prompt=self.system_prompt, system_name=agent,
-                max_new_tokens=max_new_tokens, temperature=self.temperature, top_p=self.top_p,
-                batch_size=self.batch_size, seed=seed, show_progress=False,
+                self.model,
+                self.tokenizer,
+                rows,
+                system_prompt=self.system_prompt,
+                system_name=agent,
+                max_new_tokens=max_new_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                batch_size=self.batch_size,
+                seed=seed,
+                show_progress=False,
             )
         return [r["story"] for r in recs]
 
@@ -84,14 +103,25 @@ class ServerBackend:
     def generate(self, agent: str, prompts: list[str], max_new_tokens: int, seed: int = 0) -> list[str]:
         convs = [chat_messages(self.system_prompt, p) for p in prompts]
         if hasattr(self.client, "chat_many"):  # the judge client: concurrent requests, cache, budgets
-            outs = self.client.chat_many(convs, max_tokens=max_new_tokens, temperature=self.temperature, seed=seed,
-                                         cache_tag=f"agents_room:{agent}", desc=agent, progress=False)
+            outs = self.client.chat_many(
+                convs,
+                max_tokens=max_new_tokens,
+                temperature=self.temperature,
+                seed=seed,
+                cache_tag=f"agents_room:{agent}",
+                desc=agent,
+                progress=False,
+            )
         else:
-            outs = [self.client.chat(c, max_tokens=max_new_tokens, temperature=self.temperature, seed=seed) for c in convs]
+            outs = [
+                self.client.chat(c, max_tokens=max_new_tokens, temperature=self.temperature, seed=seed) for c in convs
+            ]
         return [o.strip() for o in outs]
 
 
-def server_backend(client_cfg: dict, system_prompt: str | None, temperature: float = 0.8, script=None) -> ServerBackend:
+def server_backend(
+    client_cfg: dict, system_prompt: str | None, temperature: float = 0.8, script=None
+) -> ServerBackend:
     """A ServerBackend from judge-client settings (`rlcw.judges.client.ClientConfig` keys, e.g. base_url, model)."""
     from rlcw.judges.client import make_client  # imported lazily: only the server path needs the judges package
 

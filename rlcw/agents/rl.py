@@ -40,9 +40,19 @@ from rlcw.generation import chat_messages
 POLICY_PLAYS = ("all", "train_agent")
 
 
-def policy_stories(model, tokenizer, prompts: list[str], *, variant: str = "plan_write", caps: AgentCaps | None = None,
-                   context_tokens: int = 2048, system_prompt: str | None = None, temperature: float = 0.9,
-                   batch_size: int = 8, seed: int = 0) -> list[dict]:
+def policy_stories(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    variant: str = "plan_write",
+    caps: AgentCaps | None = None,
+    context_tokens: int = 2048,
+    system_prompt: str | None = None,
+    temperature: float = 0.9,
+    batch_size: int = 8,
+    seed: int = 0,
+) -> list[dict]:
     """Story records written by `variant` with every agent played by `model` (scratchpad in `meta`)."""
     backend = LocalBackend(model, tokenizer, system_prompt, temperature=temperature, batch_size=batch_size)
     rows = [{"id": str(i), "prompt": p} for i, p in enumerate(prompts)]
@@ -72,14 +82,26 @@ class PolicyBackend(LocalBackend):
         texts = []
         with self._adapter_context(agent):
             for start in range(0, len(prompts), self.batch_size):
-                chats = [tok.apply_chat_template(chat_messages(self.system_prompt, p), tokenize=False, add_generation_prompt=True)
-                         for p in prompts[start:start + self.batch_size]]
+                chats = [
+                    tok.apply_chat_template(
+                        chat_messages(self.system_prompt, p), tokenize=False, add_generation_prompt=True
+                    )
+                    for p in prompts[start : start + self.batch_size]
+                ]
                 enc = tok(chats, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
                 torch.manual_seed(seed + start)
-                gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=self.temperature > 0,
-                                     temperature=self.temperature or None, top_p=self.top_p, pad_token_id=tok.pad_token_id)
+                gen = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=self.temperature > 0,
+                    temperature=self.temperature or None,
+                    top_p=self.top_p,
+                    pad_token_id=tok.pad_token_id,
+                )
                 width = enc["input_ids"].shape[1]
-                for row, mask, out in zip(enc["input_ids"], enc["attention_mask"], gen[:, width:].tolist()):
+                for row, mask, out in zip(
+                    enc["input_ids"], enc["attention_mask"], gen[:, width:].tolist(), strict=False
+                ):
                     ids = out[: out.index(eos) + 1] if eos in out else out  # up to and with the first EOS
                     texts.append(tok.decode(ids, skip_special_tokens=True).strip())
                     if agent == self.record:
@@ -98,8 +120,11 @@ def trained_agents(variant: str, train_agent: str) -> tuple[str, ...]:
     if train_agent == "cycle":
         return tuple(a for a in order if KINDS[a] == "writing")
     if train_agent not in order:
-        raise RlcwError(f"agent '{train_agent}' is not part of variant '{variant}'", where="agents.train_agent",
-                        hint=f"pick one of {', '.join(order)}, or cycle (the writers in turn)")
+        raise RlcwError(
+            f"agent '{train_agent}' is not part of variant '{variant}'",
+            where="agents.train_agent",
+            hint=f"pick one of {', '.join(order)}, or cycle (the writers in turn)",
+        )
     return (train_agent,)
 
 
@@ -121,13 +146,28 @@ def _generation_model(trainer):
         yield model
 
 
-def make_rollout_func(tokenizer, *, variant: str = "plan_write", train_agent: str = "climax", caps: AgentCaps | None = None,
-                      context_tokens: int = 2048, system_prompt: str | None = None, temperature: float = 0.9,
-                      top_p: float = 0.95, batch_size: int = 8, policy_plays: str = "all", seed: int = 0):
+def make_rollout_func(
+    tokenizer,
+    *,
+    variant: str = "plan_write",
+    train_agent: str = "climax",
+    caps: AgentCaps | None = None,
+    context_tokens: int = 2048,
+    system_prompt: str | None = None,
+    temperature: float = 0.9,
+    top_p: float = 0.95,
+    batch_size: int = 8,
+    policy_plays: str = "all",
+    seed: int = 0,
+):
     """A TRL GRPO `rollout_func(prompts, trainer) -> dict` (see the module docstring)."""
     agents = trained_agents(variant, train_agent)
     if policy_plays not in POLICY_PLAYS:
-        raise RlcwError(f"unknown policy_plays '{policy_plays}'", where="agents.policy_plays", hint=f"one of {', '.join(POLICY_PLAYS)}")
+        raise RlcwError(
+            f"unknown policy_plays '{policy_plays}'",
+            where="agents.policy_plays",
+            hint=f"one of {', '.join(POLICY_PLAYS)}",
+        )
     caps = caps or AgentCaps()
 
     def rollout(prompts, trainer) -> dict:
@@ -136,23 +176,43 @@ def make_rollout_func(tokenizer, *, variant: str = "plan_write", train_agent: st
         rows = [{"id": str(i), "prompt": _user_text(p)} for i, p in enumerate(prompts)]
         with _generation_model(trainer) as model:
             if policy_plays == "train_agent" and not hasattr(model, "disable_adapter"):
-                raise RlcwError("agents.policy_plays=train_agent needs a LoRA policy", where="agents.policy_plays",
-                                hint="lora.enabled=true, or policy_plays=all to train the shared base")
-            backend = PolicyBackend(model, tokenizer, system_prompt, record=agent, policy_plays=policy_plays,
-                                    temperature=temperature, top_p=top_p, batch_size=batch_size)
+                raise RlcwError(
+                    "agents.policy_plays=train_agent needs a LoRA policy",
+                    where="agents.policy_plays",
+                    hint="lora.enabled=true, or policy_plays=all to train the shared base",
+                )
+            backend = PolicyBackend(
+                model,
+                tokenizer,
+                system_prompt,
+                record=agent,
+                policy_plays=policy_plays,
+                temperature=temperature,
+                top_p=top_p,
+                batch_size=batch_size,
+            )
             was_training = model.training
             model.eval()
             try:
-                recs = run_variant(rows, backend, variant, caps, context_tokens=context_tokens, seed=seed + 100_000 * step)
+                recs = run_variant(
+                    rows, backend, variant, caps, context_tokens=context_tokens, seed=seed + 100_000 * step
+                )
             finally:
                 model.train(was_training)
         if len(backend.completion_ids) != len(prompts):
-            raise RlcwError(f"agent '{agent}' was called {len(backend.completion_ids)} times for {len(prompts)} stories",
-                            hint="a custom orchestrator must call the trained agent exactly once per story")
+            raise RlcwError(
+                f"agent '{agent}' was called {len(backend.completion_ids)} times for {len(prompts)} stories",
+                hint="a custom orchestrator must call the trained agent exactly once per story",
+            )
         for rec in recs:
             rec["meta"]["trained_agent"] = agent
-        return {"prompt_ids": backend.prompt_ids, "completion_ids": backend.completion_ids, "logprobs": None,
-                "story": [r["story"] for r in recs], "agents_room": [r["meta"] for r in recs]}
+        return {
+            "prompt_ids": backend.prompt_ids,
+            "completion_ids": backend.completion_ids,
+            "logprobs": None,
+            "story": [r["story"] for r in recs],
+            "agents_room": [r["meta"] for r in recs],
+        }
 
     return rollout
 
@@ -165,7 +225,10 @@ def story_reward(reward_fn):
     def wrapped(prompts, completions, story=None, **kwargs):
         if story is None:
             raise RlcwError("story_reward needs the 'story' field from the Agents' Room rollout_func")
-        texts = [[{"role": "assistant", "content": s}] if isinstance(c, list) else s for c, s in zip(completions, story)]
+        texts = [
+            [{"role": "assistant", "content": s}] if isinstance(c, list) else s
+            for c, s in zip(completions, story, strict=False)
+        ]
         return reward_fn(prompts, texts, **kwargs)
 
     wrapped.__name__ = getattr(reward_fn, "__name__", type(reward_fn).__name__)

@@ -21,10 +21,19 @@ from rlcw.errors import RlcwError
 
 # agent name -> scratchpad label (Appendix B.1); "response" is the gold story in synthetic data.
 LABELS = {
-    "task": "Creative Writing Task", "conflict": "Central Conflict", "character": "Character Descriptions",
-    "setting": "Setting", "plot": "Key Plot Points", "exposition": "Exposition", "rising_action": "Rising Action",
-    "climax": "Climax", "falling_action": "Falling Action", "resolution": "Resolution", "finalizer": "Story",
-    "e2e": "Story", "response": "User-Written Response",
+    "task": "Creative Writing Task",
+    "conflict": "Central Conflict",
+    "character": "Character Descriptions",
+    "setting": "Setting",
+    "plot": "Key Plot Points",
+    "exposition": "Exposition",
+    "rising_action": "Rising Action",
+    "climax": "Climax",
+    "falling_action": "Falling Action",
+    "resolution": "Resolution",
+    "finalizer": "Story",
+    "e2e": "Story",
+    "response": "User-Written Response",
 }
 PLANNING = ("conflict", "character", "setting", "plot")
 WRITING = ("exposition", "rising_action", "climax", "falling_action", "resolution")

@@ -27,7 +27,9 @@ _SECTION_HELP = {
     "falling_action": "what follows the climax: consequences, easing tension, loose ends.",
     "resolution": "the ending: the remaining questions answered and the characters' next step shown.",
 }
-_HEADER = re.compile(r"^\W*(exposition|rising action|climax|falling action|resolution)[\]\*:\-\s]*(.*)$", re.IGNORECASE)
+_HEADER = re.compile(
+    r"^\W*(exposition|rising action|climax|falling action|resolution)[\]\*:\-\s]*(.*)$", re.IGNORECASE
+)
 
 
 def teacher_planning_prompt(agent: str, prompt: str, story: str) -> str:
@@ -40,8 +42,13 @@ def split_prompt(story: str) -> str:
     """Ask for each section's header followed by its first sentence, copied exactly."""
     lines = ["Divide the story below into five parts:"]
     lines += [f"- [{LABELS[a]}]: {_SECTION_HELP[a]}" for a in WRITING]
-    lines += ["", "For each part write its header ([Exposition], [Rising Action], [Climax], [Falling Action], [Resolution]) "
-              "and then the part's first sentence, copied word for word from the story.", "", f"[{LABELS['response']}] {story.strip()}"]
+    lines += [
+        "",
+        "For each part write its header ([Exposition], [Rising Action], [Climax], [Falling Action], [Resolution]) "
+        "and then the part's first sentence, copied word for word from the story.",
+        "",
+        f"[{LABELS['response']}] {story.strip()}",
+    ]
     return "\n".join(lines)
 
 
@@ -82,7 +89,7 @@ def _exact(story: str, firsts: dict[str, str]) -> list[int | None]:
 def _fuzzy(story: str, firsts: dict[str, str], exact: list[int | None], cutoff: float) -> list[int | None]:
     """Fill the boundaries not found verbatim with the closest story sentence after the previous boundary."""
     sents, starts, pos = _sentence_starts(story), [], 0
-    for agent, at in zip(WRITING[1:], exact):
+    for agent, at in zip(WRITING[1:], exact, strict=False):
         if at is None:
             cands = [(difflib.SequenceMatcher(None, firsts.get(agent, ""), s).ratio(), x) for x, s in sents if x > pos]
             ratio, best = max(cands, default=(0.0, None))
@@ -110,7 +117,9 @@ def proportional_starts(story: str) -> list[int]:
     return starts
 
 
-def locate_sections(story: str, firsts: dict[str, str], fallback: str = "fuzzy", cutoff: float = 0.8) -> tuple[dict[str, str], str, int]:
+def locate_sections(
+    story: str, firsts: dict[str, str], fallback: str = "fuzzy", cutoff: float = 0.8
+) -> tuple[dict[str, str], str, int]:
     """(sections, method, quoted sentences found verbatim and in order, 0-5): method exact, fuzzy or proportional."""
     exact = _exact(story, firsts)
     first_cut = next((x for x in exact if x is not None), len(story))
@@ -122,5 +131,5 @@ def locate_sections(story: str, firsts: dict[str, str], fallback: str = "fuzzy",
     if None in starts:
         method, starts = "proportional", proportional_starts(story)
     bounds = [0, *starts, len(story)]
-    sections = {a: story[bounds[i]:bounds[i + 1]].strip() for i, a in enumerate(WRITING[: len(bounds) - 1])}
+    sections = {a: story[bounds[i] : bounds[i + 1]].strip() for i, a in enumerate(WRITING[: len(bounds) - 1])}
     return sections, method, found

@@ -53,11 +53,19 @@ def story_of(pad: Scratchpad) -> str:
     return "\n".join(t for a, t in pad.entries if a != "task" and KINDS.get(a) == "writing" and t)
 
 
-def _call(backend, agent: str, pads: list[Scratchpad], caps: AgentCaps, context_tokens: int, last_writer: str,
-          seed: int, warnings: list[list[str]]) -> list[str]:
+def _call(
+    backend,
+    agent: str,
+    pads: list[Scratchpad],
+    caps: AgentCaps,
+    context_tokens: int,
+    last_writer: str,
+    seed: int,
+    warnings: list[list[str]],
+) -> list[str]:
     max_new = caps.for_agent(agent)
     prompts = []
-    for pad, warn in zip(pads, warnings):
+    for pad, warn in zip(pads, warnings, strict=False):
         empty = agent_prompt(agent, pad, "", last_writer)
         budget = context_tokens - max_new - backend.overhead_tokens() - backend.count_tokens(empty) - 8
         text, notes = fit(pad, budget, backend.count_tokens)
@@ -66,12 +74,24 @@ def _call(backend, agent: str, pads: list[Scratchpad], caps: AgentCaps, context_
     return backend.generate(agent, prompts, max_new, seed)
 
 
-def run_variant(rows: list[dict], backend, variant: str, caps: AgentCaps, *, context_tokens: int = 2048, seed: int = 0,
-                orchestrator: Orchestrator | None = None, system_name: str | None = None, max_steps: int = 16) -> list[dict]:
+def run_variant(
+    rows: list[dict],
+    backend,
+    variant: str,
+    caps: AgentCaps,
+    *,
+    context_tokens: int = 2048,
+    seed: int = 0,
+    orchestrator: Orchestrator | None = None,
+    system_name: str | None = None,
+    max_steps: int = 16,
+) -> list[dict]:
     """One story record per prompt row (`id`, `prompt`, optional `min_words`/`max_words`/`source`/`reference`)."""
     order = check_variant(variant)
     if backend.context_limit and context_tokens > backend.context_limit:
-        raise RlcwError(f"agents.context_tokens={context_tokens} exceeds the model's context ({backend.context_limit})")
+        raise RlcwError(
+            f"agents.context_tokens={context_tokens} exceeds the model's context ({backend.context_limit})"
+        )
     orchestrator = orchestrator or FixedOrder(order)
     last_writer = [a for a in order if KINDS[a] == "writing"][-1]
     pads = [Scratchpad.start(r["prompt"]) for r in rows]
@@ -84,18 +104,32 @@ def run_variant(rows: list[dict], backend, variant: str, caps: AgentCaps, *, con
             break
         for agent in dict.fromkeys(a for a in nxt if a is not None):  # agents in first-asked order
             idx = [i for i, a in enumerate(nxt) if a == agent]
-            outs = _call(backend, agent, [pads[i] for i in idx], caps, context_tokens, last_writer, seed + 1000 * step,
-                         [warnings[i] for i in idx])
-            for i, out in zip(idx, outs):
+            outs = _call(
+                backend,
+                agent,
+                [pads[i] for i in idx],
+                caps,
+                context_tokens,
+                last_writer,
+                seed + 1000 * step,
+                [warnings[i] for i in idx],
+            )
+            for i, out in zip(idx, outs, strict=False):
                 pads[i].add(agent, out)
                 calls[i] += 1
     per_story = (time.perf_counter() - start) / max(1, len(rows))
     name = system_name or f"agents_room:{variant}"
     out = []
-    for r, pad, warn, n in zip(rows, pads, warnings, calls):
+    for r, pad, warn, n in zip(rows, pads, warnings, calls, strict=False):
         rec = {"id": r["id"], "prompt": r["prompt"], "story": story_of(pad) or "(empty)", "system": name, "seed": seed}
         rec.update({k: r[k] for k in ("min_words", "max_words", "source", "reference") if r.get(k) is not None})
-        rec["meta"] = {"generator": "agents_room", "variant": variant, "scratchpad": pad.to_json(), "warnings": warn,
-                       "agent_calls": n, "seconds_per_story": round(per_story, 3)}
+        rec["meta"] = {
+            "generator": "agents_room",
+            "variant": variant,
+            "scratchpad": pad.to_json(),
+            "warnings": warn,
+            "agent_calls": n,
+            "seconds_per_story": round(per_story, 3),
+        }
         out.append(rec)
     return out

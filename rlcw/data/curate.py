@@ -75,7 +75,11 @@ def filter_stories(posts: list[Post], rules: Rules, count_tokens: TokenCounter |
     counts["min_words"] = n_stories(posts)
     if rules.max_tokens is not None and count_tokens is not None:
         stories = [s for p in posts for s in p.stories]
-        too_long = {id(s) for s, n in zip(stories, count_tokens([s.text for s in stories])) if n > rules.max_tokens}
+        too_long = {
+            id(s)
+            for s, n in zip(stories, count_tokens([s.text for s in stories]), strict=False)
+            if n > rules.max_tokens
+        }
         posts = _keep(posts, lambda p, s: id(s) not in too_long)
     counts["max_tokens"] = n_stories(posts)
     return posts
@@ -128,7 +132,7 @@ def balance_by_length(diffs: list[int], bins: int = 100, seed: int = 0) -> list[
     """Indices kept after pruning each mirrored bin pair to equal counts (random, seeded); order kept."""
     rng = random.Random(seed)
     sides: dict[tuple[int, bool], list[int]] = {}
-    for i, (d, b) in enumerate(zip(diffs, length_bins(diffs, bins))):
+    for i, (d, b) in enumerate(zip(diffs, length_bins(diffs, bins), strict=False)):
         if b is not None:
             sides.setdefault((b, d > 0), []).append(i)
     drop: set[int] = set()
@@ -151,11 +155,16 @@ def _iso(t: float) -> str:
 
 def pair_record(post: Post, hi: Story, lo: Story, source: str) -> dict:
     meta = {
-        "post_id": post.post_id, "prompt_hash": post.prompt_hash,
-        "chosen_upvotes": hi.upvotes, "rejected_upvotes": lo.upvotes,
-        "chosen_timestamp": _iso(hi.time), "rejected_timestamp": _iso(lo.time),
-        "chosen_words": count_words(hi.text), "rejected_words": count_words(lo.text),
-        "chosen_hash": hi.hash, "rejected_hash": lo.hash,
+        "post_id": post.post_id,
+        "prompt_hash": post.prompt_hash,
+        "chosen_upvotes": hi.upvotes,
+        "rejected_upvotes": lo.upvotes,
+        "chosen_timestamp": _iso(hi.time),
+        "rejected_timestamp": _iso(lo.time),
+        "chosen_words": count_words(hi.text),
+        "rejected_words": count_words(lo.text),
+        "chosen_hash": hi.hash,
+        "rejected_hash": lo.hash,
     }
     return {"prompt": post.prompt, "chosen": hi.text, "rejected": lo.text, "source": source, "meta": meta}
 
@@ -181,9 +190,15 @@ def form_pairs(posts: list[Post], rules: Rules, rng: random.Random, source: str,
 
 
 def curate_split(
-    posts: list[Post], rules: Rules, count_tokens: TokenCounter | None, seed: int = 0, source: str = "curate",
-    start: float | None = None, end: float | None = None,
-    exclude_stories: set[str] | frozenset = frozenset(), exclude_prompts: set[str] | frozenset = frozenset(),
+    posts: list[Post],
+    rules: Rules,
+    count_tokens: TokenCounter | None,
+    seed: int = 0,
+    source: str = "curate",
+    start: float | None = None,
+    end: float | None = None,
+    exclude_stories: set[str] | frozenset = frozenset(),
+    exclude_prompts: set[str] | frozenset = frozenset(),
 ) -> SplitResult:
     """Every rule above on one split's posts; `exclude_*` are the other split's story/prompt hashes."""
     counts: dict[str, int] = {"stories": n_stories(posts)}

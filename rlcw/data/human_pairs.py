@@ -49,12 +49,15 @@ def read_model_stories(path: str | Path) -> list[dict]:
         rec = validate_story(obj, str(path), line)
         if not (rec.get("reference") or "").strip():
             raise RlcwError(
-                "story record has no human story in 'reference'", where=location(path, line, "reference"),
+                "story record has no human story in 'reference'",
+                where=location(path, line, "reference"),
                 hint="generate the model's stories with `rlcw generate data.format=tmas data.source=<TMAS dir> data.split=train`",
             )
         out.append(rec)
     if not out:
-        raise RlcwError("no story records", where=str(path), hint="data.stories takes the stories.jsonl of `rlcw generate`")
+        raise RlcwError(
+            "no story records", where=str(path), hint="data.stories takes the stories.jsonl of `rlcw generate`"
+        )
     return out
 
 
@@ -98,25 +101,46 @@ def human_vs_model_pair(
 
 
 def build_human_pairs(
-    stories: list[dict], *, tolerance: float = 0.05, min_words: int = 20, max_words: int | None = None,
-    eval_fraction: float = 0.3, seed: int = 0,
+    stories: list[dict],
+    *,
+    tolerance: float = 0.05,
+    min_words: int = 20,
+    max_words: int | None = None,
+    eval_fraction: float = 0.3,
+    seed: int = 0,
 ) -> tuple[list[dict], list[dict], HumanPairStats]:
     """(train_pairs, eval_pairs, stats): preference records, chosen = human, rejected = the record's model story."""
     stats = HumanPairStats(stories=len(stories))
     train, held = [], []
     for rec in stories:
-        pair, reason, budget = human_vs_model_pair(rec["reference"], rec["story"], tolerance=tolerance,
-                                                   min_words=min_words, max_words=max_words)
+        pair, reason, budget = human_vs_model_pair(
+            rec["reference"], rec["story"], tolerance=tolerance, min_words=min_words, max_words=max_words
+        )
         if pair is None:
             stats.dropped[reason] += 1
             continue
         chosen, rejected = pair
         stats.chosen_words.append(count_words(chosen))
         stats.rejected_words.append(count_words(rejected))
-        meta = {"kind": KIND, "story_id": rec["id"], "chosen_system": "human", "rejected_system": rec["system"],
-                "budget": budget, "chosen_words": stats.chosen_words[-1], "rejected_words": stats.rejected_words[-1]}
+        meta = {
+            "kind": KIND,
+            "story_id": rec["id"],
+            "chosen_system": "human",
+            "rejected_system": rec["system"],
+            "budget": budget,
+            "chosen_words": stats.chosen_words[-1],
+            "rejected_words": stats.rejected_words[-1],
+        }
         split = held if is_eval_story(rec["prompt"], eval_fraction, seed) else train
-        split.append({"prompt": rec["prompt"], "chosen": chosen, "rejected": rejected, "source": f"{KIND}:{rec['system']}", "meta": meta})
+        split.append(
+            {
+                "prompt": rec["prompt"],
+                "chosen": chosen,
+                "rejected": rejected,
+                "source": f"{KIND}:{rec['system']}",
+                "meta": meta,
+            }
+        )
     stats.pairs = len(train) + len(held)
     random.Random(seed).shuffle(train)
     return train, held, stats

@@ -33,7 +33,15 @@ from datetime import date, datetime, timezone
 from rlcw.errors import RlcwError, location
 
 POST_COLUMNS = ("post_title", "comment_texts", "comment_scores", "comment_times")
-PAIR_COLUMNS = ("prompt", "chosen_story", "rejected_story", "chosen_timestamp", "rejected_timestamp", "chosen_upvotes", "rejected_upvotes")
+PAIR_COLUMNS = (
+    "prompt",
+    "chosen_story",
+    "rejected_story",
+    "chosen_timestamp",
+    "rejected_timestamp",
+    "chosen_upvotes",
+    "rejected_upvotes",
+)
 LAYOUTS = ("auto", "posts", "pairs")
 DELETED = ("[deleted]", "[removed]")
 
@@ -114,7 +122,11 @@ def parse_date(value: str, where: str) -> float:
     """A config date/time (ISO 8601) as unix seconds; an error names the key."""
     t = parse_time(value)
     if isinstance(t, str):
-        raise RlcwError(f"cannot read '{value}' as a date", where=where, hint="use ISO 8601, e.g. 2023-01-01 or 2023-01-02T00:00:00")
+        raise RlcwError(
+            f"cannot read '{value}' as a date",
+            where=where,
+            hint="use ISO 8601, e.g. 2023-01-01 or 2023-01-02T00:00:00",
+        )
     return t
 
 
@@ -165,7 +177,8 @@ def detect_layout(row: dict, where: str, layout: str = "auto") -> str:
         f"row does not match the {'posts or pairs' if layout == 'auto' else layout} layout: missing key '{missing[0]}' "
         f"(columns present: {', '.join(map(str, row))})",
         where=location(where, 1, missing[0]),
-        hint="posts layout: post_title, comment_texts, comment_scores, comment_times; pairs layout: " + ", ".join(PAIR_COLUMNS),
+        hint="posts layout: post_title, comment_texts, comment_scores, comment_times; pairs layout: "
+        + ", ".join(PAIR_COLUMNS),
     )
 
 
@@ -188,7 +201,7 @@ def _post_row(row: dict, where: str, line: int, drops: Counter) -> Post | None:
         drops["ragged_comment_lists"] += 1
         return None
     post = Post(str(row.get("post_id") or f"{where}:{line}"), prompt)
-    for i, (text, votes, when) in enumerate(zip(texts, scores, times)):
+    for i, (text, votes, when) in enumerate(zip(texts, scores, times, strict=False)):
         story = _story(text, votes, when, f"{location(where, line)} comment {i}", drops)
         if story is not None:
             post.stories.append(story)
@@ -202,8 +215,13 @@ def _pair_row(row: dict, where: str, line: int, drops: Counter) -> Post | None:
         return None
     post = Post(str(row.get("post_id") or f"{where}:{line}"), prompt.strip())
     for side in ("chosen", "rejected"):
-        story = _story(row.get(f"{side}_story"), row.get(f"{side}_upvotes"), row.get(f"{side}_timestamp"),
-                       f"{location(where, line)} {side}", drops)
+        story = _story(
+            row.get(f"{side}_story"),
+            row.get(f"{side}_upvotes"),
+            row.get(f"{side}_timestamp"),
+            f"{location(where, line)} {side}",
+            drops,
+        )
         if story is not None:
             post.stories.append(story)
     return post
@@ -220,7 +238,11 @@ def _regroup(posts: list[Post]) -> list[Post]:
 
 
 def read_posts(
-    rows: Iterable[tuple[int, dict]], where: str, layout: str = "auto", drops: Counter | None = None, regroup_pairs: bool = False
+    rows: Iterable[tuple[int, dict]],
+    where: str,
+    layout: str = "auto",
+    drops: Counter | None = None,
+    regroup_pairs: bool = False,
 ) -> tuple[list[Post], str]:
     """Posts of parseable stories from raw rows, and the layout used; drops are counted in `drops`."""
     drops = drops if drops is not None else Counter()

@@ -30,7 +30,9 @@ class PairBuildStats:
 def chunk_story(story: str, chunk_sentences: int, max_chunks: int | None = None) -> list[str]:
     """Consecutive, non-overlapping chunks of `chunk_sentences` sentences (a short tail is dropped)."""
     sents = split_sentences(story)
-    chunks = [" ".join(sents[i : i + chunk_sentences]) for i in range(0, len(sents) - chunk_sentences + 1, chunk_sentences)]
+    chunks = [
+        " ".join(sents[i : i + chunk_sentences]) for i in range(0, len(sents) - chunk_sentences + 1, chunk_sentences)
+    ]
     if not chunks and sents:
         chunks = [" ".join(sents)]
     return chunks[:max_chunks] if max_chunks else chunks
@@ -80,7 +82,15 @@ def build_corruption_pairs(
                     stats.dropped[f"{kind}: length not matched"] += 1
                     continue
                 meta = {"kind": kind, "story_id": str(story["id"]), "chunk": ci, "length_matched": match_length}
-                split.append({"prompt": story["prompt"], "chosen": chosen, "rejected": rejected, "source": f"corruption:{kind}", "meta": meta})
+                split.append(
+                    {
+                        "prompt": story["prompt"],
+                        "chosen": chosen,
+                        "rejected": rejected,
+                        "source": f"corruption:{kind}",
+                        "meta": meta,
+                    }
+                )
                 stats.per_kind[kind] += 1
     stats.pairs = len(train) + len(held)
     rng.shuffle(train)

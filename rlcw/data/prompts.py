@@ -72,7 +72,9 @@ def parse_word_range(prompt: str, approx: float = 0.1) -> tuple[int, int] | None
     return None
 
 
-def load_prompts(source: str = "bundled", split: str | None = None, fields: dict[str, str] | None = None) -> list[dict]:
+def load_prompts(
+    source: str = "bundled", split: str | None = None, fields: dict[str, str] | None = None
+) -> list[dict]:
     """Prompt rows from the bundled set or a file, optionally only one `split` ("train"/"eval")."""
     path = resolve_data_path(source, "prompts.jsonl")
     names = {"id": "id", "prompt": "prompt", **(fields or {})}
@@ -80,7 +82,11 @@ def load_prompts(source: str = "bundled", split: str | None = None, fields: dict
     for line, row in read_table(path):
         for key in ("id", "prompt"):
             if row.get(names[key]) in (None, ""):
-                raise RlcwError("missing or empty field", where=location(path, line, names[key]), hint="map your names with data.prompt_fields")
+                raise RlcwError(
+                    "missing or empty field",
+                    where=location(path, line, names[key]),
+                    hint="map your names with data.prompt_fields",
+                )
         if not isinstance(row[names["prompt"]], str):
             raise RlcwError("expected text", where=location(path, line, names["prompt"]))
         meta = row.get("meta") or {}
@@ -89,8 +95,12 @@ def load_prompts(source: str = "bundled", split: str | None = None, fields: dict
         if lo is None and hi is None and stated:
             lo, hi = stated
         item = {
-            "id": str(row[names["id"]]), "prompt": row[names["prompt"]], "min_words": lo, "max_words": hi,
-            "source": row.get("source") or Path(path).stem, "style": meta.get("style") or row.get("style") or "unknown",
+            "id": str(row[names["id"]]),
+            "prompt": row[names["prompt"]],
+            "min_words": lo,
+            "max_words": hi,
+            "source": row.get("source") or Path(path).stem,
+            "style": meta.get("style") or row.get("style") or "unknown",
             "split": meta.get("split") or row.get("split"),
         }
         if split is None or item["split"] in (split, None):
@@ -101,6 +111,7 @@ def load_prompts(source: str = "bundled", split: str | None = None, fields: dict
 
 
 # --- mixing sources and keeping RL prompts apart from evaluation / RM data (owner: the grpo stage) ---
+
 
 def prompt_hash(text: str) -> str:
     """Content hash of a prompt: sha256 of its lower-cased words joined by single spaces (16 hex digits)."""

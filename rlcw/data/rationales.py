@@ -25,7 +25,9 @@ from pathlib import Path
 from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_jsonl, iter_jsonl
 
-TEACHER_SYSTEM = "You are an expert editor of short fiction. You explain briefly and concretely why one story is better."
+TEACHER_SYSTEM = (
+    "You are an expert editor of short fiction. You explain briefly and concretely why one story is better."
+)
 _LABEL = re.compile(r"\b([Ss]tory) ([AB])\b")
 
 
@@ -57,11 +59,16 @@ def load_rationale_file(path: str | Path) -> dict[str, tuple[str, str]]:
         elif all(isinstance(row.get(k), str) for k in ("prompt", "chosen", "rejected")):
             key = pair_key(row["prompt"], row["chosen"], row["rejected"])
         else:
-            raise RlcwError("a rationale row needs 'key' or 'prompt' + 'chosen' + 'rejected'", where=location(path, line, "key"),
-                            hint="key = rlcw.data.rationales.pair_key(prompt, chosen, rejected)")
+            raise RlcwError(
+                "a rationale row needs 'key' or 'prompt' + 'chosen' + 'rejected'",
+                where=location(path, line, "key"),
+                hint="key = rlcw.data.rationales.pair_key(prompt, chosen, rejected)",
+            )
         shown = row.get("shown_first", "chosen")
         if shown not in ("chosen", "rejected"):
-            raise RlcwError(f"shown_first must be chosen or rejected, got {shown!r}", where=location(path, line, "shown_first"))
+            raise RlcwError(
+                f"shown_first must be chosen or rejected, got {shown!r}", where=location(path, line, "shown_first")
+            )
         out[key] = (text.strip(), shown)
     return out
 
@@ -73,8 +80,11 @@ def rationales_from_file(path: str | Path, pairs: list[dict]) -> list[str]:
     for i, p in enumerate(pairs, start=1):
         key = pair_key(p["prompt"], p["chosen"], p["rejected"])
         if key not in table:
-            raise RlcwError(f"no rationale for training pair {i} (key {key})", where=str(path),
-                            hint="generate them with rm.rationales.source=teacher (train-rm writes <run>/rationales.jsonl)")
+            raise RlcwError(
+                f"no rationale for training pair {i} (key {key})",
+                where=str(path),
+                hint="generate them with rm.rationales.source=teacher (train-rm writes <run>/rationales.jsonl)",
+            )
         text, shown = table[key]
         out.append(rationale_for_order(text, shown, first_is_chosen=True))
     return out
@@ -89,13 +99,26 @@ def request_text(prompt: str, chosen: str, rejected: str) -> str:
     )
 
 
-def teacher_rationales(model, tokenizer, pairs: list[dict], *, max_new_tokens: int = 64, batch_size: int = 8, seed: int = 0) -> list[str]:
+def teacher_rationales(
+    model, tokenizer, pairs: list[dict], *, max_new_tokens: int = 64, batch_size: int = 8, seed: int = 0
+) -> list[str]:
     """Rationales written by a local causal LM, greedy (chosen shown as A)."""
     from rlcw.generation import generate_stories
 
-    rows = [{"id": str(i), "prompt": request_text(p["prompt"], p["chosen"], p["rejected"])} for i, p in enumerate(pairs)]
-    records = generate_stories(model, tokenizer, rows, system_prompt=TEACHER_SYSTEM, system_name="teacher",
-                               max_new_tokens=max_new_tokens, temperature=0.0, batch_size=batch_size, seed=seed)
+    rows = [
+        {"id": str(i), "prompt": request_text(p["prompt"], p["chosen"], p["rejected"])} for i, p in enumerate(pairs)
+    ]
+    records = generate_stories(
+        model,
+        tokenizer,
+        rows,
+        system_prompt=TEACHER_SYSTEM,
+        system_name="teacher",
+        max_new_tokens=max_new_tokens,
+        temperature=0.0,
+        batch_size=batch_size,
+        seed=seed,
+    )
     return [r["story"] for r in records]
 
 
@@ -104,17 +127,24 @@ def judge_rationales(client_config: dict, pairs: list[dict], *, max_tokens: int 
     try:
         from rlcw.judges.client import ClientConfig, make_client
     except ImportError as exc:
-        raise RlcwError(f"the judge client is not available: {exc}", hint="use rm.rationales.source=teacher or file") from None
+        raise RlcwError(
+            f"the judge client is not available: {exc}", hint="use rm.rationales.source=teacher or file"
+        ) from None
     client = make_client(ClientConfig(**client_config))
     out = []
     for p in pairs:
-        messages = [{"role": "system", "content": TEACHER_SYSTEM}, {"role": "user", "content": request_text(p["prompt"], p["chosen"], p["rejected"])}]
+        messages = [
+            {"role": "system", "content": TEACHER_SYSTEM},
+            {"role": "user", "content": request_text(p["prompt"], p["chosen"], p["rejected"])},
+        ]
         out.append(client.chat(messages, max_tokens=max_tokens, temperature=0.0, seed=seed))
     return out
 
 
 def write_rationales(path: str | Path, pairs: list[dict], rationales: list[str]) -> Path:
     """Save rationales in the `file` source layout (chosen shown first)."""
-    rows = [{"key": pair_key(p["prompt"], p["chosen"], p["rejected"]), "shown_first": "chosen", "rationale": r}
-            for p, r in zip(pairs, rationales, strict=True)]
+    rows = [
+        {"key": pair_key(p["prompt"], p["chosen"], p["rejected"]), "shown_first": "chosen", "rationale": r}
+        for p, r in zip(pairs, rationales, strict=True)
+    ]
     return atomic_write_jsonl(path, rows)

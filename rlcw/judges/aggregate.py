@@ -91,21 +91,37 @@ def invalid_counts(rows: list[dict], dimension: str) -> dict:
     verdicts = [r["verdicts"].get(dimension) or {"valid": False, "reason": "no verdict"} for r in rows]
     reasons = Counter(v["reason"].split(":")[0] for v in verdicts if not v["valid"])
     n_invalid = sum(1 for v in verdicts if not v["valid"])
-    return {"judgments": len(verdicts), "valid": len(verdicts) - n_invalid, "invalid": n_invalid,
-            "invalid_share": n_invalid / len(verdicts) if verdicts else float("nan"), "invalid_reasons": dict(reasons)}
+    return {
+        "judgments": len(verdicts),
+        "valid": len(verdicts) - n_invalid,
+        "invalid": n_invalid,
+        "invalid_share": n_invalid / len(verdicts) if verdicts else float("nan"),
+        "invalid_reasons": dict(reasons),
+    }
 
 
 def summarize_judgments(judgments: list[Judgment], *, n_bootstrap: int = 200, seed: int = 0) -> dict:
     """Wins matrix, BT strengths with CIs, win rates and length-controlled win rates of valid judgments."""
     if not judgments:
-        return {"systems": [], "wins_matrix": [], "bradley_terry": {}, "win_rate": {}, "length_controlled_win_rate": {},
-                "note": "no valid judgments: nothing to rank"}
+        return {
+            "systems": [],
+            "wins_matrix": [],
+            "bradley_terry": {},
+            "win_rate": {},
+            "length_controlled_win_rate": {},
+            "note": "no valid judgments: nothing to rank",
+        }
     comparisons = [(a, b, y) for a, b, y, *_ in judgments]
     systems, W = wins_matrix(comparisons)
     bt = bt_strengths(comparisons, n_bootstrap=n_bootstrap, seed=seed)
     lc = {s: length_controlled_win_rate(*oriented(judgments, s)) for s in systems}
-    return {"systems": systems, "wins_matrix": W.tolist(), "bradley_terry": bt, "win_rate": win_rates(judgments),
-            "length_controlled_win_rate": lc}
+    return {
+        "systems": systems,
+        "wins_matrix": W.tolist(),
+        "bradley_terry": bt,
+        "win_rate": win_rates(judgments),
+        "length_controlled_win_rate": lc,
+    }
 
 
 def ranking(bt: dict[str, dict[str, float]]) -> list[str]:

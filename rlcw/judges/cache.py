@@ -25,8 +25,9 @@ CACHE_FILE = "judge_cache.sqlite"
 
 def cache_key(model: str, tag: str | None, messages: list[dict[str, str]], params: dict) -> str:
     """Stable hash of everything that decides a reply."""
-    blob = json.dumps({"model": model, "tag": tag or "", "messages": messages, "params": params},
-                      sort_keys=True, ensure_ascii=False)
+    blob = json.dumps(
+        {"model": model, "tag": tag or "", "messages": messages, "params": params}, sort_keys=True, ensure_ascii=False
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -44,8 +45,11 @@ class ReplyCache:
                 "tokens INTEGER, created REAL)"
             )
         except sqlite3.Error as exc:
-            raise RlcwError(f"cannot open the judge cache: {exc}", where=str(self.path),
-                            hint="set client.cache_dir to a writable folder") from None
+            raise RlcwError(
+                f"cannot open the judge cache: {exc}",
+                where=str(self.path),
+                hint="set client.cache_dir to a writable folder",
+            ) from None
         self._lock = threading.Lock()
 
     def get(self, key: str) -> str | None:

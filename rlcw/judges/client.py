@@ -70,14 +70,23 @@ class ChatClient:
     def __init__(self, cfg: ClientConfig):
         self.cfg = cfg
         self.cache = ReplyCache(cfg.cache_dir) if cfg.cache_dir else None
-        self.stats = {"calls": 0, "requests": 0, "cache_hits": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self.stats = {
+            "calls": 0,
+            "requests": 0,
+            "cache_hits": 0,
+            "retries": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
         self._lock = threading.Lock()
 
     @property
     def model_key(self) -> str:
         return f"{self.cfg.kind}:{self.cfg.model}"
 
-    def _complete(self, messages: Messages, max_tokens: int, temperature: float, seed: int | None) -> tuple[str, int, int]:
+    def _complete(
+        self, messages: Messages, max_tokens: int, temperature: float, seed: int | None
+    ) -> tuple[str, int, int]:
         """(reply, prompt tokens, completion tokens) of one real call."""
         raise NotImplementedError
 
@@ -85,20 +94,33 @@ class ChatClient:
         with self._lock:
             used = self.stats["prompt_tokens"] + self.stats["completion_tokens"]
             if self.cfg.budget_calls is not None and self.stats["calls"] >= self.cfg.budget_calls:
-                raise BudgetExceeded(f"call budget spent ({self.cfg.budget_calls} calls)",
-                                     hint="raise client.budget_calls; cached replies cost nothing on a re-run")
+                raise BudgetExceeded(
+                    f"call budget spent ({self.cfg.budget_calls} calls)",
+                    hint="raise client.budget_calls; cached replies cost nothing on a re-run",
+                )
             if self.cfg.budget_tokens is not None and used >= self.cfg.budget_tokens:
-                raise BudgetExceeded(f"token budget spent ({used} of {self.cfg.budget_tokens} tokens)",
-                                     hint="raise client.budget_tokens; cached replies cost nothing on a re-run")
+                raise BudgetExceeded(
+                    f"token budget spent ({used} of {self.cfg.budget_tokens} tokens)",
+                    hint="raise client.budget_tokens; cached replies cost nothing on a re-run",
+                )
             self.stats["calls"] += 1
 
-    def chat(self, messages: Messages, *, max_tokens: int | None = None, temperature: float | None = None,
-             seed: int | None = None, cache_tag: str | None = None) -> str:
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        cache_tag: str | None = None,
+    ) -> str:
         """The reply to one conversation (from the cache when it holds it)."""
         max_tokens = self.cfg.max_tokens if max_tokens is None else max_tokens
         temperature = self.cfg.temperature if temperature is None else temperature
         seed = self.cfg.seed if seed is None else seed
-        key = cache_key(self.model_key, cache_tag, messages, {"max_tokens": max_tokens, "temperature": temperature, "seed": seed})
+        key = cache_key(
+            self.model_key, cache_tag, messages, {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+        )
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
@@ -119,15 +141,28 @@ class ChatClient:
             self.cache.put(key, reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
         return reply
 
-    def chat_many(self, conversations: Sequence[Messages], *, max_tokens: int | None = None, temperature: float | None = None,
-                  seed: int | None = None, cache_tag: str | None = None, desc: str = "judge", progress: bool = True) -> list[str]:
+    def chat_many(
+        self,
+        conversations: Sequence[Messages],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        cache_tag: str | None = None,
+        desc: str = "judge",
+        progress: bool = True,
+    ) -> list[str]:
         """Replies in input order, with at most `concurrency` calls in flight; the first error stops the rest."""
-        workers = max(1, min(self.cfg.concurrency, self.concurrency_cap or self.cfg.concurrency, len(conversations) or 1))
+        workers = max(
+            1, min(self.cfg.concurrency, self.concurrency_cap or self.cfg.concurrency, len(conversations) or 1)
+        )
         out: list[str | None] = [None] * len(conversations)
         bar = tqdm(total=len(conversations), desc=desc, disable=not progress)
 
         def one(i: int) -> None:
-            out[i] = self.chat(conversations[i], max_tokens=max_tokens, temperature=temperature, seed=seed, cache_tag=cache_tag)
+            out[i] = self.chat(
+                conversations[i], max_tokens=max_tokens, temperature=temperature, seed=seed, cache_tag=cache_tag
+            )
             bar.update(1)
 
         try:
@@ -187,7 +222,9 @@ class OpenAIClient(ChatClient):
 
         key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
         # Local servers take any key; the openai client refuses an empty one.
-        self._client = openai.OpenAI(base_url=cfg.base_url, api_key=key or "not-needed", timeout=cfg.timeout_s, max_retries=0)
+        self._client = openai.OpenAI(
+            base_url=cfg.base_url, api_key=key or "not-needed", timeout=cfg.timeout_s, max_retries=0
+        )
 
     @property
     def model_key(self) -> str:
@@ -203,9 +240,14 @@ class OpenAIClient(ChatClient):
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_retryable),
             stop=tenacity.stop_after_attempt(self.cfg.max_retries + 1),
-            wait=lambda s: backoff_seconds(s.attempt_number, s.outcome.exception() if s.outcome else None,
-                                           self.cfg.retry_base_s, self.cfg.retry_max_s),
-            before_sleep=before_sleep, reraise=True,
+            wait=lambda s: backoff_seconds(
+                s.attempt_number,
+                s.outcome.exception() if s.outcome else None,
+                self.cfg.retry_base_s,
+                self.cfg.retry_max_s,
+            ),
+            before_sleep=before_sleep,
+            reraise=True,
         )
         try:
             return retrying(self._request, messages, max_tokens, temperature, seed)
@@ -217,7 +259,8 @@ class OpenAIClient(ChatClient):
             self.stats["requests"] += 1
         kwargs = {"seed": seed} if seed is not None else {}
         resp = self._client.chat.completions.create(
-            model=self.cfg.model, messages=messages, max_tokens=max_tokens, temperature=temperature, **kwargs)
+            model=self.cfg.model, messages=messages, max_tokens=max_tokens, temperature=temperature, **kwargs
+        )
         text = resp.choices[0].message.content if resp.choices else None
         if text is None:
             raise RlcwError("the judge server returned no text", where=self.cfg.base_url)
@@ -231,18 +274,32 @@ class OpenAIClient(ChatClient):
             return exc
         tries = f"after {self.cfg.max_retries + 1} attempts"
         if isinstance(exc, openai.APITimeoutError):
-            return RlcwError(f"judge server timed out {tries} ({self.cfg.timeout_s} s each)", where=self.cfg.base_url,
-                             hint="raise client.timeout_s or lower client.max_tokens / client.concurrency")
+            return RlcwError(
+                f"judge server timed out {tries} ({self.cfg.timeout_s} s each)",
+                where=self.cfg.base_url,
+                hint="raise client.timeout_s or lower client.max_tokens / client.concurrency",
+            )
         if isinstance(exc, openai.APIConnectionError):
-            return RlcwError(f"cannot reach the judge server {tries}", where=self.cfg.base_url,
-                             hint="start it (e.g. `transformers serve MODEL --host 127.0.0.1 --port 8000`) or fix client.base_url")
+            return RlcwError(
+                f"cannot reach the judge server {tries}",
+                where=self.cfg.base_url,
+                hint="start it (e.g. `transformers serve MODEL --host 127.0.0.1 --port 8000`) or fix client.base_url",
+            )
         if isinstance(exc, openai.APIStatusError):
             body = getattr(exc, "body", None)
-            detail = str(body.get("detail") or body.get("error") or body if isinstance(body, dict) else body or exc)[:300]
-            hint = {401: f"set the key in ${self.cfg.api_key_env}", 404: "check client.model and client.base_url (it usually ends in /v1)"}
+            detail = str(body.get("detail") or body.get("error") or body if isinstance(body, dict) else body or exc)[
+                :300
+            ]
+            hint = {
+                401: f"set the key in ${self.cfg.api_key_env}",
+                404: "check client.model and client.base_url (it usually ends in /v1)",
+            }
             when = f" {tries}" if is_retryable(exc) else ""
-            return RlcwError(f"judge server answered HTTP {exc.status_code}{when}: {detail}",
-                             where=self.cfg.base_url, hint=hint.get(exc.status_code))
+            return RlcwError(
+                f"judge server answered HTTP {exc.status_code}{when}: {detail}",
+                where=self.cfg.base_url,
+                hint=hint.get(exc.status_code),
+            )
         return exc
 
 
@@ -271,12 +328,25 @@ class LocalClient(ChatClient):
             if seed is not None:
                 torch.manual_seed(seed)
             sample = temperature > 0
-            gen = self.model.generate(**enc, max_new_tokens=max_tokens, do_sample=sample, temperature=temperature if sample else None,
-                                      top_p=None, top_k=None, pad_token_id=self.tokenizer.pad_token_id)
-            new = gen[0, enc["input_ids"].shape[1]:]  # (T_new,)
-            return self.tokenizer.decode(new, skip_special_tokens=True), int(enc["input_ids"].shape[1]), int(new.shape[0])
+            gen = self.model.generate(
+                **enc,
+                max_new_tokens=max_tokens,
+                do_sample=sample,
+                temperature=temperature if sample else None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+            new = gen[0, enc["input_ids"].shape[1] :]  # (T_new,)
+            return (
+                self.tokenizer.decode(new, skip_special_tokens=True),
+                int(enc["input_ids"].shape[1]),
+                int(new.shape[0]),
+            )
 
-    def _complete_batch(self, batch: list[Messages], max_tokens: int, temperature: float, seed: int | None) -> list[tuple[str, int, int]]:
+    def _complete_batch(
+        self, batch: list[Messages], max_tokens: int, temperature: float, seed: int | None
+    ) -> list[tuple[str, int, int]]:
         """One left-padded `generate` call for several conversations (replies in input order)."""
         import torch
 
@@ -286,19 +356,41 @@ class LocalClient(ChatClient):
             if seed is not None:
                 torch.manual_seed(seed)
             sample = temperature > 0
-            gen = self.model.generate(**enc, max_new_tokens=max_tokens, do_sample=sample, temperature=temperature if sample else None,
-                                      top_p=None, top_k=None, pad_token_id=self.tokenizer.pad_token_id)
-            new = gen[:, enc["input_ids"].shape[1]:]  # (B, T_new)
+            gen = self.model.generate(
+                **enc,
+                max_new_tokens=max_tokens,
+                do_sample=sample,
+                temperature=temperature if sample else None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+            new = gen[:, enc["input_ids"].shape[1] :]  # (B, T_new)
             eos = self.tokenizer.eos_token_id
             out = []
             for i in range(len(batch)):
                 n_out = int(new.shape[1]) if eos is None else int((new[i] != eos).cumprod(0).sum().item()) + 1
                 n_out = min(n_out, int(new.shape[1]))
-                out.append((self.tokenizer.decode(new[i], skip_special_tokens=True), int(enc["attention_mask"][i].sum()), n_out))
+                out.append(
+                    (
+                        self.tokenizer.decode(new[i], skip_special_tokens=True),
+                        int(enc["attention_mask"][i].sum()),
+                        n_out,
+                    )
+                )
             return out
 
-    def chat_many(self, conversations: Sequence[Messages], *, max_tokens: int | None = None, temperature: float | None = None,
-                  seed: int | None = None, cache_tag: str | None = None, desc: str = "judge", progress: bool = True) -> list[str]:
+    def chat_many(
+        self,
+        conversations: Sequence[Messages],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        cache_tag: str | None = None,
+        desc: str = "judge",
+        progress: bool = True,
+    ) -> list[str]:
         """Like `ChatClient.chat_many`, but uncached conversations go through the model in batches of
         `concurrency` (sorted by length, left-padded): several times the throughput of one call at a time."""
         max_tokens = self.cfg.max_tokens if max_tokens is None else max_tokens
@@ -310,7 +402,9 @@ class LocalClient(ChatClient):
         hits = sum(r is not None for r in out)
         with self._lock:
             self.stats["cache_hits"] += hits
-        todo = sorted((i for i, r in enumerate(out) if r is None), key=lambda i: sum(len(m["content"]) for m in conversations[i]))
+        todo = sorted(
+            (i for i, r in enumerate(out) if r is None), key=lambda i: sum(len(m["content"]) for m in conversations[i])
+        )
         size = max(1, self.cfg.concurrency)
         bar = tqdm(total=len(conversations), initial=hits, desc=desc, disable=not progress)
         try:
@@ -324,7 +418,7 @@ class LocalClient(ChatClient):
                     with self._lock:
                         self.stats["calls"] -= len(chunk)
                     raise
-                for i, (reply, n_in, n_out) in zip(chunk, replies):
+                for i, (reply, n_in, n_out) in zip(chunk, replies, strict=False):
                     out[i] = reply
                     with self._lock:
                         self.stats["prompt_tokens"] += n_in
@@ -349,8 +443,11 @@ def _load_script_file(path: Path) -> list[dict]:
     for line, obj in iter_jsonl(path):
         match = obj.get("match")
         if not isinstance(obj.get("reply"), str) or not (match is None or isinstance(match, (str, list))):
-            raise RlcwError("each rule needs a text 'reply' and an optional 'match' (text or list of texts)", where=f"{path}:{line}",
-                            hint='e.g. {"match": ["Story A", "GOOD"], "reply": "Preferred: A"}')
+            raise RlcwError(
+                "each rule needs a text 'reply' and an optional 'match' (text or list of texts)",
+                where=f"{path}:{line}",
+                hint='e.g. {"match": ["Story A", "GOOD"], "reply": "Preferred: A"}',
+            )
         rules.append({"reply": obj["reply"], "match": [match] if isinstance(match, str) else match})
     return rules
 
@@ -385,7 +482,9 @@ class ScriptedClient(ChatClient):
                 return rule["reply"], 0, 0
         free = [r for r in self._rules if not r["match"]]
         if not free:
-            raise RlcwError("no scripted rule matches this conversation", hint="add a rule without 'match' as the default")
+            raise RlcwError(
+                "no scripted rule matches this conversation", hint="add a rule without 'match' as the default"
+            )
         with self._lock:
             reply, self._turn = free[self._turn % len(free)]["reply"], self._turn + 1
         return reply, 0, 0
@@ -396,10 +495,15 @@ def make_client(cfg: ClientConfig | dict, *, script: Script | None = None) -> Ch
     if isinstance(cfg, dict):
         unknown = set(cfg) - set(ClientConfig.__dataclass_fields__)
         if unknown:
-            raise RlcwError(f"unknown client option(s) {sorted(unknown)}", hint=f"valid: {', '.join(ClientConfig.__dataclass_fields__)}")
+            raise RlcwError(
+                f"unknown client option(s) {sorted(unknown)}",
+                hint=f"valid: {', '.join(ClientConfig.__dataclass_fields__)}",
+            )
         cfg = ClientConfig(**cfg)
     if cfg.kind not in KINDS:
-        raise RlcwError(f"unknown client kind '{cfg.kind}'", where="client.kind", hint=f"use one of {', '.join(KINDS)}")
+        raise RlcwError(
+            f"unknown client kind '{cfg.kind}'", where="client.kind", hint=f"use one of {', '.join(KINDS)}"
+        )
     if cfg.concurrency < 1:
         raise RlcwError("concurrency must be at least 1", where="client.concurrency")
     if cfg.kind == "openai":
@@ -411,5 +515,21 @@ def make_client(cfg: ClientConfig | dict, *, script: Script | None = None) -> Ch
 
 def describe_client(cfg: ClientConfig) -> dict:
     """What a report may show about a client (no key, only the variable's name)."""
-    return json.loads(json.dumps({k: getattr(cfg, k) for k in ("kind", "base_url", "model", "api_key_env", "concurrency",
-                                                                "max_retries", "temperature", "max_tokens", "seed")}))
+    return json.loads(
+        json.dumps(
+            {
+                k: getattr(cfg, k)
+                for k in (
+                    "kind",
+                    "base_url",
+                    "model",
+                    "api_key_env",
+                    "concurrency",
+                    "max_retries",
+                    "temperature",
+                    "max_tokens",
+                    "seed",
+                )
+            }
+        )
+    )

@@ -32,21 +32,39 @@ OPTIONS = ("protocol", "template", "dimension", "max_items", "client")
 class JudgeEvaluator:
     name = "judge"
 
-    def __init__(self, protocol: str, template: str | None, dimension: str | None, max_items: int | None,
-                 client_cfg: ClientConfig, script=None):
+    def __init__(
+        self,
+        protocol: str,
+        template: str | None,
+        dimension: str | None,
+        max_items: int | None,
+        client_cfg: ClientConfig,
+        script=None,
+    ):
         if protocol not in PAIRWISE_DIMENSIONS:
-            raise RlcwError(f"the judge evaluator runs side-by-side protocols, not '{protocol}'", where="eval judge protocol",
-                            hint=f"use one of {', '.join(PAIRWISE_DIMENSIONS)}")
+            raise RlcwError(
+                f"the judge evaluator runs side-by-side protocols, not '{protocol}'",
+                where="eval judge protocol",
+                hint=f"use one of {', '.join(PAIRWISE_DIMENSIONS)}",
+            )
         self.protocol, self.max_items, self.client_cfg, self.script = protocol, max_items, client_cfg, script
         self.template = load_template(template or DEFAULT_TEMPLATE[protocol], protocol)
         self.dimension = dimension or PAIRWISE_DIMENSIONS[protocol][-1]
         if self.dimension not in PAIRWISE_DIMENSIONS[protocol]:
-            raise RlcwError(f"unknown dimension '{dimension}'", where="eval judge dimension", hint=f"one of {PAIRWISE_DIMENSIONS[protocol]}")
+            raise RlcwError(
+                f"unknown dimension '{dimension}'",
+                where="eval judge dimension",
+                hint=f"one of {PAIRWISE_DIMENSIONS[protocol]}",
+            )
         self.client = None
 
     def _client(self, out_dir: Path):
         if self.client is None:
-            cfg = self.client_cfg if self.client_cfg.cache_dir else replace(self.client_cfg, cache_dir=str(Path(out_dir) / "judge_cache"))
+            cfg = (
+                self.client_cfg
+                if self.client_cfg.cache_dir
+                else replace(self.client_cfg, cache_dir=str(Path(out_dir) / "judge_cache"))
+            )
             self.client = make_client(cfg, script=self.script)
         return self.client
 
@@ -75,7 +93,9 @@ class JudgeEvaluator:
             "win_rate": sum(ys) / len(ys) if ys else float("nan"),
             "length_controlled_win_rate": length_controlled_win_rate(ys, ds),
             "order_consistency": order_consistency(rows, self.dimension)[0],
-            "judgments": float(inv["judgments"]), "invalid": float(inv["invalid"]), "invalid_share": float(inv["invalid_share"]),
+            "judgments": float(inv["judgments"]),
+            "invalid": float(inv["invalid"]),
+            "invalid_share": float(inv["invalid_share"]),
             "calls": float(client.stats["calls"] - calls_before),
         }
 
@@ -84,13 +104,24 @@ def make_judge_evaluator(options: dict, context: dict) -> JudgeEvaluator:
     """Build the "judge" evaluator from the RL config's options (see the module docstring)."""
     unknown = set(options) - set(OPTIONS)
     if unknown:
-        raise RlcwError(f"unknown judge evaluator option(s) {sorted(unknown)}", where="eval", hint=f"valid: {', '.join(OPTIONS)}")
+        raise RlcwError(
+            f"unknown judge evaluator option(s) {sorted(unknown)}", where="eval", hint=f"valid: {', '.join(OPTIONS)}"
+        )
     client = options.get("client") or {}
     if isinstance(client, dict):
         bad = set(client) - set(ClientConfig.__dataclass_fields__)
         if bad:
-            raise RlcwError(f"unknown judge client option(s) {sorted(bad)}", where="eval judge client",
-                            hint=f"valid: {', '.join(ClientConfig.__dataclass_fields__)}")
+            raise RlcwError(
+                f"unknown judge client option(s) {sorted(bad)}",
+                where="eval judge client",
+                hint=f"valid: {', '.join(ClientConfig.__dataclass_fields__)}",
+            )
         client = ClientConfig(**client)
-    return JudgeEvaluator(options.get("protocol", "litbench"), options.get("template"), options.get("dimension"),
-                          options.get("max_items"), client, script=(context or {}).get("script"))
+    return JudgeEvaluator(
+        options.get("protocol", "litbench"),
+        options.get("template"),
+        options.get("dimension"),
+        options.get("max_items"),
+        client,
+        script=(context or {}).get("script"),
+    )

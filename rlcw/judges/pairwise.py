@@ -21,8 +21,14 @@ _FIRST = {"A": 1.0, "B": 0.0}
 
 
 class JudgePairwiseScorer:
-    def __init__(self, client_cfg: ClientConfig | dict, template: str = "writerly", *, client: ChatClient | None = None,
-                 progress: bool = False):
+    def __init__(
+        self,
+        client_cfg: ClientConfig | dict,
+        template: str = "writerly",
+        *,
+        client: ChatClient | None = None,
+        progress: bool = False,
+    ):
         self.client = client or make_client(client_cfg)
         self.template = load_template(template, "litbench")
         self.progress = progress
@@ -31,7 +37,10 @@ class JudgePairwiseScorer:
     def _rows(self, prompts, first, second, orders: tuple[int, ...]) -> list[dict]:
         if not len(prompts) == len(first) == len(second):
             raise ValueError(f"{len(prompts)} prompts, {len(first)} first and {len(second)} second stories")
-        pairs = [Pair(str(i), p, "first", f, "second", s) for i, (p, f, s) in enumerate(zip(prompts, first, second))]
+        pairs = [
+            Pair(str(i), p, "first", f, "second", s)
+            for i, (p, f, s) in enumerate(zip(prompts, first, second, strict=False))
+        ]
         self.last_rows = judge_side_by_side(self.client, self.template, pairs, progress=self.progress, orders=orders)
         return self.last_rows
 

@@ -172,7 +172,9 @@ def parse_yes_no(text: str) -> Parsed:
 # --- TTCW reference-based: five-level Likert labels ----------------------------------------
 
 _LIKERT = re.compile(r"\[\[?\s*(?:story\s*)?([ab])\s*(»|>>|≫|>|=|<<|«|≪|<)\s*(?:story\s*)?([ab])\s*\]\]?", re.I)
-_LIKERT_BARE = re.compile(r"^\s*\[*\s*(?:story\s*)?([ab])\s*(»|>>|≫|>|=|<<|«|≪|<)\s*(?:story\s*)?([ab])\s*\]*\s*$", re.I)
+_LIKERT_BARE = re.compile(
+    r"^\s*\[*\s*(?:story\s*)?([ab])\s*(»|>>|≫|>|=|<<|«|≪|<)\s*(?:story\s*)?([ab])\s*\]*\s*$", re.I
+)
 _STRONG = {"»", ">>", "≫"}
 
 
@@ -200,10 +202,19 @@ def parse_likert(text: str) -> Parsed:
 
 # --- Agents' Room side-by-side: five dimensions, A | B | Same ------------------------------
 
-_SAME = {"a": "A", "b": "B", "same": "Same", "the same": "Same", "about the same": "Same",
-         "a is better": "A", "b is better": "B"}
+_SAME = {
+    "a": "A",
+    "b": "B",
+    "same": "Same",
+    "the same": "Same",
+    "about the same": "Same",
+    "a is better": "A",
+    "b is better": "B",
+}
 # a key starts a word, or follows a label run together with it ("Plot:ACreativity:A...", the paper's example)
-_DIM_KEY = re.compile(r"(?:(?<![A-Za-z])|(?<=[AB])|(?<=Same))((?i:plot|creativity|development|language[\s_\-]*use|overall))[\"']?\s*[:=]\s*")
+_DIM_KEY = re.compile(
+    r"(?:(?<![A-Za-z])|(?<=[AB])|(?<=Same))((?i:plot|creativity|development|language[\s_\-]*use|overall))[\"']?\s*[:=]\s*"
+)
 _CLOSING = re.compile(r"(?i)for each dimension is")
 
 
@@ -215,12 +226,12 @@ def parse_side_by_side(text: str) -> dict[str, Parsed]:
     """Agents' Room verdicts per dimension (plot, creativity, development, language_use, overall)."""
     clean = _clean(text)
     closing = list(_CLOSING.finditer(clean))
-    body = clean[closing[-1].end():] if closing else clean
+    body = clean[closing[-1].end() :] if closing else clean
     candidates: dict[str, list[tuple[str, str]]] = {d: [] for d in AR_DIMENSIONS}
     keys = list(_DIM_KEY.finditer(body))
     for k, m in enumerate(keys):
         stop = keys[k + 1].start() if k + 1 < len(keys) else len(body)
-        value = body[m.end():stop].split("\n", 1)[0]
+        value = body[m.end() : stop].split("\n", 1)[0]
         candidates[_dim(m.group(1))].append(_classify(value, _SAME, leading=False))
     for obj in _json_objects(text):
         for key, value in obj.items():

@@ -26,8 +26,12 @@ from rlcw.judges.templates import ORIGINALITY_TESTS, TTCW_TESTS, Template, load_
 from rlcw.metrics.text import count_words
 
 PROTOCOLS = ("agents_room", "litbench", "ttcw_baseline", "ttcw_reference", "ttcw_hybrid")
-DEFAULT_TEMPLATE = {"agents_room": "agents_room", "litbench": "litbench_writerly",
-                    "ttcw_baseline": "ttcw_baseline", "ttcw_reference": "ttcw_reference"}
+DEFAULT_TEMPLATE = {
+    "agents_room": "agents_room",
+    "litbench": "litbench_writerly",
+    "ttcw_baseline": "ttcw_baseline",
+    "ttcw_reference": "ttcw_reference",
+}
 PAIRWISE_DIMENSIONS = {"agents_room": AR_DIMENSIONS, "litbench": ("preferred",)}
 _AS_OUTCOME = {"A": 1.0, "B": 0.0, "Same": 0.5}
 
@@ -48,8 +52,14 @@ def _parse_pairwise(protocol: str, reply: str) -> dict[str, dict]:
     return {"preferred": parse_preference(reply).to_dict()}
 
 
-def judge_side_by_side(client: ChatClient, template: Template, pairs: list[Pair], *, progress: bool = True,
-                       orders: tuple[int, ...] = (0, 1)) -> list[dict]:
+def judge_side_by_side(
+    client: ChatClient,
+    template: Template,
+    pairs: list[Pair],
+    *,
+    progress: bool = True,
+    orders: tuple[int, ...] = (0, 1),
+) -> list[dict]:
     """Agents' Room or LitBench verdict rows, one per pair and order (order 0: system_1 is A; order 1: swapped)."""
     jobs = []
     for pair in pairs:
@@ -58,13 +68,23 @@ def judge_side_by_side(client: ChatClient, template: Template, pairs: list[Pair]
             jobs.append((pair, order, a, b, template.render(prompt=pair.prompt, story_a=a[1], story_b=b[1])))
     replies = client.chat_many([j[4] for j in jobs], cache_tag=template.version, desc=template.name, progress=progress)
     rows = []
-    for (pair, order, a, b, _), reply in zip(jobs, replies):
-        rows.append({
-            "protocol": template.protocol, "template": template.name, "version": template.version,
-            "prompt_id": pair.prompt_id, "prompt": pair.prompt, "order": order, "system_a": a[0], "system_b": b[0],
-            "words_a": count_words(a[1]), "words_b": count_words(b[1]),
-            "verdicts": _parse_pairwise(template.protocol, reply), "raw": reply,
-        })
+    for (pair, order, a, b, _), reply in zip(jobs, replies, strict=False):
+        rows.append(
+            {
+                "protocol": template.protocol,
+                "template": template.name,
+                "version": template.version,
+                "prompt_id": pair.prompt_id,
+                "prompt": pair.prompt,
+                "order": order,
+                "system_a": a[0],
+                "system_b": b[0],
+                "words_a": count_words(a[1]),
+                "words_b": count_words(b[1]),
+                "verdicts": _parse_pairwise(template.protocol, reply),
+                "raw": reply,
+            }
+        )
     return rows
 
 
@@ -89,22 +109,44 @@ def _tests(test_ids: list[int] | None) -> list[tuple[int, str, str]]:
     return chosen
 
 
-def judge_ttcw(client: ChatClient, protocol: str, stories: list[dict], references: dict[str, str] | None = None, *,
-               test_ids: list[int] | None = None, baseline_template: Template | None = None,
-               reference_template: Template | None = None, progress: bool = True) -> list[dict]:
+def judge_ttcw(
+    client: ChatClient,
+    protocol: str,
+    stories: list[dict],
+    references: dict[str, str] | None = None,
+    *,
+    test_ids: list[int] | None = None,
+    baseline_template: Template | None = None,
+    reference_template: Template | None = None,
+    progress: bool = True,
+) -> list[dict]:
     """TTCW verdict rows for story records (`references`: prompt_id -> reference story text)."""
     tests = _tests(test_ids)
-    by_baseline = [t for t in tests if protocol == "ttcw_baseline" or (protocol == "ttcw_hybrid" and t[0] in ORIGINALITY_TESTS)]
+    by_baseline = [
+        t for t in tests if protocol == "ttcw_baseline" or (protocol == "ttcw_hybrid" and t[0] in ORIGINALITY_TESTS)
+    ]
     by_reference = [t for t in tests if t not in by_baseline]
     rows: list[dict] = []
     if by_baseline:
         tpl = baseline_template or load_template("ttcw_baseline", "ttcw_baseline")
         jobs = [(s, t) for s in stories for t in by_baseline]
         msgs = [tpl.render(prompt=s["prompt"], story=s["story"], dimension=t[1], question=t[2]) for s, t in jobs]
-        for (s, t), reply in zip(jobs, client.chat_many(msgs, cache_tag=tpl.version, desc=tpl.name, progress=progress)):
+        for (s, t), reply in zip(
+            jobs, client.chat_many(msgs, cache_tag=tpl.version, desc=tpl.name, progress=progress), strict=False
+        ):
             parsed = parse_yes_no(reply)
-            rows.append(_ttcw_row("ttcw_baseline", tpl, s, t, None, parsed.to_dict(),
-                                  None if not parsed.valid else float(parsed.value == "Yes"), reply))
+            rows.append(
+                _ttcw_row(
+                    "ttcw_baseline",
+                    tpl,
+                    s,
+                    t,
+                    None,
+                    parsed.to_dict(),
+                    None if not parsed.valid else float(parsed.value == "Yes"),
+                    reply,
+                )
+            )
     if by_reference:
         if references is None:
             raise ValueError("the reference-based TTCW method needs reference stories")
@@ -115,17 +157,33 @@ def judge_ttcw(client: ChatClient, protocol: str, stories: list[dict], reference
             ref = references[s["prompt_id"]]
             a, b = (s["story"], ref) if order == 0 else (ref, s["story"])
             msgs.append(tpl.render(prompt=s["prompt"], story_a=a, story_b=b, dimension=t[1], question=t[2]))
-        for (s, t, order), reply in zip(jobs, client.chat_many(msgs, cache_tag=tpl.version, desc=tpl.name, progress=progress)):
+        for (s, t, order), reply in zip(
+            jobs, client.chat_many(msgs, cache_tag=tpl.version, desc=tpl.name, progress=progress), strict=False
+        ):
             parsed = parse_likert(reply)
             score = None if not parsed.valid else float(parsed.value if order == 0 else -parsed.value)
             rows.append(_ttcw_row("ttcw_reference", tpl, s, t, order, parsed.to_dict(), score, reply))
     return rows
 
 
-def _ttcw_row(method: str, tpl: Template, story: dict, test: tuple, order: int | None, verdict: dict, score, reply: str) -> dict:
-    return {"protocol": method, "template": tpl.name, "version": tpl.version, "prompt_id": story["prompt_id"],
-            "prompt": story.get("prompt"), "system": story["system"], "words": count_words(story["story"]), "test": test[0], "dimension": test[1],
-            "order": order, "verdict": verdict, "candidate_score": score, "raw": reply}
+def _ttcw_row(
+    method: str, tpl: Template, story: dict, test: tuple, order: int | None, verdict: dict, score, reply: str
+) -> dict:
+    return {
+        "protocol": method,
+        "template": tpl.name,
+        "version": tpl.version,
+        "prompt_id": story["prompt_id"],
+        "prompt": story.get("prompt"),
+        "system": story["system"],
+        "words": count_words(story["story"]),
+        "test": test[0],
+        "dimension": test[1],
+        "order": order,
+        "verdict": verdict,
+        "candidate_score": score,
+        "raw": reply,
+    }
 
 
 def ttcw_test_results(rows: list[dict]) -> dict[tuple[str, str], dict[int, bool | None]]:
@@ -151,6 +209,14 @@ def ttcw_story_scores(rows: list[dict]) -> list[dict]:
     for (system, pid), tests in sorted(ttcw_test_results(rows).items()):
         passed = sum(1 for v in tests.values() if v is True)
         invalid = sum(1 for v in tests.values() if v is None)
-        out.append({"system": system, "prompt_id": pid, "score": passed, "tests_run": len(tests), "invalid_tests": invalid,
-                    "tests": {str(k): v for k, v in sorted(tests.items())}})
+        out.append(
+            {
+                "system": system,
+                "prompt_id": pid,
+                "score": passed,
+                "tests_run": len(tests),
+                "invalid_tests": invalid,
+                "tests": {str(k): v for k, v in sorted(tests.items())},
+            }
+        )
     return out

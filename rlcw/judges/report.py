@@ -14,11 +14,13 @@ from rlcw.judges.aggregate import ranking  # noqa: E402
 from rlcw.report import save_figure  # noqa: E402
 
 
-def plot_strengths(panels: dict[str, dict[str, dict[str, float]]], path: Path, title: str = "Bradley-Terry strength") -> Path:
+def plot_strengths(
+    panels: dict[str, dict[str, dict[str, float]]], path: Path, title: str = "Bradley-Terry strength"
+) -> Path:
     """One panel per dimension: BT log-strength per system with its bootstrap interval."""
     panels = {k: v for k, v in panels.items() if v} or {"(no valid verdicts)": {}}
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
-    for ax, (dim, bt) in zip(axes[0], panels.items()):
+    for ax, (dim, bt) in zip(axes[0], panels.items(), strict=False):
         order = ranking(bt)[::-1]
         ys = list(range(len(order)))
         xs = [bt[s]["strength"] for s in order]
@@ -39,24 +41,36 @@ def _f(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def pairwise_table(dim: str, summary: dict, invalid: dict | None = None, consistency: tuple[float, int] | None = None) -> str:
+def pairwise_table(
+    dim: str, summary: dict, invalid: dict | None = None, consistency: tuple[float, int] | None = None
+) -> str:
     """Markdown section for one dimension of a side-by-side protocol (or rankings derived from scores)."""
     lines = [f"### {dim}", ""]
     if invalid is not None and consistency is not None:
-        lines += [f"judgments {invalid['judgments']}, valid {invalid['valid']}, **invalid {invalid['invalid']}** "
-                  f"({_f(invalid['invalid_share'])}) {invalid['invalid_reasons'] or ''}; order consistency "
-                  f"{_f(consistency[0])} over {consistency[1]} pairs judged validly in both orders", ""]
+        lines += [
+            f"judgments {invalid['judgments']}, valid {invalid['valid']}, **invalid {invalid['invalid']}** "
+            f"({_f(invalid['invalid_share'])}) {invalid['invalid_reasons'] or ''}; order consistency "
+            f"{_f(consistency[0])} over {consistency[1]} pairs judged validly in both orders",
+            "",
+        ]
     bt = summary["bradley_terry"]
     if not bt:
         return "\n".join(lines + [summary.get("note", ""), ""])
     lines += ["| system | BT strength | 95% CI | win rate | length-controlled win rate |", "|---|---|---|---|---|"]
     for s in ranking(bt):
-        lines.append(f"| {s} | {_f(bt[s]['strength'])} | [{_f(bt[s]['ci_low'])}, {_f(bt[s]['ci_high'])}] | "
-                     f"{_f(summary['win_rate'][s])} | {_f(summary['length_controlled_win_rate'][s])} |")
+        lines.append(
+            f"| {s} | {_f(bt[s]['strength'])} | [{_f(bt[s]['ci_low'])}, {_f(bt[s]['ci_high'])}] | "
+            f"{_f(summary['win_rate'][s])} | {_f(summary['length_controlled_win_rate'][s])} |"
+        )
     systems = summary["systems"]
-    lines += ["", "wins matrix (row beat column; ties count half):", "",
-              "| | " + " | ".join(systems) + " |", "|---" * (len(systems) + 1) + "|"]
-    for s, row in zip(systems, summary["wins_matrix"]):
+    lines += [
+        "",
+        "wins matrix (row beat column; ties count half):",
+        "",
+        "| | " + " | ".join(systems) + " |",
+        "|---" * (len(systems) + 1) + "|",
+    ]
+    for s, row in zip(systems, summary["wins_matrix"], strict=False):
         lines.append(f"| {s} | " + " | ".join(f"{w:g}" for w in row) + " |")
     return "\n".join(lines + [""])
 

@@ -28,8 +28,15 @@ def free_port() -> int:
 
 
 class LocalServer:
-    def __init__(self, model_dir: str, *, port: int | None = None, continuous_batching: bool = True,
-                 log_file: str | Path | None = None, startup_timeout_s: float = 300.0):
+    def __init__(
+        self,
+        model_dir: str,
+        *,
+        port: int | None = None,
+        continuous_batching: bool = True,
+        log_file: str | Path | None = None,
+        startup_timeout_s: float = 300.0,
+    ):
         self.model, self.port = str(model_dir), port or free_port()
         self.continuous_batching, self.startup_timeout_s = continuous_batching, startup_timeout_s
         self.log_file = Path(log_file) if log_file else None
@@ -44,13 +51,21 @@ class LocalServer:
         cmd = [str(exe), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"]
         cmd += ["--continuous-batching"] if self.continuous_batching else []
         log = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+            start_new_session=True,
+        )
         deadline = time.time() + self.startup_timeout_s
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RlcwError(f"transformers serve exited with status {self.proc.returncode}", where=str(self.log_file or "server"),
-                                hint="pip install 'transformers[serving]'")
+                raise RlcwError(
+                    f"transformers serve exited with status {self.proc.returncode}",
+                    where=str(self.log_file or "server"),
+                    hint="pip install 'transformers[serving]'",
+                )
             try:
                 if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code == 200:
                     return self

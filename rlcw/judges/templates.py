@@ -40,13 +40,25 @@ TTCW_TESTS: tuple[tuple[int, str, str], ...] = (
     (5, "Fluency", "Does the story use idiom, metaphor or literary allusion in a sophisticated way?"),
     (6, "Flexibility", "Does the story balance interiority and exteriority in an emotionally flexible way?"),
     (7, "Flexibility", "Does the story take turns that are both surprising and fitting?"),
-    (8, "Flexibility", "Does the story offer diverse perspectives, and are unlikeable characters' views shown convincingly and accurately?"),
+    (
+        8,
+        "Flexibility",
+        "Does the story offer diverse perspectives, and are unlikeable characters' views shown convincingly and accurately?",
+    ),
     (9, "Originality", "Is the story an original piece of writing, free of clichés?"),
     (10, "Originality", "Is the story original in its form or structure?"),
     (11, "Originality", "Would an average reader come away from this story with a unique and original idea?"),
-    (12, "Elaboration", "Where the story relies on subtext, does the subtext enrich the setting rather than feel forced?"),
+    (
+        12,
+        "Elaboration",
+        "Where the story relies on subtext, does the subtext enrich the setting rather than feel forced?",
+    ),
     (13, "Elaboration", "Does the writer make the fictional world believable at the level of the senses?"),
-    (14, "Elaboration", "Is every character developed with fitting complexity, none existing only for plot convenience?"),
+    (
+        14,
+        "Elaboration",
+        "Is every character developed with fitting complexity, none existing only for plot convenience?",
+    ),
 )
 ORIGINALITY_TESTS = tuple(t[0] for t in TTCW_TESTS if t[1] == "Originality")
 
@@ -86,8 +98,11 @@ def _resolve(name: str) -> Path:
     for candidate in (name, f"litbench_{name}"):
         if (TEMPLATE_DIR / f"{candidate}.yaml").is_file():
             return TEMPLATE_DIR / f"{candidate}.yaml"
-    raise RlcwError(f"unknown judge template '{name}'", where="template",
-                    hint=f"built-in: {', '.join(builtin_templates())}; or give a path to a .yaml template file")
+    raise RlcwError(
+        f"unknown judge template '{name}'",
+        where="template",
+        hint=f"built-in: {', '.join(builtin_templates())}; or give a path to a .yaml template file",
+    )
 
 
 def load_template(name: str, protocol: str | None = None) -> Template:
@@ -98,16 +113,34 @@ def load_template(name: str, protocol: str | None = None) -> Template:
     except yaml.YAMLError as exc:
         raise RlcwError(f"cannot parse template YAML: {exc}", where=str(path)) from None
     if not isinstance(data, dict):
-        raise RlcwError("a template file must be a mapping", where=str(path), hint="keys: name, protocol, version, user")
+        raise RlcwError(
+            "a template file must be a mapping", where=str(path), hint="keys: name, protocol, version, user"
+        )
     for key in ("protocol", "version", "user"):
         if not isinstance(data.get(key), str) or not data[key].strip():
-            raise RlcwError("missing or empty", where=f"{path} field '{key}'", hint="keys: name, protocol, version, user (system optional)")
+            raise RlcwError(
+                "missing or empty",
+                where=f"{path} field '{key}'",
+                hint="keys: name, protocol, version, user (system optional)",
+            )
     if data["protocol"] not in REQUIRED:
-        raise RlcwError(f"unknown protocol '{data['protocol']}'", where=f"{path} field 'protocol'", hint=f"use one of {', '.join(REQUIRED)}")
+        raise RlcwError(
+            f"unknown protocol '{data['protocol']}'",
+            where=f"{path} field 'protocol'",
+            hint=f"use one of {', '.join(REQUIRED)}",
+        )
     if protocol is not None and data["protocol"] != protocol:
         raise RlcwError(f"template is for protocol '{data['protocol']}', not '{protocol}'", where=str(path))
     missing = [k for k in REQUIRED[data["protocol"]] if "{" + k + "}" not in data["user"] + (data.get("system") or "")]
     if missing:
-        raise RlcwError(f"template lacks placeholder(s) {', '.join('{' + m + '}' for m in missing)}", where=f"{path} field 'user'")
-    return Template(name=str(data.get("name") or path.stem), protocol=data["protocol"], version=data["version"],
-                    user=data["user"], system=data.get("system"), source=str(path))
+        raise RlcwError(
+            f"template lacks placeholder(s) {', '.join('{' + m + '}' for m in missing)}", where=f"{path} field 'user'"
+        )
+    return Template(
+        name=str(data.get("name") or path.stem),
+        protocol=data["protocol"],
+        version=data["version"],
+        user=data["user"],
+        system=data.get("system"),
+        source=str(path),
+    )

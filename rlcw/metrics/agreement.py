@@ -70,8 +70,9 @@ def pairwise_accuracy(human: Sequence[float], judge: Sequence[float], tie_rule: 
     """Share of item pairs ordered as the humans order them (see the module docstring for ties)."""
     if tie_rule not in TIE_RULES:
         raise ValueError(f"unknown tie rule {tie_rule!r}; choose one of {', '.join(TIE_RULES)}")
-    credits = [_pair_credit(human[a] - human[b], judge[a] - judge[b], tie_rule)
-               for a, b in combinations(range(len(human)), 2)]
+    credits = [
+        _pair_credit(human[a] - human[b], judge[a] - judge[b], tie_rule) for a, b in combinations(range(len(human)), 2)
+    ]
     counted = [c for c in credits if c is not None]
     return sum(counted) / len(counted) if counted else None
 
@@ -116,9 +117,12 @@ def group_agreement(rows: Sequence[tuple[str, str, float, float]], tie_rule: str
     groups = {}
     for name in sorted(grouped):
         human, judge = [p[0] for p in grouped[name]], [p[1] for p in grouped[name]]
-        groups[name] = {"n_items": len(human), "spearman": spearman(human, judge),
-                        "kendall": kendall_tau_b(human, judge),
-                        "pairwise_accuracy": pairwise_accuracy(human, judge, tie_rule)}
+        groups[name] = {
+            "n_items": len(human),
+            "spearman": spearman(human, judge),
+            "kendall": kendall_tau_b(human, judge),
+            "pairwise_accuracy": pairwise_accuracy(human, judge, tie_rule),
+        }
     return {
         "groups": groups,
         "n_groups": len(groups),

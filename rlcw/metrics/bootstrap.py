@@ -1,7 +1,7 @@
 """Percentile bootstrap confidence intervals (pure numpy; the one owner of resampling).
 
-    from rlcw.metrics.bootstrap import bootstrap_ci
-    lo, hi = bootstrap_ci([1, 0, 1, 1], n_resamples=1000, seed=0)   # CI of the mean
+from rlcw.metrics.bootstrap import bootstrap_ci
+lo, hi = bootstrap_ci([1, 0, 1, 1], n_resamples=1000, seed=0)   # CI of the mean
 """
 
 from __future__ import annotations

@@ -61,14 +61,19 @@ def fit_bt(W: np.ndarray, l2: float = 0.01) -> np.ndarray:
     n = W.shape[0]
 
     def loss_and_grad(s: np.ndarray) -> tuple[float, np.ndarray]:
-        d = s[:, None] - s[None, :]                       # (n, n) s_i - s_j
+        d = s[:, None] - s[None, :]  # (n, n) s_i - s_j
         loss = -np.sum(W * log_expit(d)) + 0.5 * l2 * s @ s
-        p = expit(d)                                      # (n, n) P(i beats j)
+        p = expit(d)  # (n, n) P(i beats j)
         grad = -np.sum(W * (1.0 - p), axis=1) + np.sum(W.T * p, axis=1) + l2 * s
         return float(loss), grad
 
-    result = minimize(loss_and_grad, np.zeros(n), jac=True, method="L-BFGS-B",
-                      options={"gtol": 1e-10, "ftol": 1e-14, "maxiter": 1000})
+    result = minimize(
+        loss_and_grad,
+        np.zeros(n),
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": 1e-10, "ftol": 1e-14, "maxiter": 1000},
+    )
     return result.x - result.x.mean()
 
 
@@ -89,11 +94,17 @@ def bt_strengths(
     low, high = point.copy(), point.copy()
     if n_bootstrap > 0:
         rows = list(comparisons)
-        draws = np.array([fit_bt(_matrix([rows[k] for k in idx], index), l2)
-                          for idx in bootstrap_indices(len(rows), n_bootstrap, seed)])
+        draws = np.array(
+            [
+                fit_bt(_matrix([rows[k] for k in idx], index), l2)
+                for idx in bootstrap_indices(len(rows), n_bootstrap, seed)
+            ]
+        )
         low, high = np.quantile(draws, alpha / 2, axis=0), np.quantile(draws, 1 - alpha / 2, axis=0)
-    return {s: {"strength": float(point[i]), "ci_low": float(low[i]), "ci_high": float(high[i])}
-            for i, s in enumerate(systems)}
+    return {
+        s: {"strength": float(point[i]), "ci_low": float(low[i]), "ci_high": float(high[i])}
+        for i, s in enumerate(systems)
+    }
 
 
 def win_probability(strengths: dict[str, dict[str, float]], a: str, b: str) -> float:

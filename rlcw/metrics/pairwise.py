@@ -17,7 +17,7 @@ def pair_outcomes(chosen_scores: list[float], rejected_scores: list[float]) -> l
     """Per pair: 1 when chosen scores higher, 0.5 on a tie, 0 otherwise."""
     if len(chosen_scores) != len(rejected_scores):
         raise ValueError("need two equally long score lists")
-    return [1.0 if c > r else 0.5 if c == r else 0.0 for c, r in zip(chosen_scores, rejected_scores)]
+    return [1.0 if c > r else 0.5 if c == r else 0.0 for c, r in zip(chosen_scores, rejected_scores, strict=False)]
 
 
 def pairwise_accuracy(chosen_scores: list[float], rejected_scores: list[float]) -> float:
@@ -38,7 +38,7 @@ def length_baseline_accuracy(pairs: list[dict]) -> float:
 def length_direction(chosen_words: list[int], rejected_words: list[int]) -> dict[str, list[int]]:
     """Pair indices where the chosen story is longer, shorter, or equally long (in words)."""
     out: dict[str, list[int]] = {"chosen_longer": [], "chosen_shorter": [], "equal_length": []}
-    for i, (c, r) in enumerate(zip(chosen_words, rejected_words)):
+    for i, (c, r) in enumerate(zip(chosen_words, rejected_words, strict=False)):
         out["chosen_longer" if c > r else "chosen_shorter" if c < r else "equal_length"].append(i)
     return out
 

@@ -43,8 +43,16 @@ from rlcw.metrics.text import count_words, ngrams, repetition_rate, split_senten
 ARTICLES = frozenset({"a", "an", "the"})
 PRONOUNS = frozenset({"i", "you", "he", "she", "it", "we", "they", "me", "him", "her", "us", "them"})
 COLUMNS = (
-    "words", "paragraphs", "article_pct", "pronoun_pct", "unique_pct", "intra_trigram_rep_pct",
-    "inter_trigram_rep_pct", "prompt_trigram_overlap", "rouge_l", "bertscore_f1",
+    "words",
+    "paragraphs",
+    "article_pct",
+    "pronoun_pct",
+    "unique_pct",
+    "intra_trigram_rep_pct",
+    "inter_trigram_rep_pct",
+    "prompt_trigram_overlap",
+    "rouge_l",
+    "bertscore_f1",
 )
 
 
@@ -111,9 +119,12 @@ def bertscore_f1s(stories: list[str], references: list[str], model_type: str) ->
 def story_metrics(story: str, prompt: str, reference: str | None = None) -> dict[str, float]:
     """Every per-story column except the cross-story ones (inter repetition, BERTScore)."""
     out = {
-        "words": float(count_words(story)), "paragraphs": float(paragraphs(story)),
-        "article_pct": sentence_start_pct(story, ARTICLES), "pronoun_pct": sentence_start_pct(story, PRONOUNS),
-        "unique_pct": unique_pct(story), "intra_trigram_rep_pct": intra_trigram_rep_pct(story),
+        "words": float(count_words(story)),
+        "paragraphs": float(paragraphs(story)),
+        "article_pct": sentence_start_pct(story, ARTICLES),
+        "pronoun_pct": sentence_start_pct(story, PRONOUNS),
+        "unique_pct": unique_pct(story),
+        "intra_trigram_rep_pct": intra_trigram_rep_pct(story),
         "prompt_trigram_overlap": prompt_trigram_overlap(story, prompt),
     }
     if reference:
@@ -128,7 +139,7 @@ def _mean(xs: list[float]) -> float:
 def system_metrics(records: list[dict], bertscore_model: str | None = None) -> dict[str, float]:
     """Means over one system's story records (`story`, `prompt`, optional `reference`) + `stories`."""
     rows = [story_metrics(r["story"], r["prompt"], r.get("reference")) for r in records]
-    for row, inter in zip(rows, inter_trigram_rep_pcts([r["story"] for r in records])):
+    for row, inter in zip(rows, inter_trigram_rep_pcts([r["story"] for r in records]), strict=False):
         row["inter_trigram_rep_pct"] = inter
     out: dict[str, float] = {"stories": float(len(records))}
     for col in COLUMNS:

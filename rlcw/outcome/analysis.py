@@ -48,10 +48,16 @@ def run_verdict(name: str, final: dict, start: dict, peak_gold: dict | None) -> 
     dp, dg = final.get("delta/proxy", {}), final.get("delta/gold", {})
     proxy_up = dp.get("ci_low", math.nan) > 0
     gold_down, gold_up = dg.get("ci_high", math.nan) < 0, dg.get("ci_low", math.nan) > 0
-    proxy_txt = f"proxy {dp.get('delta', math.nan):+.3f} {_ci_text(dp.get('ci_low', math.nan), dp.get('ci_high', math.nan))}"
-    gold_txt = f"gold {dg.get('delta', math.nan):+.3f} {_ci_text(dg.get('ci_low', math.nan), dg.get('ci_high', math.nan))}"
+    proxy_txt = (
+        f"proxy {dp.get('delta', math.nan):+.3f} {_ci_text(dp.get('ci_low', math.nan), dp.get('ci_high', math.nan))}"
+    )
+    gold_txt = (
+        f"gold {dg.get('delta', math.nan):+.3f} {_ci_text(dg.get('ci_low', math.nan), dg.get('ci_high', math.nan))}"
+    )
     if proxy_up and gold_down:
-        out.append(f"**{name}: over-optimised.** The proxy rose ({proxy_txt}) while the gold reward fell ({gold_txt}).")
+        out.append(
+            f"**{name}: over-optimised.** The proxy rose ({proxy_txt}) while the gold reward fell ({gold_txt})."
+        )
     elif proxy_up and gold_up:
         out.append(f"**{name}: better on both.** {proxy_txt}; {gold_txt}.")
     elif proxy_up:
@@ -59,30 +65,47 @@ def run_verdict(name: str, final: dict, start: dict, peak_gold: dict | None) -> 
     else:
         out.append(f"**{name}: no clear proxy gain.** {proxy_txt}; {gold_txt}.")
     fall = final.get("delta/gold_from_peak", {})
-    if peak_gold and peak_gold["step"] != final["step"] and fall.get("ci_high", math.nan) < 0 and final["proxy"] > peak_gold["proxy"]:
+    if (
+        peak_gold
+        and peak_gold["step"] != final["step"]
+        and fall.get("ci_high", math.nan) < 0
+        and final["proxy"] > peak_gold["proxy"]
+    ):
         x = "n" if name == "best_of_n" else "step"
-        out.append(f"Gold peaked at {x} {peak_gold['step']} ({peak_gold['gold']:.3f}) and fell to {final['gold']:.3f} "
-                   f"({fall['delta']:+.3f} [{fall['ci_low']:+.3f}, {fall['ci_high']:+.3f}]) while the proxy kept rising "
-                   f"({peak_gold['proxy']:.3f} -> {final['proxy']:.3f}): the Gao et al. over-optimisation pattern.")
+        out.append(
+            f"Gold peaked at {x} {peak_gold['step']} ({peak_gold['gold']:.3f}) and fell to {final['gold']:.3f} "
+            f"({fall['delta']:+.3f} [{fall['ci_low']:+.3f}, {fall['ci_high']:+.3f}]) while the proxy kept rising "
+            f"({peak_gold['proxy']:.3f} -> {final['proxy']:.3f}): the Gao et al. over-optimisation pattern."
+        )
     shift = final["words"] / start["words"] - 1 if start.get("words") else math.nan
     if abs(shift) > LENGTH_SHIFT:
-        out.append(f"Length hacking: stories went from {start['words']:.0f} to {final['words']:.0f} words ({100 * shift:+.0f}%).")
+        out.append(
+            f"Length hacking: stories went from {start['words']:.0f} to {final['words']:.0f} words ({100 * shift:+.0f}%)."
+        )
     if "in_range" in final and "in_range" in start and start["in_range"] - final["in_range"] > IN_RANGE_DROP:
-        out.append(f"Fewer stories inside the prompt's word range: {start['in_range']:.2f} -> {final['in_range']:.2f}.")
+        out.append(
+            f"Fewer stories inside the prompt's word range: {start['in_range']:.2f} -> {final['in_range']:.2f}."
+        )
     if final["rep_intra_3"] > max(REPETITION_RISE * start["rep_intra_3"], REPETITION_FLOOR):
         out.append(f"Repetition within stories rose: {start['rep_intra_3']:.3f} -> {final['rep_intra_3']:.3f}.")
     if start["distinct_3"] - final["distinct_3"] > DIVERSITY_DROP:
-        out.append(f"Diversity across stories fell: distinct-3 {start['distinct_3']:.3f} -> {final['distinct_3']:.3f}.")
+        out.append(
+            f"Diversity across stories fell: distinct-3 {start['distinct_3']:.3f} -> {final['distinct_3']:.3f}."
+        )
     if "judge/win_rate" in final:
         w, lo, hi = final["judge/win_rate"], final.get("judge/ci_low", math.nan), final.get("judge/ci_high", math.nan)
         inv = final.get("judge/invalid_share", math.nan)
         if math.isnan(w):
             out.append(f"The judge gave no valid verdict (invalid share {inv:.2f}): no judged evidence.")
         elif lo <= 0.5 <= hi or math.isnan(lo):
-            out.append(f"Judged win rate vs the start {w:.2f} [{lo:.2f}, {hi:.2f}] (invalid {inv:.0%}): not distinguishable from chance.")
+            out.append(
+                f"Judged win rate vs the start {w:.2f} [{lo:.2f}, {hi:.2f}] (invalid {inv:.0%}): not distinguishable from chance."
+            )
         else:
             side = "better" if lo > 0.5 else "worse"
-            out.append(f"Judged win rate vs the start {w:.2f} [{lo:.2f}, {hi:.2f}] (invalid {inv:.0%}): the judge finds it {side}.")
+            out.append(
+                f"Judged win rate vs the start {w:.2f} [{lo:.2f}, {hi:.2f}] (invalid {inv:.0%}): the judge finds it {side}."
+            )
     return out
 
 
@@ -92,8 +115,16 @@ def controls_verdict(finals: dict[str, dict], start: dict) -> list[str]:
         return []
     a, b = finals["grpo"], finals["grpo_lc"]
     ga, gb = a.get("delta/gold", {}).get("delta", math.nan), b.get("delta/gold", {}).get("delta", math.nan)
-    lines = [f"Length controls (grpo_lc vs grpo): gold change {gb:+.3f} vs {ga:+.3f}; words {b['words']:.0f} vs {a['words']:.0f} "
-             f"(start {start['words']:.0f})" + (f"; in range {b['in_range']:.2f} vs {a['in_range']:.2f}" if "in_range" in a and "in_range" in b else "") + "."]
+    lines = [
+        f"Length controls (grpo_lc vs grpo): gold change {gb:+.3f} vs {ga:+.3f}; words {b['words']:.0f} vs {a['words']:.0f} "
+        f"(start {start['words']:.0f})"
+        + (f"; in range {b['in_range']:.2f} vs {a['in_range']:.2f}" if "in_range" in a and "in_range" in b else "")
+        + "."
+    ]
     keeps_length = abs(b["words"] / start["words"] - 1) < abs(a["words"] / start["words"] - 1)
-    lines.append("The controls kept length closer to the start." if keeps_length else "The controls did not keep length closer to the start.")
+    lines.append(
+        "The controls kept length closer to the start."
+        if keeps_length
+        else "The controls did not keep length closer to the start."
+    )
     return lines

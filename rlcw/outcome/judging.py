@@ -60,8 +60,15 @@ def judge_against_start(rows: list[dict], start_stories: list[dict], measure_dir
     """Add judge/* keys (win_rate, ci_low, ci_high, invalid_share, judgments) to the selected rows, in place."""
     client = dict(judge_cfg.client)
     client.setdefault("cache_dir", str(Path(root) / "judge_cache"))
-    evaluator = make_judge_evaluator({"protocol": judge_cfg.protocol, "template": judge_cfg.template,
-                                      "max_items": judge_cfg.max_items, "client": client}, {})
+    evaluator = make_judge_evaluator(
+        {
+            "protocol": judge_cfg.protocol,
+            "template": judge_cfg.template,
+            "max_items": judge_cfg.max_items,
+            "client": client,
+        },
+        {},
+    )
     baseline = first_samples(start_stories, judge_cfg.max_items)
     out_dir = measure_dir / "judge"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -70,8 +77,13 @@ def judge_against_start(rows: list[dict], start_stories: list[dict], measure_dir
         metrics = evaluator.evaluate(candidates, baseline, out_dir)
         metrics.pop("calls", None)  # uncached calls differ between a first run and a resumed one
         system = candidates[0].get("system", "candidate")
-        low, high = win_rate_ci(out_dir / f"judge_{re.sub(r'[^A-Za-z0-9_.-]+', '_', system)}.jsonl", evaluator.dimension)
+        low, high = win_rate_ci(
+            out_dir / f"judge_{re.sub(r'[^A-Za-z0-9_.-]+', '_', system)}.jsonl", evaluator.dimension
+        )
         row.update({f"judge/{k}": v for k, v in metrics.items()})
         row["judge/ci_low"], row["judge/ci_high"] = low, high
-        print(f"[outcome] judge {row['run']}@{row['step']}: win rate {metrics.get('win_rate', float('nan')):.3f} "
-              f"[{low:.2f}, {high:.2f}], invalid {metrics.get('invalid_share', float('nan')):.2f}", flush=True)
+        print(
+            f"[outcome] judge {row['run']}@{row['step']}: win rate {metrics.get('win_rate', float('nan')):.3f} "
+            f"[{low:.2f}, {high:.2f}], invalid {metrics.get('invalid_share', float('nan')):.2f}",
+            flush=True,
+        )

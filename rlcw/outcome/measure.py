@@ -61,8 +61,12 @@ def story_metrics(stories: list[dict]) -> dict[str, float]:
     (the `length` and `repetition` evaluators' numbers, plus distinct-2 and words / stated maximum)."""
     length = LengthEvaluator().evaluate(stories, [], None)
     rep = RepetitionEvaluator().evaluate(stories, [], None)
-    out = {"words": length["mean_words"], "rep_intra_3": rep["intra_trigram_rep"],
-           "distinct_2": distinct_n([s["story"] for s in stories], 2), "distinct_3": rep["distinct_3"]}
+    out = {
+        "words": length["mean_words"],
+        "rep_intra_3": rep["intra_trigram_rep"],
+        "distinct_2": distinct_n([s["story"] for s in stories], 2),
+        "distinct_3": rep["distinct_3"],
+    }
     if "in_range" in length:
         ranged = [s for s in stories if s.get("min_words") is not None and s.get("max_words") is not None]
         out["in_range"], out["range_penalty"] = length["in_range"], length["range_penalty"]
@@ -75,7 +79,9 @@ def _adapter_off(model):
 
 
 @torch.no_grad()
-def sequence_logprobs(model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8) -> list[torch.Tensor]:
+def sequence_logprobs(
+    model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8
+) -> list[torch.Tensor]:
     """Per-token log-probs of each story given its chat prompt (the story re-tokenized after the prompt)."""
     model.eval()
     out: list[torch.Tensor] = []
@@ -83,7 +89,9 @@ def sequence_logprobs(model, tokenizer, stories: list[dict], system_prompt: str 
         rows = stories[start : start + batch_size]
         seqs, cuts = [], []
         for r in rows:
-            prompt_ids = tokenizer.apply_chat_template(chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True)
+            prompt_ids = tokenizer.apply_chat_template(
+                chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True
+            )
             if hasattr(prompt_ids, "keys"):
                 prompt_ids = prompt_ids["input_ids"]
             story_ids = tokenizer(r["story"], add_special_tokens=False)["input_ids"]
@@ -103,7 +111,9 @@ def sequence_logprobs(model, tokenizer, stories: list[dict], system_prompt: str 
     return out
 
 
-def kl_to_start(model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8) -> dict[str, float]:
+def kl_to_start(
+    model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8
+) -> dict[str, float]:
     """Monte-Carlo KL(policy || start) on the policy's own samples; 0 for a model without an adapter."""
     off = _adapter_off(model)
     if off is None:
@@ -112,8 +122,8 @@ def kl_to_start(model, tokenizer, stories: list[dict], system_prompt: str | None
     with off:
         start = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
     # k3 per token (never negative, so a small KL is not lost in sampling noise); k1 kept alongside
-    k3s = [kl_per_token(p, s, "k3") for p, s in zip(policy, start)]
-    k1s = [kl_per_token(p, s, "k1") for p, s in zip(policy, start)]
+    k3s = [kl_per_token(p, s, "k3") for p, s in zip(policy, start, strict=False)]
+    k1s = [kl_per_token(p, s, "k1") for p, s in zip(policy, start, strict=False)]
     tokens = sum(d.numel() for d in k3s)
     return {
         "kl_seq": float(sum(d.sum().item() for d in k3s) / len(k3s)),
@@ -131,15 +141,25 @@ class Measurer:
     def sample(self, model, tokenizer, system: str) -> list[dict]:
         s = self.s
         with torch.no_grad():
-            return generate_stories(model, tokenizer, self.prompts, system_prompt=self.system_prompt, system_name=system,
-                                    max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
-                                    batch_size=s.batch_size, seed=s.seed, show_progress=False)
+            return generate_stories(
+                model,
+                tokenizer,
+                self.prompts,
+                system_prompt=self.system_prompt,
+                system_name=system,
+                max_new_tokens=s.max_new_tokens,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                batch_size=s.batch_size,
+                seed=s.seed,
+                show_progress=False,
+            )
 
     def score(self, stories: list[dict]) -> dict[str, float]:
         """Proxy and gold means, and the per-story scores written back into each record's meta."""
         prompts, texts = [x["prompt"] for x in stories], [x["story"] for x in stories]
         proxy, gold = self.proxy.score(prompts, texts), self.gold.score(prompts, texts)
-        for x, p, g in zip(stories, proxy, gold):
+        for x, p, g in zip(stories, proxy, gold, strict=False):
             x["meta"] = {**x.get("meta", {}), "proxy": float(p), "gold": float(g)}
         return {"proxy": sum(proxy) / len(proxy), "gold": sum(gold) / len(gold), **story_metrics(stories)}
 
@@ -155,8 +175,11 @@ def rm_agreement(proxy_pairs: list[dict], gold_pairs: list[dict]) -> dict[str, f
     n = min(len(proxy_pairs), len(gold_pairs))
     if n == 0:
         return {"agreement": float("nan"), "pairs": 0.0}
-    same = sum(1 for a, b in zip(proxy_pairs[:n], gold_pairs[:n])
-               if (a["chosen_score"] > a["rejected_score"]) == (b["chosen_score"] > b["rejected_score"]))
+    same = sum(
+        1
+        for a, b in zip(proxy_pairs[:n], gold_pairs[:n], strict=False)
+        if (a["chosen_score"] > a["rejected_score"]) == (b["chosen_score"] > b["rejected_score"])
+    )
     return {"agreement": same / n, "pairs": float(n)}
 
 

@@ -35,7 +35,9 @@ def _number(value, path: Path, row: int, column: str) -> float:
     try:
         number = float(value)
     except ValueError:
-        raise RlcwError(f"not a number: {value!r}", where=where, hint="scores must be numbers, e.g. 3 or 0.75") from None
+        raise RlcwError(
+            f"not a number: {value!r}", where=where, hint="scores must be numbers, e.g. 3 or 0.75"
+        ) from None
     if not math.isfinite(number):
         raise RlcwError(f"not a finite number: {value!r}", where=where, hint="drop the row or give a real score")
     return number
@@ -49,23 +51,40 @@ def read_scores(path: str | Path) -> list[tuple[str, str, float, float]]:
     table = read_table(path)
     missing = [c for c in COLUMNS if c not in table[0][1]] if table else list(COLUMNS)
     if missing:
-        raise RlcwError(f"missing column(s) {', '.join(missing)}", where=location(path, 1),
-                        hint="the header must be: " + ",".join(COLUMNS))
+        raise RlcwError(
+            f"missing column(s) {', '.join(missing)}",
+            where=location(path, 1),
+            hint="the header must be: " + ",".join(COLUMNS),
+        )
     rows, seen = [], {}
     for row, rec in table:
         if None in rec:
-            raise RlcwError("more fields than the header has", where=location(path, row + 1),
-                            hint="quote text that contains commas")
+            raise RlcwError(
+                "more fields than the header has",
+                where=location(path, row + 1),
+                hint="quote text that contains commas",
+            )
         for key in ("group", "item"):
             if rec[key] is None or not str(rec[key]).strip():
-                raise RlcwError("missing value", where=location(path, row + 1, key), hint="every row needs a group and an item")
+                raise RlcwError(
+                    "missing value", where=location(path, row + 1, key), hint="every row needs a group and an item"
+                )
         group, item = rec["group"].strip(), rec["item"].strip()
         if (group, item) in seen:
-            raise RlcwError(f"item {item!r} appears twice in group {group!r} (first on line {seen[(group, item)]})",
-                            where=location(path, row + 1, "item"), hint="one row per item and group")
+            raise RlcwError(
+                f"item {item!r} appears twice in group {group!r} (first on line {seen[(group, item)]})",
+                where=location(path, row + 1, "item"),
+                hint="one row per item and group",
+            )
         seen[(group, item)] = row + 1
-        rows.append((group, item, _number(rec["human_score"], path, row, "human_score"),
-                     _number(rec["judge_score"], path, row, "judge_score")))
+        rows.append(
+            (
+                group,
+                item,
+                _number(rec["human_score"], path, row, "human_score"),
+                _number(rec["judge_score"], path, row, "judge_score"),
+            )
+        )
     return rows
 
 
@@ -76,10 +95,14 @@ def _fmt(value) -> str:
 def format_table(result: dict) -> str:
     lines = [f"{'group':<24} {'n':>4} {'spearman':>9} {'kendall':>9} {'pair_acc':>9}"]
     for name, g in result["groups"].items():
-        lines.append(f"{name[:24]:<24} {g['n_items']:>4} {_fmt(g['spearman']):>9} {_fmt(g['kendall']):>9} "
-                     f"{_fmt(g['pairwise_accuracy']):>9}")
-    lines.append(f"{'mean (unweighted)':<24} {result['n_groups']:>4} {_fmt(result['mean_spearman']):>9} "
-                 f"{_fmt(result['mean_kendall']):>9} {_fmt(result['mean_pairwise_accuracy']):>9}")
+        lines.append(
+            f"{name[:24]:<24} {g['n_items']:>4} {_fmt(g['spearman']):>9} {_fmt(g['kendall']):>9} "
+            f"{_fmt(g['pairwise_accuracy']):>9}"
+        )
+    lines.append(
+        f"{'mean (unweighted)':<24} {result['n_groups']:>4} {_fmt(result['mean_spearman']):>9} "
+        f"{_fmt(result['mean_kendall']):>9} {_fmt(result['mean_pairwise_accuracy']):>9}"
+    )
     for key in ("system_level", "item_level"):
         c = result[key]
         lines.append(f"{key.replace('_', '-')} Spearman: {_fmt(c['spearman'])} (p={_fmt(c['p_value'])}, N={c['n']})")
@@ -91,7 +114,9 @@ def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="rlcw agreement", description=__doc__.split("\n")[0])
     parser.add_argument("file", help="CSV with header " + ",".join(COLUMNS))
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--tie-rule", choices=TIE_RULES, default="half", help="pairwise-accuracy tie rule (default half)")
+    parser.add_argument(
+        "--tie-rule", choices=TIE_RULES, default="half", help="pairwise-accuracy tie rule (default half)"
+    )
     args = parser.parse_args(argv)
     result = group_agreement(read_scores(args.file), tie_rule=args.tie_rule)
     print(json.dumps(result, indent=2) if args.json else format_table(result))

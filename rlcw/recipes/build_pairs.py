@@ -54,19 +54,36 @@ class BuildPairsConfig:
 def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
     d = cfg.data
     stories = read_model_stories(resolve_data_path(d.stories, "stories.jsonl"))
-    train, held, stats = build_human_pairs(stories, tolerance=d.tolerance, min_words=d.min_words, max_words=d.max_words,
-                                           eval_fraction=d.eval_fraction, seed=cfg.seed)
+    train, held, stats = build_human_pairs(
+        stories,
+        tolerance=d.tolerance,
+        min_words=d.min_words,
+        max_words=d.max_words,
+        eval_fraction=d.eval_fraction,
+        seed=cfg.seed,
+    )
     if not train:
-        raise RlcwError("no training pairs were produced", where=d.stories,
-                        hint=f"dropped: {dict(stats.dropped)}; lower data.min_words or generate longer stories")
+        raise RlcwError(
+            "no training pairs were produced",
+            where=d.stories,
+            hint=f"dropped: {dict(stats.dropped)}; lower data.min_words or generate longer stories",
+        )
     paths = {"train": write_preferences(run.path / "pairs" / "train.jsonl", train)}
     if held:
         paths["eval"] = write_preferences(run.path / "pairs" / "eval.jsonl", held)
-    metrics = {"stories": stats.stories, "pairs": stats.pairs, "train_pairs": len(train), "eval_pairs": len(held),
-               "mean_words/chosen": sum(stats.chosen_words) / stats.pairs, "mean_words/rejected": sum(stats.rejected_words) / stats.pairs}
+    metrics = {
+        "stories": stats.stories,
+        "pairs": stats.pairs,
+        "train_pairs": len(train),
+        "eval_pairs": len(held),
+        "mean_words/chosen": sum(stats.chosen_words) / stats.pairs,
+        "mean_words/rejected": sum(stats.rejected_words) / stats.pairs,
+    }
     metrics.update({f"dropped/{k}": stats.dropped.get(k, 0) for k in ("too_short", "length_mismatch", "identical")})
     run.log(0, metrics)
-    run.write_report("# Human-vs-model pairs (chosen = human)\n\n" + "\n".join(f"- {k}: {v}" for k, v in metrics.items()) + "\n")
+    run.write_report(
+        "# Human-vs-model pairs (chosen = human)\n\n" + "\n".join(f"- {k}: {v}" for k, v in metrics.items()) + "\n"
+    )
     return run.write_summary("completed", metrics, paths)
 
 
@@ -79,15 +96,28 @@ def main(cfg: BuildPairsConfig) -> dict:
             return human_vs_model(cfg, run)
         stories = read_stories(resolve_data_path(d.stories, "stories.jsonl"))
         train, held, stats = build_corruption_pairs(
-            stories, list(d.kinds), chunk_sentences=d.chunk_sentences, max_chunks_per_story=d.max_chunks_per_story,
-            match_length=d.match_length, tolerance=d.tolerance, eval_fraction=d.eval_fraction, seed=cfg.seed,
+            stories,
+            list(d.kinds),
+            chunk_sentences=d.chunk_sentences,
+            max_chunks_per_story=d.max_chunks_per_story,
+            match_length=d.match_length,
+            tolerance=d.tolerance,
+            eval_fraction=d.eval_fraction,
+            seed=cfg.seed,
         )
         if not train:
-            raise RlcwError("no training pairs were produced", hint="use longer stories or a smaller data.chunk_sentences")
+            raise RlcwError(
+                "no training pairs were produced", hint="use longer stories or a smaller data.chunk_sentences"
+            )
         paths = {"train": write_preferences(run.path / "pairs" / "train.jsonl", train)}
         if held:
             paths["eval"] = write_preferences(run.path / "pairs" / "eval.jsonl", held)
-        metrics = {"stories": stats.stories, "chunks": stats.chunks, "train_pairs": len(train), "eval_pairs": len(held)}
+        metrics = {
+            "stories": stats.stories,
+            "chunks": stats.chunks,
+            "train_pairs": len(train),
+            "eval_pairs": len(held),
+        }
         metrics.update({f"pairs/{k}": v for k, v in stats.per_kind.items()})
         metrics.update({f"dropped/{k}": v for k, v in stats.dropped.items()})
         run.log(0, metrics)

@@ -98,6 +98,10 @@ def lora_config(lora: LoraSection, task_type, num_layers: int):
         if modules == "all-linear":  # peft needs names with layers_to_transform
             modules = list(DECODER_LINEAR_MODULES)
     return LoraConfig(
-        task_type=task_type, r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-        target_modules=modules, layers_to_transform=layers,
+        task_type=task_type,
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=modules,
+        layers_to_transform=layers,
     )

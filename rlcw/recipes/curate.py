@@ -75,8 +75,10 @@ def load_rows(src: SourceSection) -> tuple[list[tuple[int, dict]], str]:
         try:
             ds = load_dataset(src.source, split=src.split)
         except Exception as exc:
-            raise RlcwError(f"cannot load hub dataset '{src.source}' (split '{src.split}'): {exc}",
-                            hint="check the id and your network, or pass a local .jsonl/.csv/.parquet file") from None
+            raise RlcwError(
+                f"cannot load hub dataset '{src.source}' (split '{src.split}'): {exc}",
+                hint="check the id and your network, or pass a local .jsonl/.csv/.parquet file",
+            ) from None
         rows, where = list(enumerate(ds, start=1)), f"{src.source}[{src.split}]"
     return rows[: src.max_rows or None], where
 
@@ -109,7 +111,9 @@ def main(cfg: CurateConfig) -> dict:
     r = cfg.rules
     with stage_run(cfg, "curate") as run:
         if not cfg.train.source:
-            raise RlcwError("train.source is not set", where="train.source", hint="a hub id or a local .jsonl/.csv/.parquet file")
+            raise RlcwError(
+                "train.source is not set", where="train.source", hint="a hub id or a local .jsonl/.csv/.parquet file"
+            )
         rules, count_tokens = build_rules(r), build_token_counter(r)
         before = parse_date(r.train_before, "rules.train_before") if r.train_before else None
         start = parse_date(r.test_from, "rules.test_from") if r.test_from else None
@@ -118,21 +122,43 @@ def main(cfg: CurateConfig) -> dict:
         infos = {"train": train_info}
         if cfg.test.source or start is not None:
             if not cfg.test.source and before is not None and start < before:
-                raise RlcwError("rules.test_from is before rules.train_before: train and test would share dates", where="rules.test_from")
+                raise RlcwError(
+                    "rules.test_from is before rules.train_before: train and test would share dates",
+                    where="rules.test_from",
+                )
             if not cfg.test.source and before is None:
-                raise RlcwError("test comes from train.source but rules.train_before is not set", where="rules.train_before",
-                                hint="set both cut-offs, e.g. rules.train_before=2023-01-01 rules.test_from=2023-01-02")
+                raise RlcwError(
+                    "test comes from train.source but rules.train_before is not set",
+                    where="rules.train_before",
+                    hint="set both cut-offs, e.g. rules.train_before=2023-01-01 rules.test_from=2023-01-02",
+                )
             # a shared source's malformed rows are reported once, under train
-            test_posts, test_drops, infos["test"] = read_source(cfg.test) if cfg.test.source else (train_posts, Counter(), train_info)
+            test_posts, test_drops, infos["test"] = (
+                read_source(cfg.test) if cfg.test.source else (train_posts, Counter(), train_info)
+            )
             results["test"] = curate_split(test_posts, rules, count_tokens, cfg.seed, "curate/test", start=start)
             results["test"].drops.update(test_drops)
         ex_stories, ex_prompts = split_hashes(results["test"].pairs) if "test" in results else (set(), set())
-        results["train"] = curate_split(train_posts, rules, count_tokens, cfg.seed, "curate/train", end=before,
-                                        exclude_stories=ex_stories, exclude_prompts=ex_prompts)
+        results["train"] = curate_split(
+            train_posts,
+            rules,
+            count_tokens,
+            cfg.seed,
+            "curate/train",
+            end=before,
+            exclude_stories=ex_stories,
+            exclude_prompts=ex_prompts,
+        )
         results["train"].drops.update(train_drops)
         if not results["train"].pairs:
-            raise RlcwError("no training pairs survived curation", hint="see the counts in " + str(run.path / "report.md"))
-        artifacts = {name: write_preferences(run.path / "pairs" / f"{name}.jsonl", res.pairs) for name, res in results.items() if res.pairs}
+            raise RlcwError(
+                "no training pairs survived curation", hint="see the counts in " + str(run.path / "report.md")
+            )
+        artifacts = {
+            name: write_preferences(run.path / "pairs" / f"{name}.jsonl", res.pairs)
+            for name, res in results.items()
+            if res.pairs
+        }
         artifacts["plot"] = plot_balance(results, run.path / "length_balance.png")
         metrics = summarize(results, infos)
         run.log(0, metrics)
@@ -158,25 +184,36 @@ def plot_balance(results: dict[str, SplitResult], path: Path) -> Path:
     from rlcw.report import plt
 
     fig, axes = plt.subplots(len(results), 2, figsize=(10, 3.2 * len(results)), squeeze=False)
-    for row, name in zip(axes, sorted(results, key=lambda n: n != "train")):
+    for row, name in zip(axes, sorted(results, key=lambda n: n != "train"), strict=False):
         res = results[name]
         top = max((abs(d) for d in res.diffs_before), default=1) or 1
         for ax, when, diffs in ((row[0], "before", res.diffs_before), (row[1], "after", res.diffs_after)):
             ax.hist(diffs, bins=100, range=(-top, top), color="tab:blue" if when == "before" else "tab:green")
             share = chosen_longer_share(diffs)
             ax.axvline(0, color="black", lw=0.8)
-            ax.set_title(f"{name}, {when} balancing: {len(diffs)} pairs, chosen longer {share:.1%}" if share is not None else f"{name}, {when}: {len(diffs)} pairs")
+            ax.set_title(
+                f"{name}, {when} balancing: {len(diffs)} pairs, chosen longer {share:.1%}"
+                if share is not None
+                else f"{name}, {when}: {len(diffs)} pairs"
+            )
             ax.set_xlabel("chosen - rejected (words)")
     fig.tight_layout()
     return save_figure(fig, path, dpi=100)
 
 
 STEP_TEXT = {
-    "stories": "stories read (parseable)", "date_window": "in the split's date window", "min_upvotes": "upvotes >= min",
-    "min_words": "words >= min", "max_tokens": "tokens <= max", "duplicates": "after removing duplicate stories",
-    "split_overlap": "after removing stories/prompts of the test split", "candidate_pairs": "candidate pairs (same post)",
-    "upvote_gap": "upvote gap >= min_gap", "later_is_better": "higher-voted story posted later",
-    "per_post_cap": "after the per-post cap", "length_balance": "after length balancing",
+    "stories": "stories read (parseable)",
+    "date_window": "in the split's date window",
+    "min_upvotes": "upvotes >= min",
+    "min_words": "words >= min",
+    "max_tokens": "tokens <= max",
+    "duplicates": "after removing duplicate stories",
+    "split_overlap": "after removing stories/prompts of the test split",
+    "candidate_pairs": "candidate pairs (same post)",
+    "upvote_gap": "upvote gap >= min_gap",
+    "later_is_better": "higher-voted story posted later",
+    "per_post_cap": "after the per-post cap",
+    "length_balance": "after length balancing",
 }
 
 
@@ -185,10 +222,16 @@ def report(results: dict[str, SplitResult], infos: dict, cfg: CurateConfig) -> s
     r = cfg.rules
     tok = f"`{r.tokenizer}`" if r.tokenizer and r.max_tokens is not None else "off"
     lines = ["# Curation (LitBench rules)", ""]
-    lines += [f"- {n}: `{infos[n]['source']}` ({infos[n]['layout']} layout, {infos[n]['rows']} rows, {infos[n]['posts']} posts)" for n in names]
-    lines += [f"- rules: upvotes >= {r.min_upvotes}, words >= {r.min_words}, tokens <= {r.max_tokens} ({tok}), "
-              f"gap >= {r.min_gap:.0%}, later is better, cap/post {r.max_pairs_per_post}, {r.bins} bins, "
-              f"train before {r.train_before}, test from {r.test_from}, seed {cfg.seed}", ""]
+    lines += [
+        f"- {n}: `{infos[n]['source']}` ({infos[n]['layout']} layout, {infos[n]['rows']} rows, {infos[n]['posts']} posts)"
+        for n in names
+    ]
+    lines += [
+        f"- rules: upvotes >= {r.min_upvotes}, words >= {r.min_words}, tokens <= {r.max_tokens} ({tok}), "
+        f"gap >= {r.min_gap:.0%}, later is better, cap/post {r.max_pairs_per_post}, {r.bins} bins, "
+        f"train before {r.train_before}, test from {r.test_from}, seed {cfg.seed}",
+        "",
+    ]
     lines += ["| step | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for step, text in STEP_TEXT.items():
         lines.append(f"| {text} | " + " | ".join(str(results[n].counts.get(step, "")) for n in names) + " |")

@@ -90,11 +90,17 @@ class DPORecipeConfig:
 
 # ---------------------------------------------------------------- data
 
+
 def conversational_pairs(pairs: list[dict], system_prompt: str | None) -> list[dict]:
     """Preference records in TRL's conversational layout: prompt messages, one assistant turn each."""
-    return [{"prompt": chat_messages(system_prompt, p["prompt"]),
-             "chosen": [{"role": "assistant", "content": p["chosen"]}],
-             "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in pairs]
+    return [
+        {
+            "prompt": chat_messages(system_prompt, p["prompt"]),
+            "chosen": [{"role": "assistant", "content": p["chosen"]}],
+            "rejected": [{"role": "assistant", "content": p["rejected"]}],
+        }
+        for p in pairs
+    ]
 
 
 def build_dataset(pairs: list[dict], system_prompt: str | None):
@@ -105,14 +111,21 @@ def build_dataset(pairs: list[dict], system_prompt: str | None):
 
 # ---------------------------------------------------------------- args, models
 
+
 def check_train(t: DPOTrainSection) -> None:
     for key in ("max_steps", "batch_size", "gradient_accumulation_steps", "logging_steps"):
         if getattr(t, key) < 1:
             raise RlcwError(f"train.{key} must be at least 1, got {getattr(t, key)}", where=f"train.{key}")
     if t.save_steps < 0:
-        raise RlcwError(f"train.save_steps must be >= 0, got {t.save_steps}", where="train.save_steps", hint="0 = only the final adapter")
+        raise RlcwError(
+            f"train.save_steps must be >= 0, got {t.save_steps}",
+            where="train.save_steps",
+            hint="0 = only the final adapter",
+        )
     if t.beta <= 0:
-        raise RlcwError(f"train.beta must be positive, got {t.beta}", where="train.beta", hint="DPO's usual range is 0.05-0.5")
+        raise RlcwError(
+            f"train.beta must be positive, got {t.beta}", where="train.beta", hint="DPO's usual range is 0.05-0.5"
+        )
 
 
 def build_args(cfg: DPORecipeConfig, run, has_eval_pairs: bool):
@@ -121,14 +134,28 @@ def build_args(cfg: DPORecipeConfig, run, has_eval_pairs: bool):
     t = cfg.train
     evaluate = has_eval_pairs and cfg.eval.every_steps > 0
     return DPOConfig(
-        output_dir=str(run.checkpoints), max_steps=t.max_steps, learning_rate=t.learning_rate, beta=t.beta,
-        loss_type=[x.strip() for x in t.loss_type.split(",")], max_length=t.max_length,
-        per_device_train_batch_size=t.batch_size, per_device_eval_batch_size=t.batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps, logging_steps=t.logging_steps,
-        eval_strategy="steps" if evaluate else "no", eval_steps=cfg.eval.every_steps if evaluate else None,
-        save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500, save_total_limit=t.save_total_limit,
-        bf16=False, gradient_checkpointing=False, use_cpu=not torch.cuda.is_available(), report_to=["tensorboard"],
-        seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=False,
+        output_dir=str(run.checkpoints),
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        beta=t.beta,
+        loss_type=[x.strip() for x in t.loss_type.split(",")],
+        max_length=t.max_length,
+        per_device_train_batch_size=t.batch_size,
+        per_device_eval_batch_size=t.batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        logging_steps=t.logging_steps,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=cfg.eval.every_steps if evaluate else None,
+        save_strategy="steps" if t.save_steps else "no",
+        save_steps=t.save_steps or 500,
+        save_total_limit=t.save_total_limit,
+        bf16=False,
+        gradient_checkpointing=False,
+        use_cpu=not torch.cuda.is_available(),
+        report_to=["tensorboard"],
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        disable_tqdm=False,
     )
 
 
@@ -144,33 +171,53 @@ def load_models(cfg: DPORecipeConfig):
 
 # ---------------------------------------------------------------- main
 
+
 def main(cfg: DPORecipeConfig) -> dict:
     with stage_run(cfg, "dpo") as run:
         check_train(cfg.train)
         train_pairs = load_preferences(cfg.data.train_file, limit=cfg.data.max_pairs)
-        eval_pairs = load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
-        eval_rows = load_prompts(cfg.eval.prompts, cfg.eval.split)[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
+        eval_pairs = (
+            load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
+        )
+        eval_rows = (
+            load_prompts(cfg.eval.prompts, cfg.eval.split)[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
+        )
         from rlcw.recipes.grpo import last_complete_checkpoint
 
         resume = str(last_complete_checkpoint(run.checkpoints)) if cfg.train.resume else None
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
-        evaluators = build_evaluators(cfg.eval.evaluators if cfg.eval.every_steps else {},
-                                      {"rm_path": cfg.eval.rm_path, "run_dir": run.path, "seed": cfg.seed})
+        evaluators = build_evaluators(
+            cfg.eval.evaluators if cfg.eval.every_steps else {},
+            {"rm_path": cfg.eval.rm_path, "run_dir": run.path, "seed": cfg.seed},
+        )
         model, ref = load_models(cfg)
         args = build_args(cfg, run, bool(eval_pairs))
         tensorboard_dir(run)
         e = cfg.eval
-        sampler = story_sampler(tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name,
-                                max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed)
+        sampler = story_sampler(
+            tokenizer,
+            eval_rows,
+            system_prompt=cfg.model.system_prompt,
+            run_name=cfg.run_name,
+            max_new_tokens=e.max_new_tokens,
+            temperature=e.temperature,
+            batch_size=e.batch_size,
+            seed=cfg.seed,
+        )
         periodic = PeriodicEvalCallback(run, sampler, evaluators, e.every_steps)
         from trl import DPOTrainer
 
         trainer = DPOTrainer(
-            model=model, ref_model=ref, args=args, processing_class=tokenizer,
+            model=model,
+            ref_model=ref,
+            args=args,
+            processing_class=tokenizer,
             train_dataset=build_dataset(train_pairs, cfg.model.system_prompt),
             eval_dataset=build_dataset(eval_pairs, cfg.model.system_prompt) if eval_pairs else None,
-            peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers) if cfg.lora.enabled else None,
+            peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers)
+            if cfg.lora.enabled
+            else None,
             callbacks=[JsonlMetricsCallback(run), periodic],
         )
         trainer.train(resume_from_checkpoint=resume)
@@ -188,8 +235,11 @@ def main(cfg: DPORecipeConfig) -> dict:
             metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
         plot = _plot(run)
         run.write_report(_report(cfg, metrics, periodic.history, plot))
-        return run.write_summary("completed", metrics, {"policy": final, "samples": run.samples,
-                                                        "metrics": run.path / "metrics.jsonl", plot.stem: plot})
+        return run.write_summary(
+            "completed",
+            metrics,
+            {"policy": final, "samples": run.samples, "metrics": run.path / "metrics.jsonl", plot.stem: plot},
+        )
 
 
 def final_pair_eval(trainer) -> dict[str, float]:
@@ -206,10 +256,18 @@ def summary_metrics(run, steps: int, pair_eval: dict, n_pairs: int) -> dict[str,
     rows = [r for r in read_metrics(run.path / "metrics.jsonl") if "rewards/accuracies" in r]
     last = rows[-1] if rows else {}
     out = {"train/steps": float(steps), "train/pairs": float(n_pairs)}
-    for key, name in (("loss", "loss"), ("rewards/accuracies", "reward_accuracy"), ("rewards/margins", "reward_margin")):
+    for key, name in (
+        ("loss", "loss"),
+        ("rewards/accuracies", "reward_accuracy"),
+        ("rewards/margins", "reward_margin"),
+    ):
         if key in last:
             out[f"train/{name}"] = float(last[key])
-    for key, name in (("eval_loss", "loss"), ("eval_rewards/accuracies", "reward_accuracy"), ("eval_rewards/margins", "reward_margin")):
+    for key, name in (
+        ("eval_loss", "loss"),
+        ("eval_rewards/accuracies", "reward_accuracy"),
+        ("eval_rewards/margins", "reward_margin"),
+    ):
         if key in pair_eval:
             out[f"eval_pairs/{name}"] = float(pair_eval[key])
     return out
@@ -219,11 +277,23 @@ def _plot(run) -> Path:
     from rlcw.report import plot_lines, read_metrics, series
 
     rows = read_metrics(run.path / "metrics.jsonl")
-    return plot_lines([
-        ("DPO loss", {"train": series(rows, "loss"), "held-out pairs": series(rows, "eval_loss")}),
-        ("reward margin (chosen - rejected)", {"train": series(rows, "rewards/margins"), "held-out pairs": series(rows, "eval_rewards/margins")}),
-        ("reward accuracy", {"train": series(rows, "rewards/accuracies"), "held-out pairs": series(rows, "eval_rewards/accuracies")}),
-    ], run.path / "plots" / "dpo.png")
+    return plot_lines(
+        [
+            ("DPO loss", {"train": series(rows, "loss"), "held-out pairs": series(rows, "eval_loss")}),
+            (
+                "reward margin (chosen - rejected)",
+                {"train": series(rows, "rewards/margins"), "held-out pairs": series(rows, "eval_rewards/margins")},
+            ),
+            (
+                "reward accuracy",
+                {
+                    "train": series(rows, "rewards/accuracies"),
+                    "held-out pairs": series(rows, "eval_rewards/accuracies"),
+                },
+            ),
+        ],
+        run.path / "plots" / "dpo.png",
+    )
 
 
 def _fmt(v) -> str:
@@ -232,13 +302,20 @@ def _fmt(v) -> str:
 
 def _report(cfg: DPORecipeConfig, metrics: dict, history: list[dict], plot: Path) -> str:
     t = cfg.train
-    lines = [f"# DPO run `{cfg.run_name}`", "", f"- policy start: `{cfg.model.name}`; pairs: `{cfg.data.train_file}` ({int(metrics['train/pairs'])})",
-             f"- steps: {int(metrics['train/steps'])} x {t.batch_size} pairs; beta {t.beta}, loss {t.loss_type}, lr {t.learning_rate}, "
-             f"{'LoRA r' + str(cfg.lora.r) if cfg.lora.enabled else 'full fine-tuning'}", ""]
+    lines = [
+        f"# DPO run `{cfg.run_name}`",
+        "",
+        f"- policy start: `{cfg.model.name}`; pairs: `{cfg.data.train_file}` ({int(metrics['train/pairs'])})",
+        f"- steps: {int(metrics['train/steps'])} x {t.batch_size} pairs; beta {t.beta}, loss {t.loss_type}, lr {t.learning_rate}, "
+        f"{'LoRA r' + str(cfg.lora.r) if cfg.lora.enabled else 'full fine-tuning'}",
+        "",
+    ]
     lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in metrics.items()] + [""]
     lines += ["## Plots", "", f"![{plot.stem}](plots/{plot.name})", ""]
     if history:
         keys = [k for k in history[0] if k != "step"]
         lines += ["## Held-out samples", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        lines += ["| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history]
+        lines += [
+            "| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history
+        ]
     return "\n".join(lines) + "\n"

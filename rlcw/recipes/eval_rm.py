@@ -54,7 +54,9 @@ class ScorerSection:
 class EvalDataSection:
     file: str = "runs/build_pairs/pairs/eval.jsonl"  # local pair file or hub id
     split: str = "test"
-    columns: dict[str, str] = field(default_factory=lambda: {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"})
+    columns: dict[str, str] = field(
+        default_factory=lambda: {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"}
+    )
     max_pairs: int | None = None
 
 
@@ -80,10 +82,15 @@ def reference_stories(path: str, limit: int | None) -> tuple[list[str], list[str
     """(prompts, stories) of a story-record file, or of both sides of a pair file."""
     prompts, stories = [], []
     for line, row in read_table(path):
-        keys = ("story",) if "story" in row else ("chosen", "rejected") if "chosen" in row and "rejected" in row else ()
+        keys = (
+            ("story",) if "story" in row else ("chosen", "rejected") if "chosen" in row and "rejected" in row else ()
+        )
         if not keys:
-            raise RlcwError("neither a story record nor a preference pair", where=location(path, line, "story"),
-                            hint="give story records (prompt, story) or preference records (prompt, chosen, rejected)")
+            raise RlcwError(
+                "neither a story record nor a preference pair",
+                where=location(path, line, "story"),
+                hint="give story records (prompt, story) or preference records (prompt, chosen, rejected)",
+            )
         for key in keys:
             if not isinstance(row[key], str) or not row[key].strip():
                 raise RlcwError("empty or non-text story", where=location(path, line, key))
@@ -99,14 +106,20 @@ def fit_length_control(scorer, lc: LengthControlSection, run) -> dict:
     path = save_length_fit(fit, scorer.rm_dir)
     shutil.copyfile(path, run.path / LENGTH_CONTROL_FILE)
     scorer.length_fit = fit
-    return {"length_control/slope": fit.slope, "length_control/intercept": fit.intercept, "length_control/r2": fit.r2,
-            "length_control/n": float(fit.n)}
+    return {
+        "length_control/slope": fit.slope,
+        "length_control/intercept": fit.intercept,
+        "length_control/r2": fit.r2,
+        "length_control/n": float(fit.n),
+    }
 
 
 def accuracy_block(outcomes: list[float], split: dict[str, list[int]], prefix: str, resamples: int, seed: int) -> dict:
     """Accuracy, its bootstrap CI, and accuracy on chosen-longer / chosen-shorter pairs."""
     out = {f"{prefix}accuracy": pw.mean_of(outcomes)}
-    out[f"{prefix}accuracy_ci_low"], out[f"{prefix}accuracy_ci_high"] = bootstrap_ci(outcomes, n_resamples=resamples, seed=seed)
+    out[f"{prefix}accuracy_ci_low"], out[f"{prefix}accuracy_ci_high"] = bootstrap_ci(
+        outcomes, n_resamples=resamples, seed=seed
+    )
     for name in ("chosen_longer", "chosen_shorter"):
         out[f"{prefix}accuracy_{name}"] = pw.mean_of(outcomes, split[name])
     return out
@@ -124,33 +137,50 @@ def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]
     for prefix, (c, r) in versions.items():
         metrics.update(accuracy_block(pw.pair_outcomes(c, r), split, prefix, cfg.bootstrap_resamples, cfg.seed))
         corr = pw.length_correlation(c + r, [float(w) for w in cw + rw])
-        metrics[f"{prefix}score_length_pearson"], metrics[f"{prefix}score_length_spearman"] = corr["pearson"], corr["spearman"]
-        metrics[f"{prefix}mean_margin"] = pw.mean_of([a - b for a, b in zip(c, r)])
-    rows = [{"chosen_score": c, "rejected_score": r} for c, r in zip(chosen, rejected)]
+        metrics[f"{prefix}score_length_pearson"], metrics[f"{prefix}score_length_spearman"] = (
+            corr["pearson"],
+            corr["spearman"],
+        )
+        metrics[f"{prefix}mean_margin"] = pw.mean_of([a - b for a, b in zip(c, r, strict=False)])
+    rows = [{"chosen_score": c, "rejected_score": r} for c, r in zip(chosen, rejected, strict=False)]
     if fit is not None:
-        for row, c, r in zip(rows, *versions["length_controlled/"]):
+        for row, c, r in zip(rows, *versions["length_controlled/"], strict=False):
             row.update(chosen_score_lc=c, rejected_score_lc=r)
     return metrics, rows
 
 
 def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
-    prompts, chosen, rejected = [p["prompt"] for p in pairs], [p["chosen"] for p in pairs], [p["rejected"] for p in pairs]
+    prompts, chosen, rejected = (
+        [p["prompt"] for p in pairs],
+        [p["chosen"] for p in pairs],
+        [p["rejected"] for p in pairs],
+    )
     fwd = scorer.prefer_ordered(prompts, chosen, rejected)  # P(chosen better), chosen shown first
     bwd = scorer.prefer_ordered(prompts, rejected, chosen)  # P(rejected better), rejected shown first
     avg = pw.averaged_preference(fwd, bwd)
     valid = [i for i, p in enumerate(avg) if p is not None]
     if not valid:
-        raise RlcwError("the scorer gave no valid verdict in both orders for any pair", hint="check the judge/GenRM output format")
+        raise RlcwError(
+            "the scorer gave no valid verdict in both orders for any pair", hint="check the judge/GenRM output format"
+        )
     pos = {i: j for j, i in enumerate(valid)}
     sub = {k: [pos[i] for i in idx if i in pos] for k, idx in split.items()}
     metrics = accuracy_block(pw.prob_outcomes([avg[i] for i in valid]), sub, "", cfg.bootstrap_resamples, cfg.seed)
-    metrics.update({
-        "order_consistency": pw.order_consistency(fwd, bwd), "first_position_rate": pw.first_position_rate(fwd, bwd),
-        "invalid_chosen_first": float(sum(p is None for p in fwd)), "invalid_rejected_first": float(sum(p is None for p in bwd)),
-        "pairs_scored": float(len(valid)),
-        "p_chosen_length_diff_spearman": pw.length_correlation([avg[i] for i in valid], [float(cw[i] - rw[i]) for i in valid])["spearman"],
-    })
-    rows = [{"p_chosen_first": f, "p_rejected_first": b, "p_chosen": a} for f, b, a in zip(fwd, bwd, avg)]
+    metrics.update(
+        {
+            "order_consistency": pw.order_consistency(fwd, bwd),
+            "first_position_rate": pw.first_position_rate(fwd, bwd),
+            "invalid_chosen_first": float(sum(p is None for p in fwd)),
+            "invalid_rejected_first": float(sum(p is None for p in bwd)),
+            "pairs_scored": float(len(valid)),
+            "p_chosen_length_diff_spearman": pw.length_correlation(
+                [avg[i] for i in valid], [float(cw[i] - rw[i]) for i in valid]
+            )["spearman"],
+        }
+    )
+    rows = [
+        {"p_chosen_first": f, "p_rejected_first": b, "p_chosen": a} for f, b, a in zip(fwd, bwd, avg, strict=False)
+    ]
     return metrics, rows
 
 
@@ -158,8 +188,15 @@ def main(cfg: EvalRMConfig) -> dict:
     s = cfg.scorer
     with stage_run(cfg, "eval-rm") as run:
         pairs = load_preferences(cfg.data.file, cfg.data.split, cfg.data.columns, cfg.data.max_pairs)
-        scorer = load_scorer(s.kind, s.path, batch_size=s.batch_size, device=s.device, length_control=s.length_control,
-                             judge_client=s.judge_client, judge_template=s.judge_template)
+        scorer = load_scorer(
+            s.kind,
+            s.path,
+            batch_size=s.batch_size,
+            device=s.device,
+            length_control=s.length_control,
+            judge_client=s.judge_client,
+            judge_template=s.judge_template,
+        )
         pairwise = is_pairwise(scorer)
         if hasattr(scorer, "progress"):
             scorer.progress = True
@@ -173,10 +210,20 @@ def main(cfg: EvalRMConfig) -> dict:
         evaluate = eval_pairwise if pairwise else eval_pointwise
         scored, rows = evaluate(scorer, pairs, cw, rw, split, cfg)
         metrics.update(scored)
-        metrics.update(accuracy_block(pw.pair_outcomes([float(w) for w in cw], [float(w) for w in rw]), split,
-                                      "length_baseline/", cfg.bootstrap_resamples, cfg.seed))
+        metrics.update(
+            accuracy_block(
+                pw.pair_outcomes([float(w) for w in cw], [float(w) for w in rw]),
+                split,
+                "length_baseline/",
+                cfg.bootstrap_resamples,
+                cfg.seed,
+            )
+        )
         metrics.update({"pairs": float(len(pairs)), **{f"pairs_{k}": float(len(v)) for k, v in split.items()}})
-        per_pair = [{"index": i, "chosen_words": c, "rejected_words": r, **row} for i, (c, r, row) in enumerate(zip(cw, rw, rows))]
+        per_pair = [
+            {"index": i, "chosen_words": c, "rejected_words": r, **row}
+            for i, (c, r, row) in enumerate(zip(cw, rw, rows, strict=False))
+        ]
         info = {"kind": type(scorer).__name__, "pairwise": pairwise, "path": s.path, "data": cfg.data.file}
         artifacts = {
             "eval": atomic_write_json(run.path / "eval.json", {"scorer": info, "metrics": metrics}),
@@ -193,7 +240,11 @@ def plot_eval(metrics: dict, rows: list[dict], pairwise: bool, path: Path) -> Pa
 
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
     groups = ["accuracy", "accuracy_chosen_longer", "accuracy_chosen_shorter"]
-    series = {"scorer": ""} | ({"length-controlled": "length_controlled/"} if "length_controlled/accuracy" in metrics else {}) | {"longer wins": "length_baseline/"}
+    series = (
+        {"scorer": ""}
+        | ({"length-controlled": "length_controlled/"} if "length_controlled/accuracy" in metrics else {})
+        | {"longer wins": "length_baseline/"}
+    )
     width = 0.8 / len(series)
     for k, (label, prefix) in enumerate(series.items()):
         vals = [metrics.get(prefix + g) or 0.0 for g in groups]
@@ -202,7 +253,9 @@ def plot_eval(metrics: dict, rows: list[dict], pairwise: bool, path: Path) -> Pa
         lo, hi = metrics[prefix + "accuracy_ci_low"], metrics[prefix + "accuracy_ci_high"]
         ax.errorbar([xs[0]], [vals[0]], yerr=[[vals[0] - lo], [hi - vals[0]]], color="black", capsize=3)
     ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-    ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(groups))], ["all", "chosen longer", "chosen shorter"])
+    ax.set_xticks(
+        [i + width * (len(series) - 1) / 2 for i in range(len(groups))], ["all", "chosen longer", "chosen shorter"]
+    )
     ax.set_ylim(0, 1)
     ax.set_title("pairwise accuracy (95% CI on all)")
     ax.legend(fontsize=8)
@@ -214,7 +267,12 @@ def plot_eval(metrics: dict, rows: list[dict], pairwise: bool, path: Path) -> Pa
         words = [r["chosen_words"] for r in rows] + [r["rejected_words"] for r in rows]
         ax2.scatter(words, [r["chosen_score"] for r in rows] + [r["rejected_score"] for r in rows], s=8, label="raw")
         if rows and "chosen_score_lc" in rows[0]:
-            ax2.scatter(words, [r["chosen_score_lc"] for r in rows] + [r["rejected_score_lc"] for r in rows], s=8, label="length-controlled")
+            ax2.scatter(
+                words,
+                [r["chosen_score_lc"] for r in rows] + [r["rejected_score_lc"] for r in rows],
+                s=8,
+                label="length-controlled",
+            )
             ax2.legend(fontsize=8)
         ax2.set_xlabel("story length (words)")
         ax2.set_ylabel("score")
@@ -230,17 +288,44 @@ def _fmt(v, count: bool = False) -> str:
 
 
 def report(metrics: dict, info: dict) -> str:
-    lines = [f"# Reward-model evaluation: {info['kind']}", "", f"- scorer: `{info['path']}` ({'pairwise' if info['pairwise'] else 'pointwise'})",
-             f"- pairs: `{info['data']}` ({_fmt(metrics['pairs'], True)}; chosen longer {_fmt(metrics['pairs_chosen_longer'], True)}, "
-             f"shorter {_fmt(metrics['pairs_chosen_shorter'], True)}, equal {_fmt(metrics['pairs_equal_length'], True)})", ""]
-    cols = {"scorer": ""} | ({"length-controlled": "length_controlled/"} if "length_controlled/accuracy" in metrics else {}) | {"longer wins": "length_baseline/"}
+    lines = [
+        f"# Reward-model evaluation: {info['kind']}",
+        "",
+        f"- scorer: `{info['path']}` ({'pairwise' if info['pairwise'] else 'pointwise'})",
+        f"- pairs: `{info['data']}` ({_fmt(metrics['pairs'], True)}; chosen longer {_fmt(metrics['pairs_chosen_longer'], True)}, "
+        f"shorter {_fmt(metrics['pairs_chosen_shorter'], True)}, equal {_fmt(metrics['pairs_equal_length'], True)})",
+        "",
+    ]
+    cols = (
+        {"scorer": ""}
+        | ({"length-controlled": "length_controlled/"} if "length_controlled/accuracy" in metrics else {})
+        | {"longer wins": "length_baseline/"}
+    )
     lines += ["| metric | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "accuracy_chosen_longer", "accuracy_chosen_shorter",
-                "score_length_pearson", "score_length_spearman", "mean_margin"):
+    for key in (
+        "accuracy",
+        "accuracy_ci_low",
+        "accuracy_ci_high",
+        "accuracy_chosen_longer",
+        "accuracy_chosen_shorter",
+        "score_length_pearson",
+        "score_length_spearman",
+        "mean_margin",
+    ):
         if any(p + key in metrics for p in cols.values()):
             lines.append(f"| {key} | " + " | ".join(_fmt(metrics.get(p + key)) for p in cols.values()) + " |")
-    extra = [k for k in metrics if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/"))]
+    extra = [
+        k
+        for k in metrics
+        if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/"))
+    ]
     counts = ("invalid_", "pairs_scored", "length_control/n")
     lines += [""] + [f"- {k}: {_fmt(metrics[k], k.startswith(counts))}" for k in extra]
-    lines += ["", "A scorer that does not beat `longer wins` may be a length detector.", "", "![evaluation](eval_rm.png)", ""]
+    lines += [
+        "",
+        "A scorer that does not beat `longer wins` may be a length detector.",
+        "",
+        "![evaluation](eval_rm.png)",
+        "",
+    ]
     return "\n".join(lines)

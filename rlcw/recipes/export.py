@@ -112,21 +112,40 @@ def card_facts(model_name: str) -> dict:
     cfg, summary = run["config"], run["summary"]
     data = cfg.get("data", {}) if isinstance(cfg.get("data"), dict) else {}
     names = [data.get("prompts", "bundled")] if data else []
-    names += [s.get("prompts", data.get("prompts", "bundled")) for s in (data.get("sources") or {}).values() if isinstance(s, dict)]
+    names += [
+        s.get("prompts", data.get("prompts", "bundled"))
+        for s in (data.get("sources") or {}).values()
+        if isinstance(s, dict)
+    ]
     reward = cfg.get("reward", {}) if isinstance(cfg.get("reward"), dict) else {}
     rm_path = reward.get("rm_path")
-    rm_run = _read_run(Path(rm_path).parent) if rm_path and (Path(rm_path).parent / "config.yaml").is_file() else {"config": {}, "summary": {}}
-    rm_data = (rm_run["config"].get("data") or {}).get("train_file") if isinstance(rm_run["config"].get("data"), dict) else None
-    if rm_data and (Path(rm_data).parents[1] / "config.yaml").is_file():  # pairs made by `rlcw build-pairs`: name their stories
+    rm_run = (
+        _read_run(Path(rm_path).parent)
+        if rm_path and (Path(rm_path).parent / "config.yaml").is_file()
+        else {"config": {}, "summary": {}}
+    )
+    rm_data = (
+        (rm_run["config"].get("data") or {}).get("train_file")
+        if isinstance(rm_run["config"].get("data"), dict)
+        else None
+    )
+    if (
+        rm_data and (Path(rm_data).parents[1] / "config.yaml").is_file()
+    ):  # pairs made by `rlcw build-pairs`: name their stories
         pairs_cfg = _read_run(Path(rm_data).parents[1])["config"]
         stories = (pairs_cfg.get("data") or {}).get("stories") if isinstance(pairs_cfg.get("data"), dict) else None
         rm_data = stories or rm_data
     metrics = summary.get("metrics", {}) if isinstance(summary.get("metrics"), dict) else {}
     return {
-        "run": str(run["path"]) if run["path"] else None, "command": summary.get("command") or (run["path"] and "unknown"),
-        "data": sorted(set(names)), "rm_path": rm_path, "reward_specs": reward.get("specs"), "rm_data": rm_data,
+        "run": str(run["path"]) if run["path"] else None,
+        "command": summary.get("command") or (run["path"] and "unknown"),
+        "data": sorted(set(names)),
+        "rm_path": rm_path,
+        "reward_specs": reward.get("specs"),
+        "rm_data": rm_data,
         "rm_metrics": rm_run["summary"].get("metrics", {}) if isinstance(rm_run.get("summary"), dict) else {},
-        "steps": metrics.get("train/steps"), "eval": {k: v for k, v in metrics.items() if k.startswith("eval/")},
+        "steps": metrics.get("train/steps"),
+        "eval": {k: v for k, v in metrics.items() if k.startswith("eval/")},
         "status": summary.get("status"),
     }
 
@@ -135,38 +154,71 @@ def _table(metrics: dict) -> list[str]:
     if not metrics:
         return ["(none recorded)"]
     rows = ["| metric | value |", "|---|---|"]
-    return rows + [f"| {k} | {v:.4g} |" if isinstance(v, (int, float)) else f"| {k} | {v} |" for k, v in sorted(metrics.items())]
+    return rows + [
+        f"| {k} | {v:.4g} |" if isinstance(v, (int, float)) else f"| {k} | {v} |" for k, v in sorted(metrics.items())
+    ]
 
 
 def model_card(cfg: ExportConfig, base: str, diff: float, facts: dict) -> str:
     base_text = BASE_MODELS.get(base, f"`{base}`")
-    data_lines = [f"- RL prompts: {describe_data(n)}" for n in facts["data"]] or ["- RL prompts: not recorded (no source run found)"]
+    data_lines = [f"- RL prompts: {describe_data(n)}" for n in facts["data"]] or [
+        "- RL prompts: not recorded (no source run found)"
+    ]
     if facts["rm_data"]:
         data_lines.append(f"- reward-model training pairs: {describe_data(facts['rm_data'])}")
     reward = f"`{facts['rm_path']}`" if facts["rm_path"] else "not recorded"
     if facts["reward_specs"]:
-        reward += " with terms " + ", ".join(f"{k} ({v.get('type')}, weight {v.get('weight', 1.0)})" for k, v in facts["reward_specs"].items() if isinstance(v, dict))
-    open_licence = base in BASE_MODELS and all(describe_data(n) == KNOWN_DATA["bundled"] for n in facts["data"] + [facts["rm_data"] or "bundled"])
+        reward += " with terms " + ", ".join(
+            f"{k} ({v.get('type')}, weight {v.get('weight', 1.0)})"
+            for k, v in facts["reward_specs"].items()
+            if isinstance(v, dict)
+        )
+    open_licence = base in BASE_MODELS and all(
+        describe_data(n) == KNOWN_DATA["bundled"] for n in facts["data"] + [facts["rm_data"] or "bundled"]
+    )
     hub_base = base if "/" in base and not Path(base).exists() else BASE_MODELS.get(base, "").split(" ")[0] or base
     g = cfg.generation
-    return "\n".join([
-        "---", "library_name: transformers", f"base_model: {hub_base}", *(["license: apache-2.0"] if open_licence else []),
-        "tags: [rlcw, creative-writing, grpo]", "---",
-        "# Story model exported by rlcw", "",
-        f"- base model: {base_text}", f"- tuned checkpoint: `{cfg.model.name}`" + (f" (run `{facts['run']}`, {facts['status']})" if facts["run"] else ""),
-        f"- training steps: {int(facts['steps']) if facts['steps'] is not None else 'not recorded'}",
-        f"- reward: {reward}", f"- system prompt used in training: \"{cfg.model.system_prompt}\"",
-        f"- generation defaults (generation_config.json, shared with rollouts and evaluation): do_sample=true, temperature {g.temperature}, top_p {g.top_p}, max_new_tokens {g.max_new_tokens}",
-        f"- export check: max |logit difference| vs the merged model in memory = {diff:.2e}", "",
-        "## Data and licences", "", *data_lines,
-        f"- base model weights: {base_text}", "",
-        "## Evaluation (held-out prompts, last periodic evaluation of the run)", "", *_table(facts["eval"]), "",
-        "## Reward model (its own run's final metrics)", "", *_table(facts["rm_metrics"]), "",
-        cfg.card_notes, "",
-        "## Serve", "",
-        "- CPU or small GPU: `transformers serve <this folder> --host 127.0.0.1 --port 8000` (OpenAI-compatible `/v1/chat/completions`).",
-        "- GPU hosts: `vllm serve <this folder> --generation-config auto` (uses this folder's sampling defaults).", "",
-    ])
+    return "\n".join(
+        [
+            "---",
+            "library_name: transformers",
+            f"base_model: {hub_base}",
+            *(["license: apache-2.0"] if open_licence else []),
+            "tags: [rlcw, creative-writing, grpo]",
+            "---",
+            "# Story model exported by rlcw",
+            "",
+            f"- base model: {base_text}",
+            f"- tuned checkpoint: `{cfg.model.name}`"
+            + (f" (run `{facts['run']}`, {facts['status']})" if facts["run"] else ""),
+            f"- training steps: {int(facts['steps']) if facts['steps'] is not None else 'not recorded'}",
+            f"- reward: {reward}",
+            f'- system prompt used in training: "{cfg.model.system_prompt}"',
+            f"- generation defaults (generation_config.json, shared with rollouts and evaluation): do_sample=true, temperature {g.temperature}, top_p {g.top_p}, max_new_tokens {g.max_new_tokens}",
+            f"- export check: max |logit difference| vs the merged model in memory = {diff:.2e}",
+            "",
+            "## Data and licences",
+            "",
+            *data_lines,
+            f"- base model weights: {base_text}",
+            "",
+            "## Evaluation (held-out prompts, last periodic evaluation of the run)",
+            "",
+            *_table(facts["eval"]),
+            "",
+            "## Reward model (its own run's final metrics)",
+            "",
+            *_table(facts["rm_metrics"]),
+            "",
+            cfg.card_notes,
+            "",
+            "## Serve",
+            "",
+            "- CPU or small GPU: `transformers serve <this folder> --host 127.0.0.1 --port 8000` (OpenAI-compatible `/v1/chat/completions`).",
+            "- GPU hosts: `vllm serve <this folder> --generation-config auto` (uses this folder's sampling defaults).",
+            "",
+        ]
+    )
 
 
 def push_to_hub(folder: Path, hub: HubSection) -> str:
@@ -175,16 +227,23 @@ def push_to_hub(folder: Path, hub: HubSection) -> str:
         raise RlcwError("hub.push=true needs hub.repo_id", hint="e.g. hub.repo_id=your-name/story-model")
     token = os.environ.get(hub.token_env)
     if not token:
-        raise RlcwError(f"hub.push=true but {hub.token_env} is not set", hint=f"export {hub.token_env}=<a write token from huggingface.co/settings/tokens>")
+        raise RlcwError(
+            f"hub.push=true but {hub.token_env} is not set",
+            hint=f"export {hub.token_env}=<a write token from huggingface.co/settings/tokens>",
+        )
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
     api = HfApi(token=token)
     try:
         url = api.create_repo(hub.repo_id, private=hub.private, repo_type="model", exist_ok=True)
-        api.upload_folder(folder_path=str(folder), repo_id=hub.repo_id, repo_type="model", commit_message=hub.commit_message)
+        api.upload_folder(
+            folder_path=str(folder), repo_id=hub.repo_id, repo_type="model", commit_message=hub.commit_message
+        )
     except HfHubHTTPError as exc:
-        raise RlcwError(f"push to the Hub failed: {exc}", where=hub.repo_id, hint="check the token's write access and the repo id") from None
+        raise RlcwError(
+            f"push to the Hub failed: {exc}", where=hub.repo_id, hint="check the token's write access and the repo id"
+        ) from None
     return str(url)
 
 
@@ -196,10 +255,18 @@ def main(cfg: ExportConfig) -> dict:
         tokenizer = load_tokenizer(cfg.model.name)
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
         if not tokenizer.chat_template:
-            raise RlcwError("the tokenizer has no chat template: a chat server could not format requests", where=cfg.model.name,
-                            hint="set model.chat_template=path/to/template.jinja")
+            raise RlcwError(
+                "the tokenizer has no chat template: a chat server could not format requests",
+                where=cfg.model.name,
+                hint="set model.chat_template=path/to/template.jinja",
+            )
         g = merged.generation_config
-        g.do_sample, g.temperature, g.top_p, g.max_new_tokens = True, cfg.generation.temperature, cfg.generation.top_p, cfg.generation.max_new_tokens
+        g.do_sample, g.temperature, g.top_p, g.max_new_tokens = (
+            True,
+            cfg.generation.temperature,
+            cfg.generation.top_p,
+            cfg.generation.max_new_tokens,
+        )
         out = run.path / "model"
         merged.save_pretrained(out, safe_serialization=True)
         tokenizer.save_pretrained(out)
@@ -208,7 +275,11 @@ def main(cfg: ExportConfig) -> dict:
         from transformers import AutoModelForCausalLM
 
         reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=merged.dtype).eval()
-        text = tokenizer.apply_chat_template(chat_messages(cfg.model.system_prompt, "Write a story about a lighthouse."), tokenize=False, add_generation_prompt=True)
+        text = tokenizer.apply_chat_template(
+            chat_messages(cfg.model.system_prompt, "Write a story about a lighthouse."),
+            tokenize=False,
+            add_generation_prompt=True,
+        )
         ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
         diff = max_logit_diff(merged, reloaded, ids)
         if diff > cfg.atol:

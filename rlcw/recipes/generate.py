@@ -99,7 +99,9 @@ def load_rows(data: GenDataConfig) -> list[dict]:
         from rlcw.data.tmas import load_tmas, prompt_rows
 
         if not data.source:
-            raise RlcwError("data.format=tmas needs data.source", hint="a TELL ME A STORY folder, jsonl file or hub id")
+            raise RlcwError(
+                "data.format=tmas needs data.source", hint="a TELL ME A STORY folder, jsonl file or hub id"
+            )
         rows = prompt_rows(load_tmas(data.source, [data.split] if data.split else None))
     elif data.format == "prompts":
         rows = load_prompts(data.prompts, data.split)
@@ -118,8 +120,15 @@ def build_backend(cfg: GenerateConfig, model, tokenizer):
         raise RlcwError(f"unknown agents.backend '{a.backend}'", hint="use local or server")
     if a.adapters:
         model = attach_adapters(model, dict(a.adapters))
-    return LocalBackend(model, tokenizer, cfg.model.system_prompt, temperature=s.temperature, top_p=s.top_p,
-                        batch_size=s.batch_size, adapters=tuple(a.adapters))
+    return LocalBackend(
+        model,
+        tokenizer,
+        cfg.model.system_prompt,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        batch_size=s.batch_size,
+        adapters=tuple(a.adapters),
+    )
 
 
 def agents_room_stories(cfg: GenerateConfig, rows: list[dict], model, tokenizer) -> list[dict]:
@@ -127,10 +136,19 @@ def agents_room_stories(cfg: GenerateConfig, rows: list[dict], model, tokenizer)
 
     check_variant(cfg.variant)
     a = cfg.agents
-    caps = AgentCaps(planning=a.planning_tokens, writing=a.writing_tokens, finalizer=a.finalizer_tokens, e2e=a.e2e_tokens)
+    caps = AgentCaps(
+        planning=a.planning_tokens, writing=a.writing_tokens, finalizer=a.finalizer_tokens, e2e=a.e2e_tokens
+    )
     name = f"ar_{cfg.variant}" if cfg.system == "model" else cfg.system
-    return run_variant(rows, build_backend(cfg, model, tokenizer), cfg.variant, caps, context_tokens=a.context_tokens,
-                       seed=cfg.seed, system_name=name)
+    return run_variant(
+        rows,
+        build_backend(cfg, model, tokenizer),
+        cfg.variant,
+        caps,
+        context_tokens=a.context_tokens,
+        seed=cfg.seed,
+        system_name=name,
+    )
 
 
 def check_best_of(cfg: GenerateConfig) -> list[int]:
@@ -141,9 +159,15 @@ def check_best_of(cfg: GenerateConfig) -> list[int]:
     if b.n == 1:
         return []
     if cfg.generator != "default":
-        raise RlcwError("best_of.n > 1 needs generator=default", where="best_of.n", hint="Agents' Room writes one story per prompt")
+        raise RlcwError(
+            "best_of.n > 1 needs generator=default", where="best_of.n", hint="Agents' Room writes one story per prompt"
+        )
     if not b.rm_path:
-        raise RlcwError("best_of.n > 1 needs a reward model", where="best_of.rm_path", hint="e.g. best_of.rm_path=runs/train_rm/model")
+        raise RlcwError(
+            "best_of.n > 1 needs a reward model",
+            where="best_of.rm_path",
+            hint="e.g. best_of.rm_path=runs/train_rm/model",
+        )
     return check_sizes(list(b.sizes), b.n) if b.sizes else default_sizes(b.n)
 
 
@@ -152,14 +176,24 @@ def sample(cfg: GenerateConfig, rows: list[dict], model, tokenizer, n: int) -> l
     cand_rows = [{**r, "id": f"{r['id']}#{j}"} if n > 1 else r for r in rows for j in range(n)]
     s = cfg.sampling
     stories = generate_stories(
-        model, tokenizer, cand_rows, system_prompt=cfg.model.system_prompt, system_name=cfg.system,
-        max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p, batch_size=s.batch_size, seed=cfg.seed,
+        model,
+        tokenizer,
+        cand_rows,
+        system_prompt=cfg.model.system_prompt,
+        system_name=cfg.system,
+        max_new_tokens=s.max_new_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        batch_size=s.batch_size,
+        seed=cfg.seed,
     )
     refs = [r.get("reference") for r in rows for _ in range(n)]
-    return [{**x, "reference": ref} if ref else x for x, ref in zip(stories, refs)]
+    return [{**x, "reference": ref} if ref else x for x, ref in zip(stories, refs, strict=False)]
 
 
-def best_of_outputs(cfg: GenerateConfig, run, rows: list[dict], cands: list[dict], sizes: list[int]) -> tuple[dict, dict]:
+def best_of_outputs(
+    cfg: GenerateConfig, run, rows: list[dict], cands: list[dict], sizes: list[int]
+) -> tuple[dict, dict]:
     """Score the candidates, write candidates/stories/best_of_<k> files; return (metrics, artifact paths)."""
     from rlcw.rewards.scorers import load_scorer
 
@@ -176,7 +210,14 @@ def best_of_outputs(cfg: GenerateConfig, run, rows: list[dict], cands: list[dict
         out = []
         for i, row in enumerate(rows):
             j = best_index(pools[i], k)
-            out.append({**cands[i * n + j], "id": row["id"], "system": system, "meta": {"best_of": k, "candidate": j, "score": pools[i][j]}})
+            out.append(
+                {
+                    **cands[i * n + j],
+                    "id": row["id"],
+                    "system": system,
+                    "meta": {"best_of": k, "candidate": j, "score": pools[i][j]},
+                }
+            )
         return out
 
     metrics: dict = {}
@@ -188,9 +229,14 @@ def best_of_outputs(cfg: GenerateConfig, run, rows: list[dict], cands: list[dict
         metrics[f"bon/{k}/kl_analytic"] = kl_best_of(k)
     best = chosen(n, f"bon{n}" if cfg.system == "model" else cfg.system)
     paths["stories"] = write_stories(run.samples / "stories.jsonl", best)
-    table = "\n".join(f"| {k} | {metrics[f'bon/{k}/score']:.4f} | {metrics[f'bon/{k}/words']:.1f} | {kl_best_of(k):.3f} |" for k in sizes)
-    run.write_report(f"# Best-of-{n} with {b.rm_path}\n\n{len(rows)} prompts, {len(cands)} candidates; best-of-k = best of the "
-                     f"first k candidates.\n\n| k | mean RM score | mean words | KL bound (nats) |\n|---|---|---|---|\n{table}\n")
+    table = "\n".join(
+        f"| {k} | {metrics[f'bon/{k}/score']:.4f} | {metrics[f'bon/{k}/words']:.1f} | {kl_best_of(k):.3f} |"
+        for k in sizes
+    )
+    run.write_report(
+        f"# Best-of-{n} with {b.rm_path}\n\n{len(rows)} prompts, {len(cands)} candidates; best-of-k = best of the "
+        f"first k candidates.\n\n| k | mean RM score | mean words | KL bound (nats) |\n|---|---|---|---|\n{table}\n"
+    )
     return metrics, paths
 
 
@@ -216,9 +262,20 @@ def main(cfg: GenerateConfig) -> dict:
         if sizes:
             bon_metrics, paths = best_of_outputs(cfg, run, rows, stories, sizes)
             stories = read_stories(paths["stories"])
-            metrics.update({"candidates": float(cfg.best_of.n * len(rows)), "seconds_total": time.perf_counter() - start, **bon_metrics})
+            metrics.update(
+                {
+                    "candidates": float(cfg.best_of.n * len(rows)),
+                    "seconds_total": time.perf_counter() - start,
+                    **bon_metrics,
+                }
+            )
         else:
             paths = {"stories": write_stories(run.samples / "stories.jsonl", stories)}
-        metrics.update({"stories": float(len(stories)), "mean_words": sum(count_words(x["story"]) for x in stories) / len(stories)})
+        metrics.update(
+            {
+                "stories": float(len(stories)),
+                "mean_words": sum(count_words(x["story"]) for x in stories) / len(stories),
+            }
+        )
         run.log(0, metrics)
         return run.write_summary("completed", metrics, paths)

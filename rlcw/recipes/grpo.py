@@ -80,10 +80,12 @@ class RewardSection:
     rm_path: str = "runs/train_rm/model"  # default RM folder of bt/genrm specs and the `rm` evaluator
     rm_batch_size: int = 16
     # name -> spec ({type: bt|genrm|remote|length_range|overlong, weight, ...options}); weight 0 drops one
-    specs: dict[str, dict[str, Any]] = field(default_factory=lambda: {
-        "rm": {"type": "bt", "weight": 1.0},
-        "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
-    })
+    specs: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {
+            "rm": {"type": "bt", "weight": 1.0},
+            "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
+        }
+    )
     aggregation: str = "sum_then_normalize"  # or normalize_then_sum (TRL multi_objective_aggregation)
 
 
@@ -116,7 +118,8 @@ class GRPOTrainSection:
     vllm_mode: str = "colocate"  # colocate | server
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = 0.3
-    deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json (launch with torchrun; see slurm/README.md)
+    # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json (launch with torchrun; see slurm/README.md)
+    deepspeed: str | None = None
 
 
 @dataclass
@@ -133,9 +136,13 @@ class EvalSection:
 class AgentsRLSection:
     variant: str | None = None  # None: plain generation; e2e | plan | write | plan_write: Agents' Room rollouts
     train_agent: str = "climax"  # the agent whose call is the trained sequence; cycle: the variant's writers in turn
-    policy_plays: str = "all"  # all: policy = every agent (shared base); train_agent: only that agent uses the LoRA adapter
-    caps: AgentCaps = field(default_factory=AgentCaps)  # new-token caps per agent kind (planning, writing, finalizer, e2e)
-    context_tokens: int = 2048  # prompt + scratchpad + new tokens must fit this (the scratchpad is shortened otherwise)
+    # all: policy = every agent (shared base); train_agent: only that agent uses the LoRA adapter
+    policy_plays: str = "all"
+    caps: AgentCaps = field(
+        default_factory=AgentCaps
+    )  # new-token caps per agent kind (planning, writing, finalizer, e2e)
+    # prompt + scratchpad + new tokens must fit this (the scratchpad is shortened otherwise)
+    context_tokens: int = 2048
 
 
 @dataclass
@@ -155,23 +162,35 @@ class GRPORecipeConfig:
 
 # ---------------------------------------------------------------- prompts
 
+
 def _fit(rows: list[dict], cap: int, cfg: PromptDataConfig, what: str) -> list[dict]:
     bad = [r for r in rows if not range_fits_cap(r.get("max_words"), cap, cfg.tokens_per_word)]
     if cfg.fit_to_cap not in ("filter", "error", "warn", "ignore"):
-        raise RlcwError(f"data.fit_to_cap={cfg.fit_to_cap!r} is not a mode", where="data.fit_to_cap",
-                        hint="one of filter, error, warn, ignore")
+        raise RlcwError(
+            f"data.fit_to_cap={cfg.fit_to_cap!r} is not a mode",
+            where="data.fit_to_cap",
+            hint="one of filter, error, warn, ignore",
+        )
     if not bad or cfg.fit_to_cap == "ignore":
         return rows
-    msg = (f"{len(bad)} of {len(rows)} {what} prompts ask for more words than {cap} tokens hold "
-           f"(e.g. '{bad[0]['id']}': up to {bad[0]['max_words']} words at {cfg.tokens_per_word} tokens/word)")
+    msg = (
+        f"{len(bad)} of {len(rows)} {what} prompts ask for more words than {cap} tokens hold "
+        f"(e.g. '{bad[0]['id']}': up to {bad[0]['max_words']} words at {cfg.tokens_per_word} tokens/word)"
+    )
     if cfg.fit_to_cap == "error":
-        raise RlcwError(msg, where="data.fit_to_cap", hint="raise the completion cap, pick shorter prompts, or data.fit_to_cap=filter")
+        raise RlcwError(
+            msg,
+            where="data.fit_to_cap",
+            hint="raise the completion cap, pick shorter prompts, or data.fit_to_cap=filter",
+        )
     if cfg.fit_to_cap == "warn":
         print(f"[rlcw] warning: {msg}; every such completion gets the same length penalty", flush=True)
         return rows
     kept = [r for r in rows if r not in bad]
     if not kept:
-        raise RlcwError(msg + ": none left", where="data.fit_to_cap", hint="raise the completion cap or use shorter prompts")
+        raise RlcwError(
+            msg + ": none left", where="data.fit_to_cap", hint="raise the completion cap or use shorter prompts"
+        )
     return kept
 
 
@@ -185,7 +204,11 @@ def train_prompts(cfg: GRPORecipeConfig) -> list[dict]:
     for name, spec in d.sources.items():
         unknown = set(spec) - {"prompts", "style", "weight", "split"}
         if unknown:
-            raise RlcwError(f"unknown option '{sorted(unknown)[0]}'", where=f"data.sources.{name}", hint="options: prompts, style, weight, split")
+            raise RlcwError(
+                f"unknown option '{sorted(unknown)[0]}'",
+                where=f"data.sources.{name}",
+                hint="options: prompts, style, weight, split",
+            )
         rows = load_prompts(spec.get("prompts", d.prompts), spec.get("split", d.train_split))
         if spec.get("style"):
             rows = [r for r in rows if r["style"] == spec["style"]]
@@ -207,33 +230,54 @@ def check_overlap(train_rows: list[dict], held_out: list[dict], files: list[str]
     """Error naming the first overlap of training prompts with held-out prompts or RM data files."""
     others = {"held-out prompts": held_out}
     for path in files:
-        others[path] = [{"id": f"line {line}", "prompt": row["prompt"]} for line, row in read_table(path) if isinstance(row.get("prompt"), str)]
+        others[path] = [
+            {"id": f"line {line}", "prompt": row["prompt"]}
+            for line, row in read_table(path)
+            if isinstance(row.get("prompt"), str)
+        ]
     hits = find_overlap(train_rows, others)
     if hits:
         tid, name, oid = hits[0]
-        raise RlcwError(f"RL training prompt '{tid}' also appears in {name} ({oid}); {len(hits)} overlapping prompt(s) in all",
-                        where="data", hint="keep RL prompts apart from evaluation prompts and RM training data")
+        raise RlcwError(
+            f"RL training prompt '{tid}' also appears in {name} ({oid}); {len(hits)} overlapping prompt(s) in all",
+            where="data",
+            hint="keep RL prompts apart from evaluation prompts and RM training data",
+        )
 
 
 def build_dataset(rows: list[dict], system_prompt: str):
     from datasets import Dataset
 
-    return Dataset.from_list([
-        {"prompt": chat_messages(system_prompt, r["prompt"]), "min_words": r["min_words"], "max_words": r["max_words"],
-         "prompt_id": r["id"], "source": r["source"]}
-        for r in rows
-    ])
+    return Dataset.from_list(
+        [
+            {
+                "prompt": chat_messages(system_prompt, r["prompt"]),
+                "min_words": r["min_words"],
+                "max_words": r["max_words"],
+                "prompt_id": r["id"],
+                "source": r["source"],
+            }
+            for r in rows
+        ]
+    )
 
 
 # ---------------------------------------------------------------- rewards, args, trainer
 
+
 def build_rewards(cfg: GRPORecipeConfig) -> tuple[list, list[float]]:
-    defaults = {"rm_path": cfg.reward.rm_path, "num_generations": cfg.train.num_generations, "seed": cfg.seed,
-                "max_tokens": completion_cap(cfg), "batch_size": cfg.reward.rm_batch_size}
+    defaults = {
+        "rm_path": cfg.reward.rm_path,
+        "num_generations": cfg.train.num_generations,
+        "seed": cfg.seed,
+        "max_tokens": completion_cap(cfg),
+        "batch_size": cfg.reward.rm_batch_size,
+    }
     return build_reward_funcs(cfg.reward.specs, defaults)
 
 
 # ---------------------------------------------------------------- Agents' Room rollouts
+
 
 def completion_cap(cfg: GRPORecipeConfig) -> int:
     """Token cap of the trained sequence: train.max_completion_length, or the trained agent's cap."""
@@ -262,52 +306,98 @@ def check_agents(cfg: GRPORecipeConfig) -> None:
 
     trained_agents(a.variant, a.train_agent)  # unknown variant or agent -> RlcwError
     if a.policy_plays not in POLICY_PLAYS:
-        raise RlcwError(f"unknown agents.policy_plays '{a.policy_plays}'", where="agents.policy_plays", hint=f"one of {', '.join(POLICY_PLAYS)}")
+        raise RlcwError(
+            f"unknown agents.policy_plays '{a.policy_plays}'",
+            where="agents.policy_plays",
+            hint=f"one of {', '.join(POLICY_PLAYS)}",
+        )
     if a.policy_plays == "train_agent" and not cfg.lora.enabled:
-        raise RlcwError("agents.policy_plays=train_agent trains one agent's LoRA adapter, but lora.enabled=false",
-                        where="agents.policy_plays", hint="lora.enabled=true, or agents.policy_plays=all (the shared base)")
+        raise RlcwError(
+            "agents.policy_plays=train_agent trains one agent's LoRA adapter, but lora.enabled=false",
+            where="agents.policy_plays",
+            hint="lora.enabled=true, or agents.policy_plays=all (the shared base)",
+        )
     if a.policy_plays == "train_agent" and a.train_agent == "cycle":
-        raise RlcwError("agents.policy_plays=train_agent trains one agent's adapter; train_agent=cycle trains several",
-                        where="agents.train_agent", hint="name one agent, or agents.policy_plays=all to cycle over the shared base")
+        raise RlcwError(
+            "agents.policy_plays=train_agent trains one agent's adapter; train_agent=cycle trains several",
+            where="agents.train_agent",
+            hint="name one agent, or agents.policy_plays=all to cycle over the shared base",
+        )
     if cfg.train.use_vllm:
-        raise RlcwError("Agents' Room rollouts run on the trainer's own model, not vLLM", where="agents.variant",
-                        hint="train.use_vllm=false, or agents.variant=null for plain vLLM rollouts")
+        raise RlcwError(
+            "Agents' Room rollouts run on the trainer's own model, not vLLM",
+            where="agents.variant",
+            hint="train.use_vllm=false, or agents.variant=null for plain vLLM rollouts",
+        )
     bad = [k for k in ("planning", "writing", "finalizer", "e2e") if getattr(a.caps, k) < 1]
     if bad or a.context_tokens < 1:
-        raise RlcwError(f"agents.caps.{bad[0]} must be at least 1" if bad else "agents.context_tokens must be at least 1", where="agents")
+        raise RlcwError(
+            f"agents.caps.{bad[0]} must be at least 1" if bad else "agents.context_tokens must be at least 1",
+            where="agents",
+        )
 
 
 def agents_rollout(cfg: GRPORecipeConfig, tokenizer):
     from rlcw.agents.rl import make_rollout_func
 
     a, t = cfg.agents, cfg.train
-    return make_rollout_func(tokenizer, variant=a.variant, train_agent=a.train_agent, caps=a.caps, context_tokens=a.context_tokens,
-                             system_prompt=cfg.model.system_prompt, temperature=t.temperature, top_p=t.top_p,
-                             batch_size=t.batch_size, policy_plays=a.policy_plays, seed=cfg.seed)
+    return make_rollout_func(
+        tokenizer,
+        variant=a.variant,
+        train_agent=a.train_agent,
+        caps=a.caps,
+        context_tokens=a.context_tokens,
+        system_prompt=cfg.model.system_prompt,
+        temperature=t.temperature,
+        top_p=t.top_p,
+        batch_size=t.batch_size,
+        policy_plays=a.policy_plays,
+        seed=cfg.seed,
+    )
 
 
 def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
     t = cfg.train
     if t.rollout_precision not in ("fp32", "bf16"):
-        raise RlcwError(f"unknown train.rollout_precision {t.rollout_precision!r}", where="train.rollout_precision", hint="fp32 or bf16")
+        raise RlcwError(
+            f"unknown train.rollout_precision {t.rollout_precision!r}",
+            where="train.rollout_precision",
+            hint="fp32 or bf16",
+        )
     if t.rollout_precision != "fp32" and not t.fast_rollout:
-        raise RlcwError("train.rollout_precision applies to the fast rollout only", where="train.rollout_precision",
-                        hint="add train.fast_rollout=true, or leave train.rollout_precision=fp32")
+        raise RlcwError(
+            "train.rollout_precision applies to the fast rollout only",
+            where="train.rollout_precision",
+            hint="add train.fast_rollout=true, or leave train.rollout_precision=fp32",
+        )
     if not t.fast_rollout:
         return
-    clash = ("agents.variant" if cfg.agents.variant else "train.use_vllm" if t.use_vllm else
-             "train.deepspeed (ZeRO-3)" if t.deepspeed and "zero3" in Path(t.deepspeed).name else None)
+    clash = (
+        "agents.variant"
+        if cfg.agents.variant
+        else "train.use_vllm"
+        if t.use_vllm
+        else "train.deepspeed (ZeRO-3)"
+        if t.deepspeed and "zero3" in Path(t.deepspeed).name
+        else None
+    )
     if clash:
-        raise RlcwError(f"train.fast_rollout cannot be combined with {clash}", where="train.fast_rollout",
-                        hint="train.fast_rollout=false (the fast sampler needs whole weights and plain rollouts)")
+        raise RlcwError(
+            f"train.fast_rollout cannot be combined with {clash}",
+            where="train.fast_rollout",
+            hint="train.fast_rollout=false (the fast sampler needs whole weights and plain rollouts)",
+        )
 
 
 def check_vllm(t: GRPOTrainSection) -> None:
     if not t.use_vllm:
         return
     if importlib.util.find_spec("vllm") is None:
-        raise RlcwError("train.use_vllm=true but vLLM is not installed", where="train.use_vllm",
-                        hint="pip install vllm (GPU hosts), or train.use_vllm=false to generate with transformers")
+        raise RlcwError(
+            "train.use_vllm=true but vLLM is not installed",
+            where="train.use_vllm",
+            hint="pip install vllm (GPU hosts), or train.use_vllm=false to generate with transformers",
+        )
     if t.vllm_mode not in ("colocate", "server"):
         raise RlcwError(f"unknown vllm_mode '{t.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
 
@@ -317,29 +407,68 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
 
     t = cfg.train
     if t.batch_size % t.num_generations:
-        raise RlcwError(f"train.batch_size={t.batch_size} must be a multiple of train.num_generations={t.num_generations}")
+        raise RlcwError(
+            f"train.batch_size={t.batch_size} must be a multiple of train.num_generations={t.num_generations}"
+        )
     check_vllm(t)
-    vllm = {"use_vllm": True, "vllm_mode": t.vllm_mode, "vllm_gpu_memory_utilization": t.vllm_gpu_memory_utilization,
-            "vllm_server_base_url": t.vllm_server_base_url} if t.use_vllm else {}
+    vllm = (
+        {
+            "use_vllm": True,
+            "vllm_mode": t.vllm_mode,
+            "vllm_gpu_memory_utilization": t.vllm_gpu_memory_utilization,
+            "vllm_server_base_url": t.vllm_server_base_url,
+        }
+        if t.use_vllm
+        else {}
+    )
     return GRPOConfig(
-        output_dir=str(run.checkpoints), max_steps=t.max_steps, learning_rate=t.learning_rate,
-        per_device_train_batch_size=t.batch_size, gradient_accumulation_steps=t.gradient_accumulation_steps,
-        num_generations=t.num_generations, num_iterations=t.num_iterations,
-        max_completion_length=completion_cap(cfg), temperature=t.temperature, top_p=t.top_p, beta=t.beta,
-        loss_type=t.loss_type, scale_rewards=t.scale_rewards, mask_truncated_completions=t.mask_truncated_completions,
-        reward_weights=weights, multi_objective_aggregation=cfg.reward.aggregation, logging_steps=t.logging_steps,
-        save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500, save_total_limit=t.save_total_limit,
-        bf16=False, gradient_checkpointing=False, use_cpu=not torch.cuda.is_available(), report_to=["tensorboard"],
-        seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=False, log_completions=False, remove_unused_columns=False, deepspeed=t.deepspeed, **vllm,
+        output_dir=str(run.checkpoints),
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        per_device_train_batch_size=t.batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        num_generations=t.num_generations,
+        num_iterations=t.num_iterations,
+        max_completion_length=completion_cap(cfg),
+        temperature=t.temperature,
+        top_p=t.top_p,
+        beta=t.beta,
+        loss_type=t.loss_type,
+        scale_rewards=t.scale_rewards,
+        mask_truncated_completions=t.mask_truncated_completions,
+        reward_weights=weights,
+        multi_objective_aggregation=cfg.reward.aggregation,
+        logging_steps=t.logging_steps,
+        save_strategy="steps" if t.save_steps else "no",
+        save_steps=t.save_steps or 500,
+        save_total_limit=t.save_total_limit,
+        bf16=False,
+        gradient_checkpointing=False,
+        use_cpu=not torch.cuda.is_available(),
+        report_to=["tensorboard"],
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        disable_tqdm=False,
+        log_completions=False,
+        remove_unused_columns=False,
+        deepspeed=t.deepspeed,
+        **vllm,
     )
 
 
 def last_complete_checkpoint(folder: Path) -> Path:
     """Newest `checkpoint-N` with its trainer_state.json (written last, so a SIGKILL mid-save is skipped)."""
-    done = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").is_file()]
+    done = [
+        p
+        for p in folder.glob("checkpoint-*")
+        if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").is_file()
+    ]
     if not done:
-        raise RlcwError("train.resume=true but there is no complete checkpoint", where=str(folder),
-                        hint="checkpoints are written every train.save_steps (0 = never); start without train.resume")
+        raise RlcwError(
+            "train.resume=true but there is no complete checkpoint",
+            where=str(folder),
+            hint="checkpoints are written every train.save_steps (0 = never); start without train.resume",
+        )
     return max(done, key=lambda p: int(p.name.split("-")[-1]))
 
 
@@ -381,7 +510,9 @@ class StepLogger:
             self.ref_model = load_causal_lm(self.cfg.model.name, self.cfg.model.dtype).to(ids.device).eval()
             self.ref_model.requires_grad_(False)
             # TRL's log-prob helper reads `log_probs` from a fused LM head, as it patches its own ref model
-            add_fused_lm_head(self.ref_model, temperature=trainer.temperature, cast_lm_head_to_fp32=trainer.args.cast_lm_head_to_fp32)
+            add_fused_lm_head(
+                self.ref_model, temperature=trainer.temperature, cast_lm_head_to_fp32=trainer.args.cast_lm_head_to_fp32
+            )
         return trainer._get_per_token_logps_and_entropies(self.ref_model, ids, mask, keep)[0]
 
     def __call__(self, trainer, inputs: list[dict], output: dict, rewards_per_func: torch.Tensor) -> None:
@@ -392,23 +523,40 @@ class StepLogger:
         comp = output["completion_ids"]  # (B, C), padded after the EOS
         is_end = (comp == tok.eos_token_id) | ((comp == tok.pad_token_id) if tok.pad_token_id is not None else False)
         finished = is_end.any(1)
-        lengths = torch.where(finished, is_end.int().argmax(1) + 1, torch.full_like(finished, comp.size(1), dtype=torch.long))
-        texts = [tok.decode(c[:n], skip_special_tokens=True) for c, n in zip(comp, lengths.tolist())]
+        lengths = torch.where(
+            finished, is_end.int().argmax(1) + 1, torch.full_like(finished, comp.size(1), dtype=torch.long)
+        )
+        texts = [tok.decode(c[:n], skip_special_tokens=True) for c, n in zip(comp, lengths.tolist(), strict=False)]
         # Agents' Room: the rewarded text is the whole story; tokens/truncated stay the trained agent's call
-        local = [{"text": x.get("story", t).strip(), "tokens": int(n), "truncated": not bool(f),
-                  "prompt": message_text(x["prompt"]), "prompt_id": x["prompt_id"], "source": x["source"],
-                  "min_words": x.get("min_words"), "max_words": x.get("max_words"),
-                  **({"agents_room": dict(x["agents_room"], trained_text=t.strip())} if "agents_room" in x else {})}
-                 for t, n, f, x in zip(texts, lengths.tolist(), finished.tolist(), inputs)]
+        local = [
+            {
+                "text": x.get("story", t).strip(),
+                "tokens": int(n),
+                "truncated": not bool(f),
+                "prompt": message_text(x["prompt"]),
+                "prompt_id": x["prompt_id"],
+                "source": x["source"],
+                "min_words": x.get("min_words"),
+                "max_words": x.get("max_words"),
+                **({"agents_room": dict(x["agents_room"], trained_text=t.strip())} if "agents_room" in x else {}),
+            }
+            for t, n, f, x in zip(texts, lengths.tolist(), finished.tolist(), inputs, strict=False)
+        ]
         rows = gather_object(local)
         weights = trainer.reward_weights.to(rewards_per_func.device)
         total = (rewards_per_func * weights.unsqueeze(0)).nansum(1).tolist()
-        for r, value, per in zip(rows, total, rewards_per_func.tolist()):
-            r["reward"], r["rewards"] = value, dict(zip(trainer.reward_func_names, per))
+        for r, value, per in zip(rows, total, rewards_per_func.tolist(), strict=False):
+            r["reward"], r["rewards"] = value, dict(zip(trainer.reward_func_names, per, strict=False))
         metrics: dict[str, float] = {}
         if self.cfg.monitor.enabled:
-            stats = step_stats([r["text"] for r in rows], [r["tokens"] for r in rows], [r["truncated"] for r in rows],
-                               total, trainer.num_generations, self.cfg.monitor.ngram)
+            stats = step_stats(
+                [r["text"] for r in rows],
+                [r["tokens"] for r in rows],
+                [r["truncated"] for r in rows],
+                total,
+                trainer.num_generations,
+                self.cfg.monitor.ngram,
+            )
             metrics.update({PREFIX + k: v for k, v in stats.items()})
         every = max(1, self.cfg.train.log_kl_every)
         if self.cfg.train.log_kl_to_start and (step % every == 0 or step == 1):
@@ -418,10 +566,14 @@ class StepLogger:
         for key, value in metrics.items():
             trainer._metrics["train"][key].append(value)
         if trainer.accelerator.is_main_process:
-            append_jsonl(self.run.samples / "data_order.jsonl", {"step": step, "prompt_ids": [r["prompt_id"] for r in rows]})
+            append_jsonl(
+                self.run.samples / "data_order.jsonl", {"step": step, "prompt_ids": [r["prompt_id"] for r in rows]}
+            )
             every = self.cfg.train.samples_every
             if every and step % every == 0:
-                write_stories(self.run.samples / f"train_step_{step:06d}.jsonl", top_bottom(rows, self.cfg.train.samples_k, step))
+                write_stories(
+                    self.run.samples / f"train_step_{step:06d}.jsonl", top_bottom(rows, self.cfg.train.samples_k, step)
+                )
 
 
 def per_source(rows: list[dict]) -> dict[str, float]:
@@ -442,9 +594,21 @@ def top_bottom(rows: list[dict], k: int, step: int) -> list[dict]:
     out = []
     for i, rank in picks:
         r = rows[i]
-        rec = {"id": f"{r['prompt_id']}#{i}", "prompt": r["prompt"], "story": r["text"] or "(empty)", "system": f"policy@{step}",
-               "step": step, "source": r["source"],
-               "meta": {"rank": rank, "reward": r["reward"], "rewards": r["rewards"], "tokens": r["tokens"], "truncated": r["truncated"]}}
+        rec = {
+            "id": f"{r['prompt_id']}#{i}",
+            "prompt": r["prompt"],
+            "story": r["text"] or "(empty)",
+            "system": f"policy@{step}",
+            "step": step,
+            "source": r["source"],
+            "meta": {
+                "rank": rank,
+                "reward": r["reward"],
+                "rewards": r["rewards"],
+                "tokens": r["tokens"],
+                "truncated": r["truncated"],
+            },
+        }
         if r.get("agents_room"):
             rec["meta"]["agents_room"] = r["agents_room"]
         rec.update({k2: r[k2] for k2 in ("min_words", "max_words") if r.get(k2) is not None})
@@ -476,9 +640,12 @@ def trainer_class():
 
         def _get_train_sampler(self, dataset=None):
             return EpochRepeatSampler(
-                data_source=dataset if dataset is not None else self.train_dataset, mini_repeat_count=self.num_generations,
+                data_source=dataset if dataset is not None else self.train_dataset,
+                mini_repeat_count=self.num_generations,
                 batch_size=self.args.generation_batch_size // self.num_generations,
-                repeat_count=self.num_iterations * self.args.steps_per_generation, shuffle=self.shuffle_dataset, seed=self.args.seed,
+                repeat_count=self.num_iterations * self.args.steps_per_generation,
+                shuffle=self.shuffle_dataset,
+                seed=self.args.seed,
             )
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -504,16 +671,38 @@ def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
         a = cfg.agents
 
         def sample_agents(model, step: int) -> list[dict]:
-            backend = PolicyBackend(model, tokenizer, cfg.model.system_prompt, record=trained_agents(a.variant, a.train_agent)[0],
-                                    policy_plays=a.policy_plays, temperature=e.temperature, batch_size=e.batch_size)
-            recs = run_variant(eval_rows, backend, a.variant, a.caps, context_tokens=a.context_tokens, seed=cfg.seed,
-                               system_name=f"{cfg.run_name}@{step}")
+            backend = PolicyBackend(
+                model,
+                tokenizer,
+                cfg.model.system_prompt,
+                record=trained_agents(a.variant, a.train_agent)[0],
+                policy_plays=a.policy_plays,
+                temperature=e.temperature,
+                batch_size=e.batch_size,
+            )
+            recs = run_variant(
+                eval_rows,
+                backend,
+                a.variant,
+                a.caps,
+                context_tokens=a.context_tokens,
+                seed=cfg.seed,
+                system_name=f"{cfg.run_name}@{step}",
+            )
             return [dict(r, step=step) for r in recs]
 
         return sample_agents
 
-    return story_sampler(tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name,
-                         max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed)
+    return story_sampler(
+        tokenizer,
+        eval_rows,
+        system_prompt=cfg.model.system_prompt,
+        run_name=cfg.run_name,
+        max_new_tokens=e.max_new_tokens,
+        temperature=e.temperature,
+        batch_size=e.batch_size,
+        seed=cfg.seed,
+    )
 
 
 def main(cfg: GRPORecipeConfig) -> dict:
@@ -530,7 +719,10 @@ def main(cfg: GRPORecipeConfig) -> dict:
         model = load_causal_lm(cfg.model.name, cfg.model.dtype)
         args = build_args(cfg, run, weights)
         tensorboard_dir(run)
-        scorer = next((f for f in funcs if type(f).__name__ == "BTScorer" and str(f.rm_dir) == str(Path(cfg.reward.rm_path))), None)
+        scorer = next(
+            (f for f in funcs if type(f).__name__ == "BTScorer" and str(f.rm_dir) == str(Path(cfg.reward.rm_path))),
+            None,
+        )
         extra = {}
         if cfg.train.fast_rollout:
             from rlcw.rl.rollout import make_fast_rollout_func
@@ -540,13 +732,25 @@ def main(cfg: GRPORecipeConfig) -> dict:
             from rlcw.agents.rl import story_reward
 
             funcs, extra = [story_reward(f) for f in funcs], {"rollout_func": agents_rollout(cfg, tokenizer)}
-        evaluators = build_evaluators(cfg.eval.evaluators, {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer})
-        periodic = PeriodicEvalCallback(run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps)
+        evaluators = build_evaluators(
+            cfg.eval.evaluators,
+            {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer},
+        )
+        periodic = PeriodicEvalCallback(
+            run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps
+        )
         monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
         trainer = trainer_class()(
-            model=model, reward_funcs=funcs, args=args, train_dataset=build_dataset(train_rows, cfg.model.system_prompt),
-            processing_class=tokenizer, peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers) if cfg.lora.enabled else None,
-            callbacks=[monitor, JsonlMetricsCallback(run), periodic], **extra,
+            model=model,
+            reward_funcs=funcs,
+            args=args,
+            train_dataset=build_dataset(train_rows, cfg.model.system_prompt),
+            processing_class=tokenizer,
+            peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers)
+            if cfg.lora.enabled
+            else None,
+            callbacks=[monitor, JsonlMetricsCallback(run), periodic],
+            **extra,
         )
         trainer.step_logger = StepLogger(cfg, run)
         resume = str(last_complete_checkpoint(run.checkpoints)) if cfg.train.resume else None
@@ -571,7 +775,12 @@ def main(cfg: GRPORecipeConfig) -> dict:
         if periodic.history:
             metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
         plots = _plots(run)
-        artifacts = {"policy": final, "samples": run.samples, "metrics": run.path / "metrics.jsonl", **{p.stem: p for p in plots}}
+        artifacts = {
+            "policy": final,
+            "samples": run.samples,
+            "metrics": run.path / "metrics.jsonl",
+            **{p.stem: p for p in plots},
+        }
         run.write_report(_report(cfg, metrics, periodic.history, monitor, plots))
         if monitor.stop_reason:
             return run.write_summary("failed", metrics, artifacts, error=monitor.stop_reason)
@@ -584,12 +793,21 @@ def _plots(run) -> list[Path]:
     rows = read_metrics(run.path / "metrics.jsonl")
     sources = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("source/")})
     rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
-    reward_plot = plot_lines([
-        ("reward per step", {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in sorted(rewards)}}),
-        ("reward per prompt source", {s: series(rows, f"source/{s}/reward") for s in sources}),
-        ("words per prompt source", {s: series(rows, f"source/{s}/words") for s in sources}),
-        ("held-out RM score", {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")}),
-    ], run.path / "plots" / "reward.png")
+    reward_plot = plot_lines(
+        [
+            (
+                "reward per step",
+                {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in sorted(rewards)}},
+            ),
+            ("reward per prompt source", {s: series(rows, f"source/{s}/reward") for s in sources}),
+            ("words per prompt source", {s: series(rows, f"source/{s}/words") for s in sources}),
+            (
+                "held-out RM score",
+                {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
+            ),
+        ],
+        run.path / "plots" / "reward.png",
+    )
     return [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png")]
 
 
@@ -597,17 +815,33 @@ def _fmt(v) -> str:
     return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
 
 
-def _report(cfg: GRPORecipeConfig, metrics: dict, history: list[dict], monitor: MonitorCallback, plots: list[Path]) -> str:
-    specs = ", ".join(f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)})" for name, s in cfg.reward.specs.items())
-    lines = [f"# GRPO run `{cfg.run_name}`", "", f"- policy start: `{cfg.model.name}`", f"- rewards: {specs}; default RM `{cfg.reward.rm_path}`",
-             f"- steps: {int(metrics['train/steps'])}; beta {cfg.train.beta}, loss {cfg.train.loss_type}, scale_rewards {cfg.train.scale_rewards}", ""]
+def _report(
+    cfg: GRPORecipeConfig, metrics: dict, history: list[dict], monitor: MonitorCallback, plots: list[Path]
+) -> str:
+    specs = ", ".join(
+        f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)})" for name, s in cfg.reward.specs.items()
+    )
+    lines = [
+        f"# GRPO run `{cfg.run_name}`",
+        "",
+        f"- policy start: `{cfg.model.name}`",
+        f"- rewards: {specs}; default RM `{cfg.reward.rm_path}`",
+        f"- steps: {int(metrics['train/steps'])}; beta {cfg.train.beta}, loss {cfg.train.loss_type}, scale_rewards {cfg.train.scale_rewards}",
+        "",
+    ]
     if monitor.stop_reason:
         lines += [f"**Stopped early:** {monitor.stop_reason}", ""]
     lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
     if monitor.alerts:
-        lines += ["## Monitor alerts", ""] + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in monitor.alerts[:30]] + [""]
+        lines += (
+            ["## Monitor alerts", ""]
+            + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in monitor.alerts[:30]]
+            + [""]
+        )
     if history:
         keys = [k for k in history[0] if k != "step"]
         lines += ["## Held-out evaluation", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        lines += ["| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history]
+        lines += [
+            "| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history
+        ]
     return "\n".join(lines) + "\n"

@@ -31,8 +31,16 @@ from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_json, atomic_write_jsonl
 from rlcw.judges.aggregate import invalid_counts, order_consistency, summarize_judgments
 from rlcw.judges.client import ClientConfig, describe_client, make_client
-from rlcw.judges.protocols import (DEFAULT_TEMPLATE, PAIRWISE_DIMENSIONS, PROTOCOLS, Pair, judge_side_by_side, judge_ttcw,
-                                   pair_outcomes, ttcw_story_scores)
+from rlcw.judges.protocols import (
+    DEFAULT_TEMPLATE,
+    PAIRWISE_DIMENSIONS,
+    PROTOCOLS,
+    Pair,
+    judge_side_by_side,
+    judge_ttcw,
+    pair_outcomes,
+    ttcw_story_scores,
+)
 from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
 from rlcw.judges.templates import load_template
 from rlcw.recipes.common import stage_run
@@ -40,7 +48,9 @@ from rlcw.recipes.common import stage_run
 
 @dataclass
 class JudgeDataConfig:
-    stories: list[str] = field(default_factory=list)  # story-record jsonl files ('bundled' = rlcw's human stories); systems = records' `system`
+    stories: list[str] = field(
+        default_factory=list
+    )  # story-record jsonl files ('bundled' = rlcw's human stories); systems = records' `system`
     references: str | None = None  # TTCW: story records whose `story` is the reference (else the records' `reference`)
     baseline: str | None = None  # pairwise: judge only pairs that include this system (default: all pairs)
     max_prompts: int | None = None
@@ -49,7 +59,8 @@ class JudgeDataConfig:
 @dataclass
 class JudgeConfig:
     protocol: str = "litbench"  # agents_room | litbench | ttcw_baseline | ttcw_reference | ttcw_hybrid
-    template: str | None = None  # built-in name (e.g. writerly, reddit_verbose) or a YAML file; None = protocol default
+    # built-in name (e.g. writerly, reddit_verbose) or a YAML file; None = protocol default
+    template: str | None = None
     baseline_template: str | None = None  # ttcw_hybrid: template for the originality tests (default ttcw_baseline)
     ttcw_tests: list[int] = field(default_factory=list)  # TTCW test ids 1-14 to run ([] = all 14)
     data: JudgeDataConfig = field(default_factory=JudgeDataConfig)
@@ -74,8 +85,11 @@ def load_systems(paths: list[str]) -> tuple[dict[str, dict[str, dict]], dict[str
             key = " ".join(rec["prompt"].split())
             own = systems.setdefault(rec["system"], {})
             if key in own:
-                raise RlcwError(f"system '{rec['system']}' has a second story for the same prompt",
-                                where=location(path, line, "prompt"), hint="keep one story per system and prompt")
+                raise RlcwError(
+                    f"system '{rec['system']}' has a second story for the same prompt",
+                    where=location(path, line, "prompt"),
+                    hint="keep one story per system and prompt",
+                )
             own[key] = rec
             prompts.setdefault(key, (str(rec["id"]), rec["prompt"]))
     return systems, prompts
@@ -94,28 +108,43 @@ def load_references(path: str | None, systems: dict[str, dict[str, dict]], keys:
                     refs.setdefault(key, rec["reference"])
     missing = [k for k in keys if k not in refs]
     if missing:
-        raise RlcwError(f"no reference story for {len(missing)} prompt(s), e.g. {missing[0][:80]!r}",
-                        where=path or "data.stories", hint="give data.references=FILE (story records) or a `reference` field per record")
+        raise RlcwError(
+            f"no reference story for {len(missing)} prompt(s), e.g. {missing[0][:80]!r}",
+            where=path or "data.stories",
+            hint="give data.references=FILE (story records) or a `reference` field per record",
+        )
     return refs
 
 
-def build_pairs(systems: dict[str, dict[str, dict]], prompts: dict[str, tuple[str, str]], keys: list[str],
-                baseline: str | None) -> list[Pair]:
+def build_pairs(
+    systems: dict[str, dict[str, dict]], prompts: dict[str, tuple[str, str]], keys: list[str], baseline: str | None
+) -> list[Pair]:
     names = list(systems)
     if baseline is not None and baseline not in systems:
-        raise RlcwError(f"unknown baseline system '{baseline}'", where="data.baseline", hint=f"systems: {', '.join(names)}")
+        raise RlcwError(
+            f"unknown baseline system '{baseline}'", where="data.baseline", hint=f"systems: {', '.join(names)}"
+        )
     if len(names) < 2:
-        raise RlcwError(f"pairwise protocols need at least two systems, found {names}", where="data.stories",
-                        hint="give story files of two or more systems (the records' `system` field)")
+        raise RlcwError(
+            f"pairwise protocols need at least two systems, found {names}",
+            where="data.stories",
+            hint="give story files of two or more systems (the records' `system` field)",
+        )
     pairs = []
     for x, y in combinations(names, 2):
         if baseline is not None and baseline not in (x, y):
             continue
         for key in keys:
             if key in systems[x] and key in systems[y]:
-                pairs.append(Pair(prompts[key][0], prompts[key][1], x, systems[x][key]["story"], y, systems[y][key]["story"]))
+                pairs.append(
+                    Pair(prompts[key][0], prompts[key][1], x, systems[x][key]["story"], y, systems[y][key]["story"])
+                )
     if not pairs:
-        raise RlcwError("no prompt is shared by two systems", where="data.stories", hint="stories are matched by identical prompt text")
+        raise RlcwError(
+            "no prompt is shared by two systems",
+            where="data.stories",
+            hint="stories are matched by identical prompt text",
+        )
     return pairs
 
 
@@ -127,7 +156,9 @@ def run_pairwise(cfg: JudgeConfig, client, pairs: list[Pair]) -> tuple[list[dict
     rows = judge_side_by_side(client, template, pairs)
     results, panels = {}, {}
     for dim in PAIRWISE_DIMENSIONS[cfg.protocol]:
-        summary = summarize_judgments([j for j in pair_outcomes(rows, dim)], n_bootstrap=cfg.n_bootstrap, seed=cfg.seed)
+        summary = summarize_judgments(
+            [j for j in pair_outcomes(rows, dim)], n_bootstrap=cfg.n_bootstrap, seed=cfg.seed
+        )
         summary["invalid"] = invalid_counts(rows, dim)
         summary["order_consistency"], summary["order_pairs"] = order_consistency(rows, dim)
         results[dim], panels[dim] = summary, summary["bradley_terry"]
@@ -154,14 +185,27 @@ def run_ttcw(cfg: JudgeConfig, client, systems, prompts, keys) -> tuple[list[dic
     if cfg.protocol != "ttcw_baseline":
         by_key = load_references(cfg.data.references, systems, keys)
         refs = {prompts[k][0]: by_key[k] for k in keys}
-    main_tpl = load_template(cfg.template or DEFAULT_TEMPLATE["ttcw_baseline" if cfg.protocol == "ttcw_baseline" else "ttcw_reference"])
-    base_tpl = main_tpl if cfg.protocol == "ttcw_baseline" else load_template(cfg.baseline_template or "ttcw_baseline", "ttcw_baseline")
+    main_tpl = load_template(
+        cfg.template or DEFAULT_TEMPLATE["ttcw_baseline" if cfg.protocol == "ttcw_baseline" else "ttcw_reference"]
+    )
+    base_tpl = (
+        main_tpl
+        if cfg.protocol == "ttcw_baseline"
+        else load_template(cfg.baseline_template or "ttcw_baseline", "ttcw_baseline")
+    )
     ref_tpl = None if cfg.protocol == "ttcw_baseline" else main_tpl
     if main_tpl.protocol != ("ttcw_baseline" if cfg.protocol == "ttcw_baseline" else "ttcw_reference"):
         raise RlcwError(f"template '{main_tpl.name}' is for protocol {main_tpl.protocol}", where="template")
     try:
-        rows = judge_ttcw(client, cfg.protocol, stories, refs, test_ids=cfg.ttcw_tests or None,
-                          baseline_template=base_tpl, reference_template=ref_tpl)
+        rows = judge_ttcw(
+            client,
+            cfg.protocol,
+            stories,
+            refs,
+            test_ids=cfg.ttcw_tests or None,
+            baseline_template=base_tpl,
+            reference_template=ref_tpl,
+        )
     except ValueError as exc:
         raise RlcwError(str(exc), where="ttcw_tests") from None
     scores = ttcw_story_scores(rows)
@@ -169,8 +213,12 @@ def run_ttcw(cfg: JudgeConfig, client, systems, prompts, keys) -> tuple[list[dic
     for s in scores:
         s["words"] = words[(s["system"], s["prompt_id"])]
     summary = summarize_judgments(ttcw_comparisons(scores), n_bootstrap=cfg.n_bootstrap, seed=cfg.seed)
-    summary["invalid"] = {"replies": len(rows), "invalid_replies": sum(1 for r in rows if not r["verdict"]["valid"]),
-                          "stories": len(scores), "stories_with_invalid_tests": sum(1 for s in scores if s["invalid_tests"])}
+    summary["invalid"] = {
+        "replies": len(rows),
+        "invalid_replies": sum(1 for r in rows if not r["verdict"]["valid"]),
+        "stories": len(scores),
+        "stories_with_invalid_tests": sum(1 for s in scores if s["invalid_tests"]),
+    }
     summary["mean_score"] = {sys: _mean([s["score"] for s in scores if s["system"] == sys]) for sys in systems}
     summary["scores"] = scores
     return rows, {"creativity": summary}, {"TTCW score": summary["bradley_terry"]}
@@ -189,11 +237,18 @@ def summary_metrics(cfg: JudgeConfig, results: dict, stats: dict) -> dict[str, f
     inv = res["invalid"]
     out = {"calls": float(stats["calls"]), "cache_hits": float(stats["cache_hits"])}
     if "judgments" in inv:
-        out.update(judgments=float(inv["judgments"]), invalid=float(inv["invalid"]), invalid_share=float(inv["invalid_share"]),
-                   order_consistency=float(res["order_consistency"]))
+        out.update(
+            judgments=float(inv["judgments"]),
+            invalid=float(inv["invalid"]),
+            invalid_share=float(inv["invalid_share"]),
+            order_consistency=float(res["order_consistency"]),
+        )
     else:
-        out.update(judgments=float(inv["replies"]), invalid=float(inv["invalid_replies"]),
-                   invalid_share=inv["invalid_replies"] / max(1, inv["replies"]))
+        out.update(
+            judgments=float(inv["replies"]),
+            invalid=float(inv["invalid_replies"]),
+            invalid_share=inv["invalid_replies"] / max(1, inv["replies"]),
+        )
         out.update({f"mean_score/{s}": float(v) for s, v in res["mean_score"].items()})
     out.update({f"win_rate/{s}": float(v) for s, v in res["win_rate"].items()})
     out.update({f"bt/{s}": float(v["strength"]) for s, v in res["bradley_terry"].items()})
@@ -201,18 +256,30 @@ def summary_metrics(cfg: JudgeConfig, results: dict, stats: dict) -> dict[str, f
 
 
 def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) -> None:
-    lines = [f"# rlcw judge: {cfg.protocol}", "", f"Judge: `{describe_client(cfg.client)}`", "",
-             f"Calls made {stats['calls']}, cache hits {stats['cache_hits']}, retries {stats['retries']}.", "",
-             f"![rankings]({plot.name})", ""]
+    lines = [
+        f"# rlcw judge: {cfg.protocol}",
+        "",
+        f"Judge: `{describe_client(cfg.client)}`",
+        "",
+        f"Calls made {stats['calls']}, cache hits {stats['cache_hits']}, retries {stats['retries']}.",
+        "",
+        f"![rankings]({plot.name})",
+        "",
+    ]
     for dim, res in results.items():
         if "judgments" in res["invalid"]:
             lines.append(pairwise_table(dim, res, res["invalid"], (res["order_consistency"], res["order_pairs"])))
         else:
             inv = res["invalid"]
-            lines += [f"### TTCW ({cfg.protocol})", "",
-                      f"replies {inv['replies']}, **invalid {inv['invalid_replies']}**; stories {inv['stories']}, "
-                      f"with an invalid test {inv['stories_with_invalid_tests']} (left out of the rankings)", "",
-                      "| system | mean tests passed |", "|---|---|"]
+            lines += [
+                f"### TTCW ({cfg.protocol})",
+                "",
+                f"replies {inv['replies']}, **invalid {inv['invalid_replies']}**; stories {inv['stories']}, "
+                f"with an invalid test {inv['stories_with_invalid_tests']} (left out of the rankings)",
+                "",
+                "| system | mean tests passed |",
+                "|---|---|",
+            ]
             lines += [f"| {s} | {v:.2f} |" for s, v in res["mean_score"].items()]
             lines.append(pairwise_table("rankings from per-prompt scores (higher score wins, equal = tie)", res))
     run.write_report("\n".join(lines + ["", DEFINITIONS, ""]))
@@ -220,7 +287,9 @@ def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) 
 
 def main(cfg: JudgeConfig) -> dict:
     if cfg.protocol not in PROTOCOLS:
-        raise RlcwError(f"unknown protocol '{cfg.protocol}'", where="protocol", hint=f"use one of {', '.join(PROTOCOLS)}")
+        raise RlcwError(
+            f"unknown protocol '{cfg.protocol}'", where="protocol", hint=f"use one of {', '.join(PROTOCOLS)}"
+        )
     if not cfg.data.stories:
         raise RlcwError("no story files given", where="data.stories", hint="data.stories=[a.jsonl,b.jsonl]")
     with stage_run(cfg, "judge") as run:
@@ -234,7 +303,9 @@ def main(cfg: JudgeConfig) -> dict:
         client = make_client(client_cfg)
         try:
             if cfg.protocol in PAIRWISE_DIMENSIONS:
-                rows, results, panels = run_pairwise(cfg, client, build_pairs(systems, prompts, keys, cfg.data.baseline))
+                rows, results, panels = run_pairwise(
+                    cfg, client, build_pairs(systems, prompts, keys, cfg.data.baseline)
+                )
             else:
                 rows, results, panels = run_ttcw(cfg, client, systems, prompts, keys)
         finally:
@@ -245,5 +316,8 @@ def main(cfg: JudgeConfig) -> dict:
         write_report(run, cfg, results, client.stats, plot)
         metrics = summary_metrics(cfg, results, client.stats)
         run.log(0, metrics)
-        return run.write_summary("completed", metrics, {"verdicts": verdicts, "rankings": rankings, "plot": plot,
-                                                        "report": run.path / "report.md"})
+        return run.write_summary(
+            "completed",
+            metrics,
+            {"verdicts": verdicts, "rankings": rankings, "plot": plot, "report": run.path / "report.md"},
+        )

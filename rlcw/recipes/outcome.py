@@ -43,8 +43,7 @@ from rlcw.data.records import read_stories, write_stories
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
 from rlcw.outcome.judging import judge_against_start
-from rlcw.outcome.measure import MeasureSettings, Measurer, checkpoints_of, paired_agreement, rm_agreement
-from rlcw.rewards.best_of_n import kl_best_of
+from rlcw.outcome.measure import Measurer, MeasureSettings, checkpoints_of, paired_agreement, rm_agreement
 from rlcw.outcome.report import write_outcome_report
 from rlcw.recipes import build_pairs, eval_rm, prepare_model, train_rm
 from rlcw.recipes import dpo as dpo_recipe
@@ -52,6 +51,7 @@ from rlcw.recipes import generate as generate_recipe
 from rlcw.recipes import grpo as grpo_recipe
 from rlcw.recipes import ppo as ppo_recipe
 from rlcw.recipes.common import ModelConfig, stage_run
+from rlcw.rewards.best_of_n import kl_best_of
 from rlcw.rewards.length import range_fits_cap
 
 RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
@@ -59,7 +59,8 @@ RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
 
 @dataclass
 class StudyData:
-    tmas: str = "../shared/data/tell-me-a-story"  # TELL ME A STORY (folder, jsonl or hub id): human side of the gold pairs
+    # TELL ME A STORY (folder, jsonl or hub id): human side of the gold pairs
+    tmas: str = "../shared/data/tell-me-a-story"
     tmas_split: str = "train"
     gold_prompts: int | None = None  # TMAS prompts the model writes for (None = all of the split)
     prompts: str = "bundled"  # RL and held-out prompts (train / eval splits)
@@ -71,12 +72,15 @@ class StudyData:
 @dataclass
 class JudgeSection:
     enabled: bool = True
-    every_checkpoint: bool = False  # false: first and last checkpoint of each run (CPU); true: all (a strong judge server)
+    # false: first and last checkpoint of each run (CPU); true: all (a strong judge server)
+    every_checkpoint: bool = False
     protocol: str = "agents_room"
-    template: str | None = "agents_room_brief"  # verdict lines only (cheap for a local judge); agents_room = the full assessment
+    # verdict lines only (cheap for a local judge); agents_room = the full assessment
+    template: str | None = "agents_room_brief"
     max_items: int | None = 6  # judged prompts per checkpoint (both orders each)
-    client: dict[str, Any] = field(default_factory=lambda: {
-        "kind": "local", "model": "smollm2-135m-instruct", "max_tokens": 40, "concurrency": 8})
+    client: dict[str, Any] = field(
+        default_factory=lambda: {"kind": "local", "model": "smollm2-135m-instruct", "max_tokens": 40, "concurrency": 8}
+    )
 
 
 @dataclass
@@ -104,19 +108,39 @@ class OutcomeConfig:
 
 def wire(cfg: OutcomeConfig, root: str) -> None:
     """Point every stage at the shared model, seed and this study's folder, and chain their files."""
-    for name in ("proxy_pairs", "proxy_rm", "gold_generate", "gold_pairs", "gold_rm", "grpo", "grpo_lc", "ppo", "dpo", "best_of_n"):
+    for name in (
+        "proxy_pairs",
+        "proxy_rm",
+        "gold_generate",
+        "gold_pairs",
+        "gold_rm",
+        "grpo",
+        "grpo_lc",
+        "ppo",
+        "dpo",
+        "best_of_n",
+    ):
         stage = getattr(cfg, name)
         stage.output_dir, stage.run_name, stage.seed = root, name, cfg.seed
     base = ModelConfig(**vars(cfg.model))
-    proxy, gold = f"{root}/proxy_rm/model", f"{root}/gold_rm/model"
+    proxy, _gold = f"{root}/proxy_rm/model", f"{root}/gold_rm/model"
     cfg.proxy_rm.model = ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype)
-    cfg.proxy_rm.data.train_file, cfg.proxy_rm.data.eval_file = f"{root}/proxy_pairs/pairs/train.jsonl", f"{root}/proxy_pairs/pairs/eval.jsonl"
+    cfg.proxy_rm.data.train_file, cfg.proxy_rm.data.eval_file = (
+        f"{root}/proxy_pairs/pairs/train.jsonl",
+        f"{root}/proxy_pairs/pairs/eval.jsonl",
+    )
     cfg.gold_generate.model = base
     cfg.gold_generate.data.format, cfg.gold_generate.data.source = "tmas", cfg.data.tmas
     cfg.gold_generate.data.split, cfg.gold_generate.data.max_prompts = cfg.data.tmas_split, cfg.data.gold_prompts
-    cfg.gold_pairs.data.kind, cfg.gold_pairs.data.stories = "human_vs_model", f"{root}/gold_generate/samples/stories.jsonl"
+    cfg.gold_pairs.data.kind, cfg.gold_pairs.data.stories = (
+        "human_vs_model",
+        f"{root}/gold_generate/samples/stories.jsonl",
+    )
     cfg.gold_rm.model = ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype)
-    cfg.gold_rm.data.train_file, cfg.gold_rm.data.eval_file = f"{root}/gold_pairs/pairs/train.jsonl", f"{root}/gold_pairs/pairs/eval.jsonl"
+    cfg.gold_rm.data.train_file, cfg.gold_rm.data.eval_file = (
+        f"{root}/gold_pairs/pairs/train.jsonl",
+        f"{root}/gold_pairs/pairs/eval.jsonl",
+    )
     rm_files = [f"{root}/{p}/pairs/{s}.jsonl" for p in ("proxy_pairs", "gold_pairs") for s in ("train", "eval")]
     for rl in (cfg.grpo, cfg.grpo_lc, cfg.ppo):
         rl.model, rl.reward.rm_path = base, proxy
@@ -125,7 +149,10 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
     for rl in (cfg.grpo, cfg.grpo_lc):
         rl.data.no_overlap_with = rm_files
     cfg.dpo.model, cfg.dpo.eval.every_steps = base, 0
-    cfg.dpo.data.train_file, cfg.dpo.data.eval_file = f"{root}/proxy_pairs/pairs/train.jsonl", f"{root}/proxy_pairs/pairs/eval.jsonl"
+    cfg.dpo.data.train_file, cfg.dpo.data.eval_file = (
+        f"{root}/proxy_pairs/pairs/train.jsonl",
+        f"{root}/proxy_pairs/pairs/eval.jsonl",
+    )
     cfg.best_of_n.model, cfg.best_of_n.best_of.rm_path = base, proxy
     # the measurement's prompts and sampling, so best-of-1 is a plain sample of the start model
     cfg.best_of_n.data.format, cfg.best_of_n.data.prompts = "prompts", f"{root}/eval_prompts.jsonl"
@@ -155,7 +182,10 @@ class Stages:
             # a stage run again under a new config starts clean: old checkpoints or metrics must not mix in
             aside = folder.with_name(f"{folder.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
             folder.rename(aside)
-            print(f"[outcome] {name}: config changed or run unfinished; the old folder is kept as {aside.name}", flush=True)
+            print(
+                f"[outcome] {name}: config changed or run unfinished; the old folder is kept as {aside.name}",
+                flush=True,
+            )
         start = time.time()
         print(f"[outcome] {name} ...", flush=True)
         self.results[name] = fn(stage_cfg)
@@ -166,15 +196,23 @@ class Stages:
 
 def eval_prompts(cfg: OutcomeConfig) -> list[dict]:
     """Held-out prompts whose stated range the measurement cap can reach, each repeated per sample."""
-    rows = [r for r in load_prompts(cfg.data.prompts, cfg.data.eval_split)
-            if range_fits_cap(r.get("max_words"), cfg.measure.max_new_tokens)][: cfg.data.max_eval_prompts or None]
+    rows = [
+        r
+        for r in load_prompts(cfg.data.prompts, cfg.data.eval_split)
+        if range_fits_cap(r.get("max_words"), cfg.measure.max_new_tokens)
+    ][: cfg.data.max_eval_prompts or None]
     if not rows:
-        raise RlcwError("no held-out prompts fit the measurement cap", where=f"data.prompts={cfg.data.prompts}",
-                        hint="raise measure.max_new_tokens or add eval-split prompts with smaller word ranges")
+        raise RlcwError(
+            "no held-out prompts fit the measurement cap",
+            where=f"data.prompts={cfg.data.prompts}",
+            hint="raise measure.max_new_tokens or add eval-split prompts with smaller word ranges",
+        )
     return [{**r, "id": f"{r['id']}#{k}"} for r in rows for k in range(cfg.data.samples_per_prompt)]
 
 
-def _eval_rm(stages: Stages, root: str, name: str, rm: str, pairs: str, cfg: OutcomeConfig, fit_on: str | None = None) -> dict:
+def _eval_rm(
+    stages: Stages, root: str, name: str, rm: str, pairs: str, cfg: OutcomeConfig, fit_on: str | None = None
+) -> dict:
     e = eval_rm.EvalRMConfig(output_dir=root, run_name=name, seed=cfg.seed)
     e.scorer.kind, e.scorer.path, e.data.file = "bt", rm, pairs
     if fit_on:
@@ -190,7 +228,9 @@ def rm_section(stages: Stages, root: str, cfg: OutcomeConfig) -> dict:
         for data in ("proxy", "gold"):
             name = f"eval_{rm}_rm_on_{data}_pairs"
             fit = f"{root}/proxy_pairs/pairs/train.jsonl" if (rm, data) == ("proxy", "proxy") else None
-            res = _eval_rm(stages, root, name, f"{root}/{rm}_rm/model", f"{root}/{data}_pairs/pairs/eval.jsonl", cfg, fit)
+            res = _eval_rm(
+                stages, root, name, f"{root}/{rm}_rm/model", f"{root}/{data}_pairs/pairs/eval.jsonl", cfg, fit
+            )
             m = res["metrics"]
             for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "length_baseline/accuracy", "pairs"):
                 if key in m:
@@ -206,15 +246,24 @@ def _load_scorers(root: str):
     from rlcw.rewards.bt import BTScorer
 
     # the proxy is measured raw (as trained); its length-control fit only shapes the grpo_lc reward
-    return BTScorer(f"{root}/proxy_rm/model", length_control=False), BTScorer(f"{root}/gold_rm/model", length_control=False)
+    return BTScorer(f"{root}/proxy_rm/model", length_control=False), BTScorer(
+        f"{root}/gold_rm/model", length_control=False
+    )
 
 
 def measurement_key(cfg: OutcomeConfig, prompts: list[dict], root: Path) -> str:
     """What a cached measurement depends on besides the checkpoint: model, sampling, prompts, both RMs' training runs."""
     from dataclasses import asdict
 
-    blob = json.dumps({"model": asdict(cfg.model), "measure": asdict(cfg.measure), "prompts": [(p["id"], p["prompt"]) for p in prompts],
-                       "rms": [_trained_at(root / "proxy_rm"), _trained_at(root / "gold_rm")]}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "model": asdict(cfg.model),
+            "measure": asdict(cfg.measure),
+            "prompts": [(p["id"], p["prompt"]) for p in prompts],
+            "rms": [_trained_at(root / "proxy_rm"), _trained_at(root / "gold_rm")],
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
@@ -223,8 +272,15 @@ def _trained_at(run_dir: Path) -> float | None:
     return json.loads(summary.read_text()).get("started_at") if summary.is_file() else None
 
 
-def measure_run(name: str, run_dir: Path, measurer: Measurer, start: tuple[list[dict], dict], out: Path, model_cfg: ModelConfig,
-                key: str) -> list[dict]:
+def measure_run(
+    name: str,
+    run_dir: Path,
+    measurer: Measurer,
+    start: tuple[list[dict], dict],
+    out: Path,
+    model_cfg: ModelConfig,
+    key: str,
+) -> list[dict]:
     """Measure every checkpoint of one trained run (step 0 = the start model); rows are cached in `<out>/<name>/`
     and reused only for the same training run (its start time) and the same measurement key."""
     from rlcw.models import load_causal_lm, load_tokenizer
@@ -243,7 +299,14 @@ def measure_run(name: str, run_dir: Path, measurer: Measurer, start: tuple[list[
         stories, metrics = measurer.measure(model, tokenizer, f"{name}@{step}")
         metrics.update({f"vs_start/{k}": v for k, v in paired_agreement(stories, start[0]).items()})
         write_stories(out / name / f"step_{step:06d}.jsonl", stories)
-        row = {"run": name, "step": step, "checkpoint": str(path), "trained_at": trained_at, "measurement_key": key, **metrics}
+        row = {
+            "run": name,
+            "step": step,
+            "checkpoint": str(path),
+            "trained_at": trained_at,
+            "measurement_key": key,
+            **metrics,
+        }
         atomic_write_json(cached, row)
         rows.append(row)
         del model
@@ -272,7 +335,11 @@ def main(cfg: OutcomeConfig) -> dict:
         root = str(run.path)
         wire(cfg, root)
         st = Stages(run.path, cfg.resume)
-        st.run("prepare_model", prepare_model.main, prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"))
+        st.run(
+            "prepare_model",
+            prepare_model.main,
+            prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"),
+        )
         st.run("proxy_pairs", build_pairs.main, cfg.proxy_pairs)
         st.run("proxy_rm", train_rm.main, cfg.proxy_rm)
         st.run("gold_generate", generate_recipe.main, cfg.gold_generate)
@@ -281,7 +348,13 @@ def main(cfg: OutcomeConfig) -> dict:
         rm_metrics = rm_section(st, root, cfg)
         prompts = eval_prompts(cfg)
         atomic_write_jsonl(run.path / "eval_prompts.jsonl", prompts)
-        trainers = {"grpo": grpo_recipe.main, "grpo_lc": grpo_recipe.main, "ppo": ppo_recipe.main, "dpo": dpo_recipe.main, "best_of_n": generate_recipe.main}
+        trainers = {
+            "grpo": grpo_recipe.main,
+            "grpo_lc": grpo_recipe.main,
+            "ppo": ppo_recipe.main,
+            "dpo": dpo_recipe.main,
+            "best_of_n": generate_recipe.main,
+        }
         for name in cfg.runs:
             st.run(name, trainers[name], getattr(cfg, name))
 
@@ -294,8 +367,11 @@ def main(cfg: OutcomeConfig) -> dict:
         start = _measure_start(measurer, cfg.model, measure_dir, key)
         rows = []
         for name in cfg.runs:
-            rows += (measure_best_of_n(Path(root) / name, measurer, start[0], measure_dir) if name == "best_of_n"
-                     else measure_run(name, Path(root) / name, measurer, start, measure_dir, cfg.model, key))
+            rows += (
+                measure_best_of_n(Path(root) / name, measurer, start[0], measure_dir)
+                if name == "best_of_n"
+                else measure_run(name, Path(root) / name, measurer, start, measure_dir, cfg.model, key)
+            )
         st.timings["measure"] = time.time() - start_time
         if cfg.judge.enabled:
             start_time = time.time()
@@ -306,7 +382,9 @@ def main(cfg: OutcomeConfig) -> dict:
         report, finals, plots = write_outcome_report(run.path, cfg, rows, rm_metrics, st.timings)
         metrics = {**rm_metrics, **finals, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
-        return run.write_summary("completed", metrics, {"report": report, "measurements": run.path / "measurements.jsonl", **plots})
+        return run.write_summary(
+            "completed", metrics, {"report": report, "measurements": run.path / "measurements.jsonl", **plots}
+        )
 
 
 def _measure_start(measurer: Measurer, model_cfg: ModelConfig, out: Path, key: str) -> tuple[list[dict], dict]:

@@ -30,9 +30,9 @@ from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
 from rlcw.recipes.common import LoraSection, ModelConfig, MonitorSection, lora_config, stage_run
+from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
-from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import MonitorCallback, plot_monitors
 from rlcw.rl.periodic import PeriodicEval, story_sampler
@@ -53,10 +53,12 @@ class RewardSection:  # the same keys as `rlcw grpo`'s reward section (minus TRL
     rm_path: str = "runs/train_rm/model"  # default RM folder of bt/genrm specs, the `rm` evaluator and value.init=rm
     rm_batch_size: int = 16
     # name -> spec ({type: bt|genrm|remote|length_range|overlong, weight, ...options}); weight 0 drops one
-    specs: dict[str, dict[str, Any]] = field(default_factory=lambda: {
-        "rm": {"type": "bt", "weight": 1.0},
-        "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
-    })
+    specs: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {
+            "rm": {"type": "bt", "weight": 1.0},
+            "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
+        }
+    )
 
 
 @dataclass
@@ -123,9 +125,13 @@ class PPORecipeConfig:
 def build_settings(cfg: PPORecipeConfig) -> PPOSettings:
     t = cfg.train
     if t.kl_estimator not in ("k1", "k3"):
-        raise RlcwError(f"unknown train.kl_estimator '{t.kl_estimator}'", where="train.kl_estimator", hint="use k1 or k3")
+        raise RlcwError(
+            f"unknown train.kl_estimator '{t.kl_estimator}'", where="train.kl_estimator", hint="use k1 or k3"
+        )
     if t.minibatch_size > t.batch_size or t.batch_size % t.minibatch_size:
-        raise RlcwError(f"train.batch_size={t.batch_size} must be a multiple of train.minibatch_size={t.minibatch_size}")
+        raise RlcwError(
+            f"train.batch_size={t.batch_size} must be a multiple of train.minibatch_size={t.minibatch_size}"
+        )
     keys = {k: v for k, v in vars(t).items() if k != "resume"}
     return PPOSettings(**keys, seed=cfg.seed, monitor_ngram=cfg.monitor.ngram if cfg.monitor.enabled else None)
 
@@ -135,8 +141,11 @@ def build_policy(cfg: PPORecipeConfig):
     from peft import get_peft_model
 
     if not cfg.lora.enabled:
-        raise RlcwError("ppo needs LoRA: the reference model is the policy with its adapter disabled",
-                        where="lora.enabled", hint="set lora.enabled=true (full fine-tuning would need a second copy)")
+        raise RlcwError(
+            "ppo needs LoRA: the reference model is the policy with its adapter disabled",
+            where="lora.enabled",
+            hint="set lora.enabled=true (full fine-tuning would need a second copy)",
+        )
     base = load_causal_lm(cfg.model.name, cfg.model.dtype, merge_lora=True)
     base.config.use_cache = True
     return get_peft_model(base, lora_config(cfg.lora, "CAUSAL_LM", base.config.num_hidden_layers))
@@ -154,8 +163,12 @@ def value_source(cfg: PPORecipeConfig) -> str:
 
 
 def build_rewards(cfg: PPORecipeConfig) -> tuple[list, list[float]]:
-    defaults = {"rm_path": cfg.reward.rm_path, "seed": cfg.seed, "max_tokens": cfg.train.max_new_tokens,
-                "batch_size": cfg.reward.rm_batch_size}
+    defaults = {
+        "rm_path": cfg.reward.rm_path,
+        "seed": cfg.seed,
+        "max_tokens": cfg.train.max_new_tokens,
+        "batch_size": cfg.reward.rm_batch_size,
+    }
     return build_reward_funcs(cfg.reward.specs, defaults)
 
 
@@ -174,8 +187,16 @@ def build_value(cfg: PPORecipeConfig, vocab_size: int):
 def build_sampler(cfg: PPORecipeConfig, tokenizer, eval_rows: list[dict]):
     e = cfg.eval
 
-    return story_sampler(tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name,
-                         max_new_tokens=e.max_new_tokens, temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed)
+    return story_sampler(
+        tokenizer,
+        eval_rows,
+        system_prompt=cfg.model.system_prompt,
+        run_name=cfg.run_name,
+        max_new_tokens=e.max_new_tokens,
+        temperature=e.temperature,
+        batch_size=e.batch_size,
+        seed=cfg.seed,
+    )
 
 
 def main(cfg: PPORecipeConfig) -> dict:
@@ -189,62 +210,140 @@ def main(cfg: PPORecipeConfig) -> dict:
         policy = build_policy(cfg)
         value = build_value(cfg, policy.get_input_embeddings().num_embeddings)
         scorer = next((f for f in funcs if isinstance(f, BTScorer)), None)
-        evaluators = build_evaluators(cfg.eval.evaluators, {"rm_path": cfg.reward.rm_path,
-                                                            "run_dir": run.path, "seed": cfg.seed, "scorer": scorer})
+        evaluators = build_evaluators(
+            cfg.eval.evaluators,
+            {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer},
+        )
         periodic = PeriodicEval(run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps)
         monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
-        trainer = PPOTrainer(policy, value, tokenizer, funcs, weights, settings, run, base_spec=cfg.model.name, monitor=monitor)
+        trainer = PPOTrainer(
+            policy, value, tokenizer, funcs, weights, settings, run, base_spec=cfg.model.name, monitor=monitor
+        )
 
         def encode(row: dict) -> list[int]:
-            text = tokenizer.apply_chat_template(chat_messages(cfg.model.system_prompt, row["prompt"]), tokenize=False, add_generation_prompt=True)
+            text = tokenizer.apply_chat_template(
+                chat_messages(cfg.model.system_prompt, row["prompt"]), tokenize=False, add_generation_prompt=True
+            )
             return tokenizer(text, add_special_tokens=False)["input_ids"]
 
-        history = trainer.train(train_rows, encode, lambda row: chat_messages(cfg.model.system_prompt, row["prompt"]),
-                                periodic=periodic, resume=cfg.train.resume, columns=("min_words", "max_words", "source", "id"))
+        history = trainer.train(
+            train_rows,
+            encode,
+            lambda row: chat_messages(cfg.model.system_prompt, row["prompt"]),
+            periodic=periodic,
+            resume=cfg.train.resume,
+            columns=("min_words", "max_words", "source", "id"),
+        )
         trainer.save(run.checkpoints / f"step_{trainer.step:06d}")
         final = run.checkpoints / "final"
         if trainer.acc.is_main_process:
             save_lora_checkpoint(trainer.acc.unwrap_model(trainer.policy), tokenizer, final, cfg.model.name)
         metrics = {"train/steps": float(trainer.step), "monitor/alerts": float(len(monitor.alerts))}
         if history:
-            metrics.update({f"train/{k}": history[-1][k] for k in ("reward", "kl", "entropy", "ppo/clipfrac", "ppo/explained_variance") if k in history[-1]})
+            metrics.update(
+                {
+                    f"train/{k}": history[-1][k]
+                    for k in ("reward", "kl", "entropy", "ppo/clipfrac", "ppo/explained_variance")
+                    if k in history[-1]
+                }
+            )
         if periodic.history:
             metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
-        artifacts = {"policy": final, "checkpoint": run.checkpoints / f"step_{trainer.step:06d}", "samples": run.samples,
-                     "metrics": run.path / "metrics.jsonl"}
+        artifacts = {
+            "policy": final,
+            "checkpoint": run.checkpoints / f"step_{trainer.step:06d}",
+            "samples": run.samples,
+            "metrics": run.path / "metrics.jsonl",
+        }
         if trainer.acc.is_main_process:
-            run.write_report(_report(cfg, run, metrics, history, periodic.history, monitor.alerts, trainer.stop_reason))
-        return run.write_summary("failed" if trainer.stop_reason else "completed", metrics, artifacts, error=trainer.stop_reason)
+            run.write_report(
+                _report(cfg, run, metrics, history, periodic.history, monitor.alerts, trainer.stop_reason)
+            )
+        return run.write_summary(
+            "failed" if trainer.stop_reason else "completed", metrics, artifacts, error=trainer.stop_reason
+        )
 
 
-def _report(cfg: PPORecipeConfig, run, metrics: dict, history: list[dict], evals: list[dict], alerts: list[dict], stop: str | None) -> str:
-    lines = [f"# PPO run `{cfg.run_name}`", "", f"- policy start: `{cfg.model.name}`",
-             "- rewards: " + ", ".join(f"{k} ({v.get('type')}, weight {v.get('weight', 1.0)})" for k, v in cfg.reward.specs.items()),
-             f"- value model: init={cfg.value.init}, backbone={cfg.value.backbone}; kl_coef {cfg.train.kl_coef} ({cfg.train.kl_estimator})", ""]
+def _report(
+    cfg: PPORecipeConfig,
+    run,
+    metrics: dict,
+    history: list[dict],
+    evals: list[dict],
+    alerts: list[dict],
+    stop: str | None,
+) -> str:
+    lines = [
+        f"# PPO run `{cfg.run_name}`",
+        "",
+        f"- policy start: `{cfg.model.name}`",
+        "- rewards: "
+        + ", ".join(f"{k} ({v.get('type')}, weight {v.get('weight', 1.0)})" for k, v in cfg.reward.specs.items()),
+        f"- value model: init={cfg.value.init}, backbone={cfg.value.backbone}; kl_coef {cfg.train.kl_coef} ({cfg.train.kl_estimator})",
+        "",
+    ]
     if stop:
         lines += [f"**Stopped early:** {stop}", ""]
     if alerts:
-        lines += ["## Monitor alerts", ""] + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in alerts[:30]] + [""]
-    keys = ["reward", "kl", "entropy", "ppo/clipfrac", "ppo/value_loss", "ppo/explained_variance", "completions/mean_length"]
+        lines += (
+            ["## Monitor alerts", ""]
+            + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in alerts[:30]]
+            + [""]
+        )
+    keys = [
+        "reward",
+        "kl",
+        "entropy",
+        "ppo/clipfrac",
+        "ppo/value_loss",
+        "ppo/explained_variance",
+        "completions/mean_length",
+    ]
     if history:
         lines += ["| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        lines += ["| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in keys]) + " |" for h in history]
+        lines += [
+            "| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in keys]) + " |"
+            for h in history
+        ]
         lines += [""] + [f"![{p.stem}](plots/{p.name})" for p in _plots(run)] + [""]
     if evals:
         ekeys = [k for k in evals[0] if k != "step"]
-        lines += ["## Periodic evaluation", "", "| step | " + " | ".join(ekeys) + " |", "|---" * (len(ekeys) + 1) + "|"]
-        lines += ["| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in ekeys]) + " |" for h in evals]
+        lines += [
+            "## Periodic evaluation",
+            "",
+            "| step | " + " | ".join(ekeys) + " |",
+            "|---" * (len(ekeys) + 1) + "|",
+        ]
+        lines += [
+            "| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in ekeys]) + " |"
+            for h in evals
+        ]
     return "\n".join(lines) + "\n"
 
 
 def _plots(run) -> list:
     rows = read_metrics(run.path / "metrics.jsonl")
     rewards = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")})
-    curves = plot_lines([
-        ("reward per step", {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in rewards}}),
-        ("KL to reference (nats per response)", {"kl": series(rows, "kl")}),
-        ("PPO", {"clipfrac": series(rows, "ppo/clipfrac"), "explained variance": series(rows, "ppo/explained_variance"),
-                 "entropy": series(rows, "entropy")}),
-        ("held-out RM score", {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")}),
-    ], run.path / "plots" / "ppo.png")
+    curves = plot_lines(
+        [
+            (
+                "reward per step",
+                {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in rewards}},
+            ),
+            ("KL to reference (nats per response)", {"kl": series(rows, "kl")}),
+            (
+                "PPO",
+                {
+                    "clipfrac": series(rows, "ppo/clipfrac"),
+                    "explained variance": series(rows, "ppo/explained_variance"),
+                    "entropy": series(rows, "entropy"),
+                },
+            ),
+            (
+                "held-out RM score",
+                {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
+            ),
+        ],
+        run.path / "plots" / "ppo.png",
+    )
     return [curves, plot_monitors(rows, run.path / "plots" / "monitors.png")]

@@ -36,8 +36,10 @@ def main(cfg: PrepareModelConfig) -> dict:
         model = load_causal_lm(cfg.model.name, cfg.model.dtype)
         tok = load_tokenizer(cfg.model.name)
         metrics = {
-            "prepare_s": round(convert_s, 2), "load_s": round(time.time() - start, 2),
-            "params": float(sum(p.numel() for p in model.parameters())), "vocab": float(len(tok)),
+            "prepare_s": round(convert_s, 2),
+            "load_s": round(time.time() - start, 2),
+            "params": float(sum(p.numel() for p in model.parameters())),
+            "vocab": float(len(tok)),
         }
         run.log(0, metrics)
         return run.write_summary("completed", metrics, {"model": path})

@@ -73,7 +73,11 @@ def main(cfg: QuickstartConfig) -> dict:
             timings[name] = time.time() - start
             print(f"[quickstart] {name} done in {timings[name]:.0f}s", flush=True)
 
-        stage("prepare_model", prepare_model.main, prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"))
+        stage(
+            "prepare_model",
+            prepare_model.main,
+            prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"),
+        )
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)
         stage("grpo", grpo.main, cfg.grpo)
@@ -87,11 +91,22 @@ def main(cfg: QuickstartConfig) -> dict:
         run.write_report(_report(cfg, run.path, timings, metrics, checks, plots))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in timings.items()})
-        artifacts = {"report": run.path / "report.md", "model": results["export"]["artifacts"]["model"], **{p.stem: p for p in plots}}
-        return run.write_summary(status, metrics, artifacts, error=None if status == "completed" else "quality gates not met (see report.md)")
+        artifacts = {
+            "report": run.path / "report.md",
+            "model": results["export"]["artifacts"]["model"],
+            **{p.stem: p for p in plots},
+        }
+        return run.write_summary(
+            status,
+            metrics,
+            artifacts,
+            error=None if status == "completed" else "quality gates not met (see report.md)",
+        )
 
 
-def _generate_cfg(base: generate.GenerateConfig, model_name: str, run_name: str, system: str) -> generate.GenerateConfig:
+def _generate_cfg(
+    base: generate.GenerateConfig, model_name: str, run_name: str, system: str
+) -> generate.GenerateConfig:
     import copy
 
     out = copy.deepcopy(base)
@@ -105,15 +120,25 @@ def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, b
     steps = int(results["grpo"]["metrics"].get("train/steps", 0))
     acc = rm.get("eval/accuracy", 0.0)
     metrics = {
-        "rm/accuracy": acc, "rm/length_baseline_accuracy": rm.get("eval/length_baseline_accuracy"),
-        "grpo/steps": steps, "export/max_logit_diff": results["export"]["metrics"]["max_logit_diff"],
+        "rm/accuracy": acc,
+        "rm/length_baseline_accuracy": rm.get("eval/length_baseline_accuracy"),
+        "grpo/steps": steps,
+        "export/max_logit_diff": results["export"]["metrics"]["max_logit_diff"],
         **{f"grpo/{k}": v for k, v in results["grpo"]["metrics"].items() if k.startswith("eval/")},
     }
     grpo_error = results["grpo"].get("error")
     checks = [
-        ("RM held-out accuracy on length-matched pairs", acc >= cfg.gates.min_rm_accuracy, f"{acc:.3f} (needs >= {cfg.gates.min_rm_accuracy})"),
+        (
+            "RM held-out accuracy on length-matched pairs",
+            acc >= cfg.gates.min_rm_accuracy,
+            f"{acc:.3f} (needs >= {cfg.gates.min_rm_accuracy})",
+        ),
         ("GRPO steps", steps >= cfg.gates.min_grpo_steps, f"{steps} (needs >= {cfg.gates.min_grpo_steps})"),
-        ("GRPO reward-hacking monitors in range", not grpo_error, grpo_error or f"{int(results['grpo']['metrics'].get('monitor/alerts', 0))} warning(s), no stop"),
+        (
+            "GRPO reward-hacking monitors in range",
+            not grpo_error,
+            grpo_error or f"{int(results['grpo']['metrics'].get('monitor/alerts', 0))} warning(s), no stop",
+        ),
     ]
     return metrics, checks
 
@@ -122,15 +147,40 @@ def _plots(root) -> list:
     rm_rows = read_metrics(root / "train_rm" / "metrics.jsonl")
     g_rows = read_metrics(root / "grpo" / "metrics.jsonl")
     rm_key = next((k for r in g_rows for k in r if k.startswith("rewards/rm") and k.endswith("/mean")), "reward")
-    rm_plot = plot_lines([
-        ("RM held-out accuracy", {"eval accuracy": series(rm_rows, "eval_accuracy")}),
-        ("RM training loss", {"loss": series(rm_rows, "loss")}),
-    ], root / "plots" / "rm_accuracy.png")
-    grpo_plot = plot_lines([
-        ("GRPO reward per step", {"total": series(g_rows, "reward"), "RM": series(g_rows, rm_key), "length term": series(g_rows, "rewards/length_range/mean")}),
-        ("completion length (tokens)", {"mean": series(g_rows, "completions/mean_length"), "clipped share x100": _scaled(series(g_rows, "completions/clipped_ratio"), 100)}),
-        ("held-out eval", {"RM score": series(g_rows, "eval/rm/score"), "words / 10": _scaled(series(g_rows, "eval/length/mean_words"), 0.1)}),
-    ], root / "plots" / "grpo_reward_length.png")
+    rm_plot = plot_lines(
+        [
+            ("RM held-out accuracy", {"eval accuracy": series(rm_rows, "eval_accuracy")}),
+            ("RM training loss", {"loss": series(rm_rows, "loss")}),
+        ],
+        root / "plots" / "rm_accuracy.png",
+    )
+    grpo_plot = plot_lines(
+        [
+            (
+                "GRPO reward per step",
+                {
+                    "total": series(g_rows, "reward"),
+                    "RM": series(g_rows, rm_key),
+                    "length term": series(g_rows, "rewards/length_range/mean"),
+                },
+            ),
+            (
+                "completion length (tokens)",
+                {
+                    "mean": series(g_rows, "completions/mean_length"),
+                    "clipped share x100": _scaled(series(g_rows, "completions/clipped_ratio"), 100),
+                },
+            ),
+            (
+                "held-out eval",
+                {
+                    "RM score": series(g_rows, "eval/rm/score"),
+                    "words / 10": _scaled(series(g_rows, "eval/length/mean_words"), 0.1),
+                },
+            ),
+        ],
+        root / "plots" / "grpo_reward_length.png",
+    )
     monitors = plot_monitors(g_rows, root / "plots" / "grpo_monitors.png")
     return [rm_plot, grpo_plot, monitors]
 
@@ -143,13 +193,30 @@ def _report(cfg, root, timings: dict, metrics: dict, checks: list, plots: list) 
     total = sum(timings.values())
     before = read_stories(root / "generate_before" / "samples" / "stories.jsonl")
     after = read_stories(root / "generate_after" / "samples" / "stories.jsonl")
-    lines = ["# rlcw quickstart report", "", f"Model: `{cfg.model.name}`. Total stage time {total:.0f} s.", "", "## Checks", ""]
+    lines = [
+        "# rlcw quickstart report",
+        "",
+        f"Model: `{cfg.model.name}`. Total stage time {total:.0f} s.",
+        "",
+        "## Checks",
+        "",
+    ]
     lines += [f"- {'PASS' if ok else 'FAIL'}: {name}: {detail}" for name, ok, detail in checks]
     lines += ["", "## Stage times", "", "| stage | seconds | share |", "|---|---|---|"]
     lines += [f"| {k} | {v:.0f} | {100 * v / total:.0f}% |" for k, v in timings.items()]
     lines += ["", "## Key metrics", "", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()]
     lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
-    lines += ["", "## Samples before / after GRPO (held-out prompts, same sampling seed)", "", side_by_side(before, after, ("base model", "after GRPO (exported)")), ""]
-    lines += ["Stage folders: " + ", ".join(f"`{k}/`" for k in timings) + " (each with config.yaml, metrics.jsonl, summary.json)."]
+    lines += [
+        "",
+        "## Samples before / after GRPO (held-out prompts, same sampling seed)",
+        "",
+        side_by_side(before, after, ("base model", "after GRPO (exported)")),
+        "",
+    ]
+    lines += [
+        "Stage folders: "
+        + ", ".join(f"`{k}/`" for k in timings)
+        + " (each with config.yaml, metrics.jsonl, summary.json)."
+    ]
     return "\n".join(lines) + "\n"

@@ -50,8 +50,10 @@ def read_token(token_env: str | None) -> str | None:
         return None
     token = os.environ.get(token_env)
     if not token:
-        raise RlcwError(f"token_env={token_env} but that environment variable is empty or unset",
-                        hint=f"export {token_env}=<a long random string>, or drop token_env to serve without auth")
+        raise RlcwError(
+            f"token_env={token_env} but that environment variable is empty or unset",
+            hint=f"export {token_env}=<a long random string>, or drop token_env to serve without auth",
+        )
     return token
 
 
@@ -78,10 +80,14 @@ def main(cfg: ServeRMConfig) -> dict:
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads()))))
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if cfg.host not in LOOPBACK and cfg.token_env is None:
-        logging.getLogger("rlcw.serve_rm").warning("serving on %s without a token: anyone who can reach the port can use it", cfg.host)
+        logging.getLogger("rlcw.serve_rm").warning(
+            "serving on %s without a token: anyone who can reach the port can use it", cfg.host
+        )
     with stage_run(cfg, "serve-rm") as run:
         app = build_app(cfg)
-        print(f"rlcw serve-rm: {cfg.rm_path} on http://{cfg.host}:{cfg.port} (docs: /docs, health: /health)", flush=True)
+        print(
+            f"rlcw serve-rm: {cfg.rm_path} on http://{cfg.host}:{cfg.port} (docs: /docs, health: /health)", flush=True
+        )
         # uvicorn re-raises SIGINT/SIGTERM after its graceful shutdown: turn that into a normal exit
         # so the batch statistics below still reach summary.json.
         signal.signal(signal.SIGTERM, _stop)

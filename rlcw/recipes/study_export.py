@@ -38,7 +38,8 @@ class StudyDataSection:
     mode: str = "systems"  # rm_best_worst | systems | all_pairs
     stories: list[str] = field(default_factory=list)  # story-record files (jsonl)
     systems: list[str] = field(default_factory=list)  # mode=systems: the two systems (empty = the two in the files)
-    rm_dir: str | None = None  # BT reward-model folder: required for rm_best_worst; elsewhere adds RM scores to the key
+    # BT reward-model folder: required for rm_best_worst; elsewhere adds RM scores to the key
+    rm_dir: str | None = None
     rm_batch_size: int = 8
     max_pairs: int | None = None  # keep the first N pairs (prompt order)
 
@@ -71,8 +72,11 @@ class StudyExportConfig:
 
 def load_records(paths: list[str]) -> list[dict]:
     if not paths:
-        raise RlcwError("no story files given", where="data.stories",
-                        hint="data.stories=[path/to/stories.jsonl,...] (story records from `rlcw generate`)")
+        raise RlcwError(
+            "no story files given",
+            where="data.stories",
+            hint="data.stories=[path/to/stories.jsonl,...] (story records from `rlcw generate`)",
+        )
     return [rec for path in paths for rec in read_stories(path)]
 
 
@@ -88,25 +92,36 @@ def select_pairs(records: list[dict], data: StudyDataSection) -> list[dict]:
         raise RlcwError(f"unknown mode {data.mode!r}", where="data.mode", hint=f"choose one of {', '.join(MODES)}")
     if data.mode == "rm_best_worst":
         if not data.rm_dir:
-            raise RlcwError("rm_best_worst needs a reward model", where="data.rm_dir", hint="data.rm_dir=runs/train_rm/model")
+            raise RlcwError(
+                "rm_best_worst needs a reward model", where="data.rm_dir", hint="data.rm_dir=runs/train_rm/model"
+            )
         pairs = best_worst_pairs(records, score_records(records, data.rm_dir, data.rm_batch_size))
     elif data.mode == "all_pairs":
         pairs = all_system_pairs(records)
     else:
         systems = list(data.systems) or sorted({r["system"] for r in records})
         if len(systems) != 2:
-            raise RlcwError(f"mode=systems compares two systems, found {systems}", where="data.systems",
-                            hint="data.systems=[tuned,base] or use data.mode=all_pairs")
-        pairs = system_pairs([r for r in records if r["system"] == systems[0]],
-                             [r for r in records if r["system"] == systems[1]], where="data.stories")
+            raise RlcwError(
+                f"mode=systems compares two systems, found {systems}",
+                where="data.systems",
+                hint="data.systems=[tuned,base] or use data.mode=all_pairs",
+            )
+        pairs = system_pairs(
+            [r for r in records if r["system"] == systems[0]],
+            [r for r in records if r["system"] == systems[1]],
+            where="data.stories",
+        )
     if data.rm_dir and data.mode != "rm_best_worst":
         sides = [p[k] for p in pairs for k in ("first", "second")]
-        for rec, score in zip(sides, score_records(sides, data.rm_dir, data.rm_batch_size)):
+        for rec, score in zip(sides, score_records(sides, data.rm_dir, data.rm_batch_size), strict=False):
             rec["meta"] = {**(rec.get("meta") or {}), "rm_score": float(score)}
     pairs = pairs[: data.max_pairs or None]
     if not pairs:
-        raise RlcwError("no pairs to export", where="data.stories",
-                        hint="rm_best_worst needs >= 2 samples per prompt; systems need shared prompts")
+        raise RlcwError(
+            "no pairs to export",
+            where="data.stories",
+            hint="rm_best_worst needs >= 2 samples per prompt; systems need shared prompts",
+        )
     return pairs
 
 
@@ -115,8 +130,16 @@ def main(cfg: StudyExportConfig) -> dict:
         pairs = select_pairs(load_records(cfg.data.stories), cfg.data)
         d = cfg.design
         try:
-            result = export_packet(pairs, run.path, study=cfg.study, seed=cfg.seed, raters_per_item=d.raters_per_item,
-                                   per_sitting=d.per_sitting, attention_checks=d.attention_checks, formats=tuple(d.formats))
+            result = export_packet(
+                pairs,
+                run.path,
+                study=cfg.study,
+                seed=cfg.seed,
+                raters_per_item=d.raters_per_item,
+                per_sitting=d.per_sitting,
+                attention_checks=d.attention_checks,
+                formats=tuple(d.formats),
+            )
         except ValueError as exc:
             raise RlcwError(str(exc), where="design", hint="see `rlcw study-export --help`") from None
         g = cfg.guidance
@@ -128,7 +151,8 @@ def main(cfg: StudyExportConfig) -> dict:
             f"# Study export: {cfg.study}\n\nmode `{cfg.data.mode}`; {counts['pairs']} pairs, {counts['raters']} raters, "
             f"{counts['packets']} packets (at most {counts['max_items_per_sitting']} items per sitting), "
             f"{counts['attention_checks']} attention checks.\n\nSend `packets/` to raters; keep `key.json` private.\n\n"
-            f"```\n{text}\n```\n")
+            f"```\n{text}\n```\n"
+        )
         metrics = {k: float(v) for k, v in counts.items()}
         run.log(0, metrics)
         return run.write_summary("completed", metrics, artifacts)

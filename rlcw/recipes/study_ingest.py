@@ -46,21 +46,29 @@ def _fmt(x) -> str:
 
 
 def render_report(results: dict, report: dict) -> str:
-    lines = [f"# Study ingest\n\n{report['judgements']} judgements from {report['raters']} raters "
-             f"({report['packets_returned']} packets returned, {len(report['packets_not_returned'])} not returned, "
-             f"{report['items_unrated']} items unrated; dropped raters: {', '.join(report['dropped_raters']) or 'none'}).\n"]
+    lines = [
+        f"# Study ingest\n\n{report['judgements']} judgements from {report['raters']} raters "
+        f"({report['packets_returned']} packets returned, {len(report['packets_not_returned'])} not returned, "
+        f"{report['items_unrated']} items unrated; dropped raters: {', '.join(report['dropped_raters']) or 'none'}).\n"
+    ]
     for dim, res in results["dimensions"].items():
-        lines.append(f"## {dim}\n\nFleiss' kappa: {_fmt(res['fleiss']['kappa'])} "
-                     f"({res['fleiss']['items']} items x {res['fleiss']['raters_per_item']} raters)\n")
+        lines.append(
+            f"## {dim}\n\nFleiss' kappa: {_fmt(res['fleiss']['kappa'])} "
+            f"({res['fleiss']['items']} items x {res['fleiss']['raters_per_item']} raters)\n"
+        )
         lines.append("| system | win rate | 95% CI | n | BT strength | BT CI |\n|---|---|---|---|---|---|")
         for system, w in res["win_rates"].items():
             bt = res["bradley_terry"][system]
-            lines.append(f"| {system} | {w['win_rate']:.3f} | {w['ci_low']:.3f} to {w['ci_high']:.3f} | {w['n']} | "
-                         f"{bt['strength']:.3f} | {bt['ci_low']:.3f} to {bt['ci_high']:.3f} |")
+            lines.append(
+                f"| {system} | {w['win_rate']:.3f} | {w['ci_low']:.3f} to {w['ci_high']:.3f} | {w['n']} | "
+                f"{bt['strength']:.3f} | {bt['ci_low']:.3f} to {bt['ci_high']:.3f} |"
+            )
         lines.append("")
     rm = results["rm"]
-    lines.append(f"RM agreement (overall, human ties left out): {_fmt(rm['agreement'])} (n={rm['n']}); "
-                 f"RM-preferred story chosen: {_fmt(rm['rm_preferred_rate'])}\n")
+    lines.append(
+        f"RM agreement (overall, human ties left out): {_fmt(rm['agreement'])} (n={rm['n']}); "
+        f"RM-preferred story chosen: {_fmt(rm['rm_preferred_rate'])}\n"
+    )
     for name, j in results["judges"].items():
         lines.append(f"Judge `{name}` agreement (overall): {_fmt(j['agreement'])} (n={j['n']})\n")
     lines.append("\n![Bradley-Terry strengths](bt_strengths.png)\n")
@@ -77,7 +85,12 @@ def plot_strengths(results: dict, path: Path) -> Path:
     systems = sorted(bt, key=lambda s: bt[s]["strength"])
     fig, ax = plt.subplots(figsize=(6, 0.5 * len(systems) + 1.5))
     for y, s in enumerate(systems):
-        ax.errorbar(bt[s]["strength"], y, xerr=[[bt[s]["strength"] - bt[s]["ci_low"]], [bt[s]["ci_high"] - bt[s]["strength"]]], fmt="o")
+        ax.errorbar(
+            bt[s]["strength"],
+            y,
+            xerr=[[bt[s]["strength"] - bt[s]["ci_low"]], [bt[s]["ci_high"] - bt[s]["strength"]]],
+            fmt="o",
+        )
     ax.set_yticks(range(len(systems)), systems)
     ax.set_xlabel("Bradley-Terry log-strength (overall, 95% CI)")
     fig.tight_layout()
@@ -93,7 +106,9 @@ def main(cfg: StudyIngestConfig) -> dict:
         key = read_key(cfg.key)
         judgements, report = validate_and_unblind(load_answers(cfg.answers), key, cfg.drop_failed_raters)
         if not judgements:
-            raise RlcwError("no usable judgements left", where="answers", hint="check drop_failed_raters and the answers files")
+            raise RlcwError(
+                "no usable judgements left", where="answers", hint="check drop_failed_raters and the answers files"
+            )
         verdicts, invalid = {}, {}
         for path in cfg.judges:
             verdicts[Path(path).stem], invalid[Path(path).stem] = read_verdicts(path)
@@ -101,14 +116,19 @@ def main(cfg: StudyIngestConfig) -> dict:
         for name in results["judges"]:
             results["judges"][name]["invalid_verdicts"] = invalid[name]
         results["validation"] = report
-        artifacts = {"judgements": atomic_write_jsonl(run.path / "judgements.jsonl", judgements),
-                     "results": atomic_write_json(run.path / "results.json", results),
-                     "plot": plot_strengths(results, run.path / "bt_strengths.png")}
+        artifacts = {
+            "judgements": atomic_write_jsonl(run.path / "judgements.jsonl", judgements),
+            "results": atomic_write_json(run.path / "results.json", results),
+            "plot": plot_strengths(results, run.path / "bt_strengths.png"),
+        }
         run.write_report(render_report(results, report))
         overall = results["dimensions"]["overall"]
-        metrics = {"judgements": float(report["judgements"]), "raters": float(report["raters"]),
-                   **{f"win_rate/{s}": w["win_rate"] for s, w in overall["win_rates"].items()},
-                   **{f"bt/{s}": b["strength"] for s, b in overall["bradley_terry"].items()}}
+        metrics = {
+            "judgements": float(report["judgements"]),
+            "raters": float(report["raters"]),
+            **{f"win_rate/{s}": w["win_rate"] for s, w in overall["win_rates"].items()},
+            **{f"bt/{s}": b["strength"] for s, b in overall["bradley_terry"].items()},
+        }
         if overall["fleiss"]["kappa"] is not None:
             metrics["fleiss_kappa"] = overall["fleiss"]["kappa"]
         if results["rm"]["agreement"] is not None:

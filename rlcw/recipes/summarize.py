@@ -34,7 +34,11 @@ def read_summary(path: Path) -> dict:
         raise RlcwError("summary.json must hold a JSON object", where=str(path))
     missing = [k for k in SUMMARY_SCHEMA if k not in data]
     if missing:
-        raise RlcwError(f"summary.json lacks '{missing[0]}' (rlcw.runs.SUMMARY_SCHEMA)", where=str(path), hint="was it written by rlcw?")
+        raise RlcwError(
+            f"summary.json lacks '{missing[0]}' (rlcw.runs.SUMMARY_SCHEMA)",
+            where=str(path),
+            hint="was it written by rlcw?",
+        )
     if not isinstance(data["metrics"], dict):
         raise RlcwError("'metrics' must be an object", where=f"{path} field 'metrics'")
     return data
@@ -61,16 +65,26 @@ def collect(root: str | Path) -> list[dict]:
     """One flat row per run under `root` (see the module docstring)."""
     root = Path(root)
     if not root.is_dir():
-        raise RlcwError("runs folder not found", where=str(root), hint="give the output_dir of the runs (e.g. runs/sweeps/NAME)")
+        raise RlcwError(
+            "runs folder not found", where=str(root), hint="give the output_dir of the runs (e.g. runs/sweeps/NAME)"
+        )
     paths = find_summaries(root)
     if not paths:
-        raise RlcwError("no summary.json under this folder", where=str(root), hint="every rlcw command writes <output_dir>/<run_name>/summary.json")
+        raise RlcwError(
+            "no summary.json under this folder",
+            where=str(root),
+            hint="every rlcw command writes <output_dir>/<run_name>/summary.json",
+        )
     sweeps = sweep_overrides(root)
     rows = []
     for path in paths:
         s = read_summary(path)
-        row = {"run": str(path.parent.relative_to(root)) or s["run_name"], "command": s["command"], "status": s["status"],
-               "wall_time_s": s["wall_time_s"]}
+        row = {
+            "run": str(path.parent.relative_to(root)) or s["run_name"],
+            "command": s["command"],
+            "status": s["status"],
+            "wall_time_s": s["wall_time_s"],
+        }
         row.update({f"override:{k}": v for k, v in sweeps.get(s["run_name"], {}).items()})
         row.update(s["metrics"])
         rows.append(row)

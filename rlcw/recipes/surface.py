@@ -28,8 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="*", help="story-record jsonl files")
     p.add_argument("--json", action="store_true", help="print JSON (system -> metrics) instead of markdown")
     p.add_argument("--out", help="also write the output to this file")
-    p.add_argument("--bertscore", metavar="MODEL", help="add BERTScore F1 with this model (needs the bert_score package)")
-    p.add_argument("--tmas", metavar="SOURCE", help="add TELL ME A STORY human stories (folder, file or hub id) as system 'human'")
+    p.add_argument(
+        "--bertscore", metavar="MODEL", help="add BERTScore F1 with this model (needs the bert_score package)"
+    )
+    p.add_argument(
+        "--tmas", metavar="SOURCE", help="add TELL ME A STORY human stories (folder, file or hub id) as system 'human'"
+    )
     p.add_argument("--tmas-split", action="append", help="split(s) of --tmas (repeatable; default validation)")
     p.add_argument("--same-prompts", action="store_true", help="keep only prompts (record ids) every system has")
     return p
@@ -50,7 +54,9 @@ def restrict_to_shared_ids(groups: dict[str, list[dict]]) -> dict[str, list[dict
     return {name: [r for r in rs if r["id"] in shared] for name, rs in groups.items()}
 
 
-def surface_table(records: list[dict], bertscore_model: str | None = None, same_prompts: bool = False) -> dict[str, dict[str, float]]:
+def surface_table(
+    records: list[dict], bertscore_model: str | None = None, same_prompts: bool = False
+) -> dict[str, dict[str, float]]:
     """system -> Table 2 metrics, systems in first-seen order."""
     groups = group_by_system(records)
     if same_prompts:

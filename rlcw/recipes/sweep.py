@@ -63,8 +63,12 @@ class Sweep:
     def argv(self, run: dict) -> list[str]:
         """`rlcw` arguments of one run."""
         args = [self.command] + (["--config", self.config] if self.config else [])
-        return args + self.fixed + [f"{k}={format_value(v)}" for k, v in run["overrides"].items()] + [
-            f"output_dir={self.root}", f"run_name={run['run_name']}"]
+        return (
+            args
+            + self.fixed
+            + [f"{k}={format_value(v)}" for k, v in run["overrides"].items()]
+            + [f"output_dir={self.root}", f"run_name={run['run_name']}"]
+        )
 
 
 def format_value(value) -> str:
@@ -94,9 +98,15 @@ def _check_axes(axes, what: str, where: str) -> dict[str, list]:
         raise RlcwError(f"'{what}' must be a mapping of key -> list of values", where=where)
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
-            raise RlcwError(f"'{what}.{key}' must be a non-empty list of values", where=where, hint=f"{what}: {{{key}: [a, b]}}")
+            raise RlcwError(
+                f"'{what}.{key}' must be a non-empty list of values", where=where, hint=f"{what}: {{{key}: [a, b]}}"
+            )
         if key in RESERVED:
-            raise RlcwError(f"'{key}' cannot be swept: the sweep sets it for each run", where=where, hint="set output_dir at the top of the sweep file")
+            raise RlcwError(
+                f"'{key}' cannot be swept: the sweep sets it for each run",
+                where=where,
+                hint="set output_dir at the top of the sweep file",
+            )
     return axes
 
 
@@ -117,7 +127,11 @@ def load_sweep(path: str | Path) -> Sweep:
         raise RlcwError("top level must be a mapping", where=where)
     unknown = set(data) - FILE_KEYS
     if unknown:
-        raise RlcwError(f"unknown sweep key '{sorted(unknown)[0]}'", where=where, hint=f"sweep keys: {', '.join(sorted(FILE_KEYS))}")
+        raise RlcwError(
+            f"unknown sweep key '{sorted(unknown)[0]}'",
+            where=where,
+            hint=f"sweep keys: {', '.join(sorted(FILE_KEYS))}",
+        )
     for key in ("name", "command"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise RlcwError(f"'{key}' is required", where=where)
@@ -125,17 +139,27 @@ def load_sweep(path: str | Path) -> Sweep:
         raise RlcwError(f"name '{data['name']}' may only use letters, digits, '.', '_' and '-'", where=where)
     command = data["command"]
     if command not in COMMANDS or COMMANDS[command][1] is None:
-        raise RlcwError(f"'{command}' is not a command with a config", where=f"{where} key 'command'", hint="e.g. build-pairs, train-rm, grpo")
+        raise RlcwError(
+            f"'{command}' is not a command with a config",
+            where=f"{where} key 'command'",
+            hint="e.g. build-pairs, train-rm, grpo",
+        )
     grid, zipped = _check_axes(data.get("grid"), "grid", where), _check_axes(data.get("zip"), "zip", where)
     if len({len(v) for v in zipped.values()}) > 1:
-        raise RlcwError("the lists under 'zip' must have the same length: " + ", ".join(f"{k}={len(v)}" for k, v in zipped.items()), where=where)
+        raise RlcwError(
+            "the lists under 'zip' must have the same length: "
+            + ", ".join(f"{k}={len(v)}" for k, v in zipped.items()),
+            where=where,
+        )
     if set(grid) & set(zipped):
         raise RlcwError(f"key '{sorted(set(grid) & set(zipped))[0]}' is in both grid and zip", where=where)
     fixed = data.get("overrides") or []
     if not isinstance(fixed, list) or not all(isinstance(o, str) for o in fixed):
         raise RlcwError("'overrides' must be a list of key=value strings", where=where)
     sweep = Sweep(data["name"], command, data.get("config"), str(data.get("output_dir", "runs/sweeps")), fixed)
-    sweep.runs = [{"index": i, "run_name": f"{sweep.name}-{i:03d}", "overrides": o} for i, o in enumerate(expand(grid, zipped))]
+    sweep.runs = [
+        {"index": i, "run_name": f"{sweep.name}-{i:03d}", "overrides": o} for i, o in enumerate(expand(grid, zipped))
+    ]
     validate(sweep, where)
     return sweep
 
@@ -153,13 +177,23 @@ def validate(sweep: Sweep, where: str) -> None:
         try:
             load_config(cls, sweep.config, overrides)
         except RlcwError as exc:
-            raise RlcwError(f"run {run['index']} ({run['run_name']}) is invalid, nothing was run: {exc}", where=where) from None
+            raise RlcwError(
+                f"run {run['index']} ({run['run_name']}) is invalid, nothing was run: {exc}", where=where
+            ) from None
 
 
 def write_manifest(sweep: Sweep, source: str) -> Path:
-    return atomic_write_json(sweep.root / "sweep.json", {
-        "name": sweep.name, "command": sweep.command, "config": sweep.config, "sweep_file": source,
-        "created_at": time.time(), "runs": sweep.runs})
+    return atomic_write_json(
+        sweep.root / "sweep.json",
+        {
+            "name": sweep.name,
+            "command": sweep.command,
+            "config": sweep.config,
+            "sweep_file": source,
+            "created_at": time.time(),
+            "runs": sweep.runs,
+        },
+    )
 
 
 def run_local(sweep: Sweep, runs: list[dict]) -> int:
@@ -197,7 +231,10 @@ def cli(argv: list[str]) -> int:
     runs = sweep.runs
     if args.index is not None:
         if not 0 <= args.index < len(runs):
-            raise RlcwError(f"--index {args.index} is out of range: this sweep has {len(runs)} runs (0-{len(runs) - 1})", where=args.sweep_file)
+            raise RlcwError(
+                f"--index {args.index} is out of range: this sweep has {len(runs)} runs (0-{len(runs) - 1})",
+                where=args.sweep_file,
+            )
         runs = [runs[args.index]]
     if args.dry_run or args.json:
         if args.json:
@@ -205,9 +242,15 @@ def cli(argv: list[str]) -> int:
         else:
             for r in runs:
                 print(f"{r['index']:>3}  rlcw {' '.join(sweep.argv(r))}")
-            print(f"{len(runs)} run(s) of '{sweep.command}', all configs valid" + (" (dry run: nothing ran)" if args.dry_run else ""))
+            print(
+                f"{len(runs)} run(s) of '{sweep.command}', all configs valid"
+                + (" (dry run: nothing ran)" if args.dry_run else "")
+            )
         if args.slurm:
-            print("would submit: " + " ".join(sbatch_command(args.sweep_file, len(sweep.runs), sweep.name, args.logs, args.max_parallel)))
+            print(
+                "would submit: "
+                + " ".join(sbatch_command(args.sweep_file, len(sweep.runs), sweep.name, args.logs, args.max_parallel))
+            )
         return 0
     if args.slurm:
         if args.index is not None:
@@ -217,11 +260,15 @@ def cli(argv: list[str]) -> int:
         try:
             out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
         except FileNotFoundError:
-            raise RlcwError("sbatch not found: is this a Slurm login node?", hint="run locally without --slurm") from None
+            raise RlcwError(
+                "sbatch not found: is this a Slurm login node?", hint="run locally without --slurm"
+            ) from None
         if out.returncode != 0:
             raise RlcwError(f"sbatch failed: {out.stderr.strip()}", where=" ".join(cmd))
         job = out.stdout.strip().split(";")[0]
-        print(f"submitted array job {job}: {len(runs)} task(s); results in {sweep.root}; then: rlcw summarize {sweep.root}")
+        print(
+            f"submitted array job {job}: {len(runs)} task(s); results in {sweep.root}; then: rlcw summarize {sweep.root}"
+        )
         return 0
     if args.index is None:
         write_manifest(sweep, str(Path(args.sweep_file).resolve()))

@@ -105,49 +105,75 @@ def build_teacher(cfg: TrainAgentsConfig):
     if t.backend != "local":
         raise RlcwError(f"unknown teacher.backend '{t.backend}'", hint="use local or server")
     tok = load_tokenizer(t.model, padding_side="left")
-    return LocalBackend(load_causal_lm(t.model), tok, cfg.model.system_prompt, temperature=t.temperature, batch_size=t.batch_size)
+    return LocalBackend(
+        load_causal_lm(t.model), tok, cfg.model.system_prompt, temperature=t.temperature, batch_size=t.batch_size
+    )
 
 
 def agent_list(spec: str) -> list[str]:
     agents = list(PLANNING + WRITING) if spec == "all" else [a.strip() for a in spec.split(",") if a.strip()]
     bad = [a for a in agents if a not in PLANNING + WRITING]
     if bad:
-        raise RlcwError(f"unknown agent '{bad[0]}' in train.agents", hint=f"use all or some of {', '.join(PLANNING + WRITING)}")
+        raise RlcwError(
+            f"unknown agent '{bad[0]}' in train.agents", hint=f"use all or some of {', '.join(PLANNING + WRITING)}"
+        )
     return agents
 
 
 def back_translate(pairs: list[dict], teacher, cfg: TrainAgentsConfig) -> tuple[list[dict], list[dict]]:
     """Per story: the teacher's plans and the located sections; plus one split report row per story."""
     t, prompts, stories = cfg.teacher, [p["prompt"] for p in pairs], [p["story"] for p in pairs]
-    plans = {a: teacher.generate(a, [teacher_planning_prompt(a, p, s) for p, s in zip(prompts, stories)], t.planning_tokens, cfg.seed)
-             for a in PLANNING}
+    plans = {
+        a: teacher.generate(
+            a,
+            [teacher_planning_prompt(a, p, s) for p, s in zip(prompts, stories, strict=False)],
+            t.planning_tokens,
+            cfg.seed,
+        )
+        for a in PLANNING
+    }
     answers = teacher.generate("splitter", [split_prompt(s) for s in stories], t.split_tokens, cfg.seed)
     out, report = [], []
-    for i, (pair, answer) in enumerate(zip(pairs, answers)):
+    for i, (pair, answer) in enumerate(zip(pairs, answers, strict=False)):
         firsts = parse_split(answer)
         sections, method, found = locate_sections(pair["story"], firsts, cfg.split.fallback, cfg.split.fuzzy_cutoff)
         out.append({"pair": pair, "plans": {a: plans[a][i] for a in PLANNING}, "sections": sections})
-        report.append({"id": pair["id"], "method": method, "verbatim": found, "quoted": firsts,
-                       "section_words": {a: len(x.split()) for a, x in sections.items()}})
+        report.append(
+            {
+                "id": pair["id"],
+                "method": method,
+                "verbatim": found,
+                "quoted": firsts,
+                "section_words": {a: len(x.split()) for a, x in sections.items()},
+            }
+        )
     return out, report
 
 
-def sft_examples(items: list[dict], system_prompt: str, count_tokens, context_tokens: int, report: list[dict]) -> dict[str, list[dict]]:
+def sft_examples(
+    items: list[dict], system_prompt: str, count_tokens, context_tokens: int, report: list[dict]
+) -> dict[str, list[dict]]:
     """agent -> conversational prompt-completion rows, each prompt built as the agent sees it at generation."""
     out: dict[str, list[dict]] = {a: [] for a in PLANNING + WRITING}
-    for item, rep in zip(items, report):
+    for item, rep in zip(items, report, strict=False):
         pad = Scratchpad.start(item["pair"]["prompt"])
         targets = {**item["plans"], **item["sections"]}
         for agent in PLANNING + WRITING:
             target = targets.get(agent, "").strip()
             if not target:
                 continue
-            budget = context_tokens - count_tokens(target) - count_tokens(agent_prompt(agent, pad, "")) - 64  # 64: chat layout
+            budget = (
+                context_tokens - count_tokens(target) - count_tokens(agent_prompt(agent, pad, "")) - 64
+            )  # 64: chat layout
             text, _ = fit(pad, max(budget, 64), count_tokens)
-            out[agent].append({
-                "prompt": chat_messages(system_prompt, agent_prompt(agent, pad, text)),
-                "completion": [{"role": "assistant", "content": target}], "id": item["pair"]["id"], "split_method": rep["method"],
-            })
+            out[agent].append(
+                {
+                    "prompt": chat_messages(system_prompt, agent_prompt(agent, pad, text)),
+                    "completion": [{"role": "assistant", "content": target}],
+                    "id": item["pair"]["id"],
+                    "split_method": rep["method"],
+                }
+            )
             pad.add(agent, target)
     return out
 
@@ -159,14 +185,28 @@ def train_adapter(cfg: TrainAgentsConfig, agent: str, rows: list[dict], tokenize
     t = cfg.train
     model = load_causal_lm(cfg.model.name, cfg.model.dtype)
     args = SFTConfig(
-        output_dir=str(out_dir / "trainer"), max_steps=t.max_steps, learning_rate=t.learning_rate,
-        per_device_train_batch_size=t.batch_size, max_length=t.max_length, logging_steps=max(1, t.max_steps // 4),
-        save_strategy="no", report_to="none", bf16=False, gradient_checkpointing=False,
-        use_cpu=not torch.cuda.is_available(), seed=cfg.seed, disable_tqdm=True,
+        output_dir=str(out_dir / "trainer"),
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        per_device_train_batch_size=t.batch_size,
+        max_length=t.max_length,
+        logging_steps=max(1, t.max_steps // 4),
+        save_strategy="no",
+        report_to="none",
+        bf16=False,
+        gradient_checkpointing=False,
+        use_cpu=not torch.cuda.is_available(),
+        seed=cfg.seed,
+        disable_tqdm=True,
     )
     data = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
-                         peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers))
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers),
+    )
     result = trainer.train()
     save_lora_checkpoint(trainer.model, tokenizer, out_dir, cfg.model.name)
     return float(result.training_loss)
@@ -184,7 +224,9 @@ def main(cfg: TrainAgentsConfig, teacher=None) -> dict:
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
         count = lambda s: len(tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
         # prompt + completion must fit max_length, or TRL cuts the completion off: fit the scratchpad to it
-        data = sft_examples(items, cfg.model.system_prompt, count, min(cfg.train.context_tokens, cfg.train.max_length), report)
+        data = sft_examples(
+            items, cfg.model.system_prompt, count, min(cfg.train.context_tokens, cfg.train.max_length), report
+        )
         sft_dir = run.path / "sft"
         atomic_write_jsonl(sft_dir / "splits.jsonl", report)
         for agent, rows in data.items():
@@ -194,14 +236,23 @@ def main(cfg: TrainAgentsConfig, teacher=None) -> dict:
         adapters = {}
         for agent in agents:
             if not data[agent]:
-                raise RlcwError(f"no training examples for agent '{agent}'", hint="the teacher gave no usable output for it")
+                raise RlcwError(
+                    f"no training examples for agent '{agent}'", hint="the teacher gave no usable output for it"
+                )
             path = run.checkpoints / "adapters" / agent
             metrics[f"train/{agent}/loss"] = train_adapter(cfg, agent, data[agent], tokenizer, path)
             adapters[agent] = str(path)
-        atomic_write_text(run.path / "adapters.yaml", "# rlcw generate generator=agents_room --config this-file's agents section\nagents:\n  adapters:\n"
-                          + "".join(f"    {a}: {p}\n" for a, p in adapters.items()))
+        atomic_write_text(
+            run.path / "adapters.yaml",
+            "# rlcw generate generator=agents_room --config this-file's agents section\nagents:\n  adapters:\n"
+            + "".join(f"    {a}: {p}\n" for a, p in adapters.items()),
+        )
         run.log(cfg.train.max_steps, metrics)
-        summary = run.write_summary("completed", metrics, {"sft": sft_dir, "adapters": run.checkpoints / "adapters", "adapters_yaml": run.path / "adapters.yaml"})
+        summary = run.write_summary(
+            "completed",
+            metrics,
+            {"sft": sft_dir, "adapters": run.checkpoints / "adapters", "adapters_yaml": run.path / "adapters.yaml"},
+        )
         run.write_report(_report(cfg, metrics))
         return summary
 
@@ -216,6 +267,11 @@ def split_metrics(report: list[dict]) -> dict[str, float]:
 
 
 def _report(cfg: TrainAgentsConfig, metrics: dict) -> str:
-    lines = [f"# Agents' Room agent training `{cfg.run_name}`", "", f"- student base: `{cfg.model.name}`; teacher: {cfg.teacher.backend} `{cfg.teacher.model}`", ""]
+    lines = [
+        f"# Agents' Room agent training `{cfg.run_name}`",
+        "",
+        f"- student base: `{cfg.model.name}`; teacher: {cfg.teacher.backend} `{cfg.teacher.model}`",
+        "",
+    ]
     lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
     return "\n".join(lines) + "\n"

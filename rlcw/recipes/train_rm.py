@@ -49,7 +49,9 @@ class RMDataConfig:
     train_file: str = "runs/build_pairs/pairs/train.jsonl"  # local file or hub id
     eval_file: str | None = "runs/build_pairs/pairs/eval.jsonl"
     split: str = "train"  # hub split for train_file
-    columns: dict[str, str] = field(default_factory=lambda: {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"})
+    columns: dict[str, str] = field(
+        default_factory=lambda: {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"}
+    )
     max_train_pairs: int | None = None
     max_eval_pairs: int | None = None
 
@@ -122,13 +124,20 @@ def build_spec(cfg: TrainRMConfig, tokenizer) -> RMSpec:
             extra["instruction"] = rm.instruction
         system = GENRM_SYSTEM_PROMPT if system is None else system
     return RMSpec(
-        type=rm.type, base_model=cfg.model.name, input_template=rm.input_template, include_prompt=rm.include_prompt,
-        system_prompt=system, max_length=rm.max_length, truncation_side=rm.truncation_side,
-        pad_token=tokenizer.pad_token, extra=extra,
+        type=rm.type,
+        base_model=cfg.model.name,
+        input_template=rm.input_template,
+        include_prompt=rm.include_prompt,
+        system_prompt=system,
+        max_length=rm.max_length,
+        truncation_side=rm.truncation_side,
+        pad_token=tokenizer.pad_token,
+        extra=extra,
     ).check()
 
 
 # --- Bradley-Terry ---
+
 
 def upvote_margin(chosen: float, rejected: float, scale: float = 1.0) -> float:
     """BT margin from upvotes: scale * ln((chosen + 1) / (rejected + 1))."""
@@ -149,8 +158,11 @@ def pair_margins(pairs: list[dict], rm: RMSection, where: str) -> list[float] | 
         for key in keys:
             v = meta.get(key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise RlcwError(f"rm.margin={rm.margin} needs a number in meta.{key}, got {v!r}", where=location(where, row, f"meta.{key}"),
-                                hint="fix the row, or train with rm.margin=none")
+                raise RlcwError(
+                    f"rm.margin={rm.margin} needs a number in meta.{key}, got {v!r}",
+                    where=location(where, row, f"meta.{key}"),
+                    hint="fix the row, or train with rm.margin=none",
+                )
             values.append(float(v))
         if rm.margin == "upvotes" and min(values) < 0:
             raise RlcwError(f"negative upvotes {values}", where=location(where, row, f"meta.{keys[0]}"))
@@ -174,7 +186,9 @@ def build_dataset(pairs: list[dict], spec: RMSpec, tokenizer, margins: list[floa
 def build_model(cfg: TrainRMConfig, tokenizer):
     from transformers import AutoModelForSequenceClassification
 
-    model = AutoModelForSequenceClassification.from_pretrained(resolve(cfg.model.name), num_labels=1, dtype=torch.float32)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        resolve(cfg.model.name), num_labels=1, dtype=torch.float32
+    )
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
         model.resize_token_embeddings(len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id
@@ -193,14 +207,29 @@ def common_args(cfg: TrainRMConfig, run) -> dict:
     """TrainingArguments shared by the BT and GenRM trainers."""
     t = cfg.train
     if t.deepspeed is not None and not Path(t.deepspeed).is_file():
-        raise RlcwError("DeepSpeed config not found", where=t.deepspeed, hint="e.g. train.deepspeed=configs/deepspeed/zero2.json")
+        raise RlcwError(
+            "DeepSpeed config not found", where=t.deepspeed, hint="e.g. train.deepspeed=configs/deepspeed/zero2.json"
+        )
     return dict(
-        output_dir=str(run.checkpoints), max_steps=t.max_steps, per_device_train_batch_size=t.batch_size,
-        per_device_eval_batch_size=t.eval_batch_size, gradient_accumulation_steps=t.grad_accum,
-        learning_rate=t.learning_rate, warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay,
-        logging_steps=t.logging_steps, save_strategy="steps" if t.save_steps else "no", save_steps=t.save_steps or 500,
-        bf16=False, gradient_checkpointing=False, use_cpu=not torch.cuda.is_available(),
-        report_to=["tensorboard"], seed=cfg.seed, disable_tqdm=False, save_only_model=False, deepspeed=t.deepspeed,
+        output_dir=str(run.checkpoints),
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.batch_size,
+        per_device_eval_batch_size=t.eval_batch_size,
+        gradient_accumulation_steps=t.grad_accum,
+        learning_rate=t.learning_rate,
+        warmup_steps=t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        logging_steps=t.logging_steps,
+        save_strategy="steps" if t.save_steps else "no",
+        save_steps=t.save_steps or 500,
+        bf16=False,
+        gradient_checkpointing=False,
+        use_cpu=not torch.cuda.is_available(),
+        report_to=["tensorboard"],
+        seed=cfg.seed,
+        disable_tqdm=False,
+        save_only_model=False,
+        deepspeed=t.deepspeed,
     )
 
 
@@ -209,8 +238,11 @@ def build_args(cfg: TrainRMConfig, run, has_eval: bool):
 
     t = cfg.train
     return RewardConfig(
-        **common_args(cfg, run), eval_strategy="steps" if has_eval and t.eval_steps else "no", eval_steps=t.eval_steps or None,
-        center_rewards_coefficient=cfg.rm.center_rewards_coefficient, max_length=None,
+        **common_args(cfg, run),
+        eval_strategy="steps" if has_eval and t.eval_steps else "no",
+        eval_steps=t.eval_steps or None,
+        center_rewards_coefficient=cfg.rm.center_rewards_coefficient,
+        max_length=None,
     )
 
 
@@ -221,7 +253,9 @@ def resume_point(cfg: TrainRMConfig, run) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     last = get_last_checkpoint(str(run.checkpoints)) if run.checkpoints.is_dir() else None
-    print(f"[train-rm] resume: {'from ' + last if last else 'no checkpoint in ' + str(run.checkpoints) + ', starting at step 0'}")
+    print(
+        f"[train-rm] resume: {'from ' + last if last else 'no checkpoint in ' + str(run.checkpoints) + ', starting at step 0'}"
+    )
     return last
 
 
@@ -232,7 +266,7 @@ def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
     return {
         "eval/accuracy": pairwise_accuracy(chosen, rejected),
         "eval/length_baseline_accuracy": length_baseline_accuracy(pairs),
-        "eval/mean_margin": sum(c - r for c, r in zip(chosen, rejected)) / len(pairs),
+        "eval/mean_margin": sum(c - r for c, r in zip(chosen, rejected, strict=False)) / len(pairs),
         "eval/pairs": float(len(pairs)),
     }
 
@@ -245,10 +279,13 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
     spec = build_spec(cfg, tokenizer)
     model = build_model(cfg, tokenizer)
     trainer = RewardTrainer(
-        model=model, args=build_args(cfg, run, bool(eval_pairs)), processing_class=tokenizer,
+        model=model,
+        args=build_args(cfg, run, bool(eval_pairs)),
+        processing_class=tokenizer,
         train_dataset=build_dataset(train_pairs, spec, tokenizer, margins),
         eval_dataset=build_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,
-        peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers), callbacks=[JsonlMetricsCallback(run)],
+        peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers),
+        callbacks=[JsonlMetricsCallback(run)],
     )
     start = resume_point(cfg, run)
     if eval_pairs and cfg.train.eval_steps and start is None:
@@ -259,6 +296,7 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
 
 # --- generative RM ---
 
+
 def genrm_rationales(cfg: TrainRMConfig, run, pairs: list[dict]) -> list[str] | None:
     """One rationale per training pair (chosen shown as A), or None without CoT; saved to <run>/rationales.jsonl."""
     from rlcw.data import rationales as R
@@ -268,12 +306,16 @@ def genrm_rationales(cfg: TrainRMConfig, run, pairs: list[dict]) -> list[str] | 
     r = cfg.rm.rationales
     if r.source == "file":
         if not r.file:
-            raise RlcwError("rm.rationales.source=file needs rm.rationales.file", hint="point it at a jsonl of rationales")
+            raise RlcwError(
+                "rm.rationales.source=file needs rm.rationales.file", hint="point it at a jsonl of rationales"
+            )
         texts = R.rationales_from_file(r.file, pairs)
     elif r.source == "teacher":
         teacher_tok = load_tokenizer(r.teacher_model, padding_side="left")
         teacher = load_causal_lm(r.teacher_model)
-        texts = R.teacher_rationales(teacher, teacher_tok, pairs, max_new_tokens=r.max_new_tokens, batch_size=r.batch_size, seed=cfg.seed)
+        texts = R.teacher_rationales(
+            teacher, teacher_tok, pairs, max_new_tokens=r.max_new_tokens, batch_size=r.batch_size, seed=cfg.seed
+        )
         del teacher
     elif r.source == "judge":
         texts = R.judge_rationales(dict(r.judge), pairs, max_tokens=r.max_new_tokens, seed=cfg.seed)
@@ -292,7 +334,10 @@ def build_genrm_dataset(pairs: list[dict], spec: RMSpec, tokenizer, rationales: 
     ids, labels = [], []
     for n, p in enumerate(pairs):
         why = rationales[n] if rationales else None
-        for first, second, verdict, text in ((p["chosen"], p["rejected"], "A", why), (p["rejected"], p["chosen"], "B", why and swap_story_labels(why))):
+        for first, second, verdict, text in (
+            (p["chosen"], p["rejected"], "A", why),
+            (p["rejected"], p["chosen"], "B", why and swap_story_labels(why)),
+        ):
             x, y = encode_genrm_example(spec, tokenizer, p["prompt"], first, second, verdict, text)
             ids.append(x)
             labels.append(y)
@@ -303,15 +348,20 @@ def evaluate_genrm(scorer, pairs: list[dict], prefix: str = "eval") -> dict[str,
     """Held-out accuracy of P(chosen better) averaged over both orders (None = no verdict, counts as a tie)."""
     from rlcw.rewards.genrm import average_orders
 
-    prompts, chosen, rejected = [p["prompt"] for p in pairs], [p["chosen"] for p in pairs], [p["rejected"] for p in pairs]
+    prompts, chosen, rejected = (
+        [p["prompt"] for p in pairs],
+        [p["chosen"] for p in pairs],
+        [p["rejected"] for p in pairs],
+    )
     fwd = scorer.prefer_ordered(prompts, chosen, rejected)
     bwd = scorer.prefer_ordered(prompts, rejected, chosen)
     probs = average_orders(fwd, bwd)
-    both = [(f, b) for f, b in zip(fwd, bwd) if f is not None and b is not None]
+    both = [(f, b) for f, b in zip(fwd, bwd, strict=False) if f is not None and b is not None]
     return {
         f"{prefix}/accuracy": pairwise_accuracy([0.5 if q is None else q for q in probs], [0.5] * len(probs)),
         f"{prefix}/order_consistency": sum((f > 0.5) == (b < 0.5) for f, b in both) / len(both) if both else 0.0,
-        f"{prefix}/first_position_rate": sum(v > 0.5 for v in fwd + bwd if v is not None) / max(1, sum(v is not None for v in fwd + bwd)),
+        f"{prefix}/first_position_rate": sum(v > 0.5 for v in fwd + bwd if v is not None)
+        / max(1, sum(v is not None for v in fwd + bwd)),
         f"{prefix}/no_verdict": float(sum(q is None for q in fwd + bwd)),
         f"{prefix}/length_baseline_accuracy": length_baseline_accuracy(pairs),
         f"{prefix}/pairs": float(len(pairs)),
@@ -326,8 +376,17 @@ def collate_left(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
         n = len(r["input_ids"])
-        ids[i, width - n :], labels[i, width - n :], mask[i, width - n :] = torch.tensor(r["input_ids"]), torch.tensor(r["labels"]), 1
-    return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": (mask.cumsum(1) - 1).clamp(min=0)}
+        ids[i, width - n :], labels[i, width - n :], mask[i, width - n :] = (
+            torch.tensor(r["input_ids"]),
+            torch.tensor(r["labels"]),
+            1,
+        )
+    return {
+        "input_ids": ids,
+        "labels": labels,
+        "attention_mask": mask,
+        "position_ids": (mask.cumsum(1) - 1).clamp(min=0),
+    }
 
 
 def answer_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -338,8 +397,12 @@ def answer_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     labels = batch["labels"]  # (B, T), -100 outside the answers
     answer_cols = (labels != -100).any(0).nonzero()
     keep = labels.shape[1] - int(answer_cols[0]) + 1  # the answer span plus the position that predicts its first token
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"],
-                   logits_to_keep=keep).logits  # (B, keep, V)
+    logits = model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"],
+        logits_to_keep=keep,
+    ).logits  # (B, keep, V)
     target = labels[:, -keep + 1 :]  # (B, keep - 1)
     return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), target.flatten(), ignore_index=-100)
 
@@ -358,8 +421,14 @@ def make_genrm_trainer(model, args, dataset, tokenizer, peft_config, callbacks):
             loss = answer_loss(model, inputs)
             return (loss, None) if return_outputs else loss
 
-    trainer = GenRMTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                           data_collator=lambda rows: collate_left(rows, tokenizer.pad_token_id), callbacks=callbacks)
+    trainer = GenRMTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        data_collator=lambda rows: collate_left(rows, tokenizer.pad_token_id),
+        callbacks=callbacks,
+    )
     trainer.loss_is_scaled_for_ga = False  # a per-micro-batch mean: the Trainer divides by grad_accum
     return trainer
 
@@ -377,13 +446,19 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
         model.resize_token_embeddings(len(tokenizer))
     before = {}
     if cfg.train.eval_before and eval_pairs:
-        scorer = GenRMScorer(run.path, batch_size=cfg.train.eval_batch_size, model=model, tokenizer=tokenizer, spec=spec)
+        scorer = GenRMScorer(
+            run.path, batch_size=cfg.train.eval_batch_size, model=model, tokenizer=tokenizer, spec=spec
+        )
         before = evaluate_genrm(scorer, eval_pairs, prefix="before")
         run.log(0, before)
     args = TrainingArguments(**common_args(cfg, run), eval_strategy="no", remove_unused_columns=False)
     trainer = make_genrm_trainer(
-        model, args, build_genrm_dataset(train_pairs, spec, tokenizer, rationales), tokenizer,
-        build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"), [JsonlMetricsCallback(run)],
+        model,
+        args,
+        build_genrm_dataset(train_pairs, spec, tokenizer, rationales),
+        tokenizer,
+        build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"),
+        [JsonlMetricsCallback(run)],
     )
     trainer.train(resume_from_checkpoint=resume_point(cfg, run))
     return trainer, tokenizer, spec, before
@@ -394,7 +469,11 @@ def main(cfg: TrainRMConfig) -> dict:
         raise RlcwError(f"unknown rm.type '{cfg.rm.type}'", hint="use rm.type=bt or rm.type=genrm")
     with stage_run(cfg, "train-rm") as run:
         train_pairs = load_preferences(cfg.data.train_file, cfg.data.split, cfg.data.columns, cfg.data.max_train_pairs)
-        eval_pairs = load_preferences(cfg.data.eval_file, "test", cfg.data.columns, cfg.data.max_eval_pairs) if cfg.data.eval_file else []
+        eval_pairs = (
+            load_preferences(cfg.data.eval_file, "test", cfg.data.columns, cfg.data.max_eval_pairs)
+            if cfg.data.eval_file
+            else []
+        )
         tensorboard_dir(run)
         t0 = time.time()
         before: dict = {}
@@ -402,8 +481,12 @@ def main(cfg: TrainRMConfig) -> dict:
             trainer, tokenizer, spec = train_bt(cfg, run, train_pairs, eval_pairs)
         else:
             trainer, tokenizer, spec, before = train_genrm(cfg, run, train_pairs, eval_pairs)
-        metrics = {**before, "train/steps": float(trainer.state.global_step), "train/pairs": float(len(train_pairs)),
-                   "time/train_s": round(time.time() - t0, 1)}
+        metrics = {
+            **before,
+            "train/steps": float(trainer.state.global_step),
+            "train/pairs": float(len(train_pairs)),
+            "time/train_s": round(time.time() - t0, 1),
+        }
         if not trainer.is_world_process_zero():
             return run.write_summary("completed", metrics)
         model_dir = save_rm(trainer.model, tokenizer, spec, run.path / "model")

@@ -49,5 +49,9 @@ def check_sizes(sizes: list[int], n: int) -> list[int]:
     """Sorted unique sizes, each in 1..n (an RlcwError names the bad one)."""
     for k in sizes:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
-            raise RlcwError(f"best-of size {k!r} is outside 1..{n}", where="best_of.sizes", hint=f"give integers between 1 and best_of.n={n}")
+            raise RlcwError(
+                f"best-of size {k!r} is outside 1..{n}",
+                where="best_of.sizes",
+                hint=f"give integers between 1 and best_of.n={n}",
+            )
     return sorted(set(sizes))

@@ -86,8 +86,16 @@ class BTScorer:
     """Scores (prompt, story) pairs with a BT reward model folder written by `rlcw train-rm`."""
 
     def __init__(
-        self, rm_dir: str | Path, batch_size: int = 16, device: str | None = None, model=None, tokenizer=None,
-        *, token_budget: int | None = None, max_padding: float | None = None, length_control: bool = True,
+        self,
+        rm_dir: str | Path,
+        batch_size: int = 16,
+        device: str | None = None,
+        model=None,
+        tokenizer=None,
+        *,
+        token_budget: int | None = None,
+        max_padding: float | None = None,
+        length_control: bool = True,
         spec: RMSpec | None = None,
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -95,8 +103,11 @@ class BTScorer:
         self.rm_dir = Path(rm_dir)
         self.spec = spec or load_spec(self.rm_dir)
         if self.spec.type != "bt":
-            raise RlcwError(f"expected a bt reward model, this one is '{self.spec.type}'", where=str(self.rm_dir),
-                            hint="load it with rlcw.rewards.scorers.load_scorer(kind='auto', ...)")
+            raise RlcwError(
+                f"expected a bt reward model, this one is '{self.spec.type}'",
+                where=str(self.rm_dir),
+                hint="load it with rlcw.rewards.scorers.load_scorer(kind='auto', ...)",
+            )
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.rm_dir)
         self.model = model or AutoModelForSequenceClassification.from_pretrained(self.rm_dir)
         self.device = device or next(self.model.parameters()).device
@@ -122,7 +133,7 @@ class BTScorer:
         for idx in batches:
             ids, mask = pad_batch([encoded[i] for i in idx], pad_id)
             logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits  # (B, 1)
-            for i, v in zip(idx, logits.squeeze(-1).float().cpu().tolist()):
+            for i, v in zip(idx, logits.squeeze(-1).float().cpu().tolist(), strict=False):
                 if v != v:  # NaN
                     raise RlcwError("reward model returned NaN", where=str(self.rm_dir))
                 scores[i] = v

@@ -65,15 +65,20 @@ def _options(kind: str, spec: dict, defaults: dict, where: str) -> tuple[list, d
     allowed = [n for n in list(params)[1 if first else 0 :] if params[n].kind is not inspect.Parameter.VAR_KEYWORD]
     unknown = [k for k in opts if k not in allowed]
     if unknown and not accepts_any:
-        raise RlcwError(f"unknown option '{unknown[0]}' for reward type '{kind}'", where=where,
-                        hint=f"options: {', '.join(list(_COMMON) + ([first] if first else []) + allowed)}")
+        raise RlcwError(
+            f"unknown option '{unknown[0]}' for reward type '{kind}'",
+            where=where,
+            hint=f"options: {', '.join(list(_COMMON) + ([first] if first else []) + allowed)}",
+        )
     return args, opts
 
 
 def build_reward(spec: dict[str, Any], defaults: dict | None = None, where: str = "reward spec"):
     """One reward callable from one spec (see module docstring)."""
     if not isinstance(spec, dict) or "type" not in spec:
-        raise RlcwError("a reward spec must be a mapping with a 'type'", where=where, hint=f"types: {', '.join(REWARD_TYPES)}")
+        raise RlcwError(
+            "a reward spec must be a mapping with a 'type'", where=where, hint=f"types: {', '.join(REWARD_TYPES)}"
+        )
     kind = spec["type"]
     if kind not in REWARD_TYPES:
         raise RlcwError(f"unknown reward type '{kind}'", where=where, hint=f"known types: {', '.join(REWARD_TYPES)}")
@@ -93,8 +98,11 @@ def build_rewards(specs, defaults: dict | None = None) -> tuple[list, list[float
     items = list(specs.items()) if isinstance(specs, dict) else [(None, s) for s in specs]
     for i, (name, spec) in enumerate(items):  # every type checked before any (slow) constructor runs
         if isinstance(spec, dict) and spec.get("type") not in REWARD_TYPES and "type" in spec:
-            raise RlcwError(f"unknown reward type '{spec['type']}'", where=f"rewards.{name}" if name else f"rewards[{i}]",
-                            hint=f"known types: {', '.join(REWARD_TYPES)}")
+            raise RlcwError(
+                f"unknown reward type '{spec['type']}'",
+                where=f"rewards.{name}" if name else f"rewards[{i}]",
+                hint=f"known types: {', '.join(REWARD_TYPES)}",
+            )
     funcs, weights = [], []
     for i, (name, spec) in enumerate(items):
         where = f"rewards.{name}" if name else f"rewards[{i}]"
@@ -108,8 +116,11 @@ def build_rewards(specs, defaults: dict | None = None) -> tuple[list, list[float
         funcs.append(build_reward(spec, defaults, where))
         weights.append(weight)
     if not funcs:
-        raise RlcwError("no reward left: every reward spec is missing or has weight 0", where="rewards",
-                        hint=f"add one, e.g. rewards.rm.type=bt; types: {', '.join(REWARD_TYPES)}")
+        raise RlcwError(
+            "no reward left: every reward spec is missing or has weight 0",
+            where="rewards",
+            hint=f"add one, e.g. rewards.rm.type=bt; types: {', '.join(REWARD_TYPES)}",
+        )
     names = [f.__name__ for f in funcs]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:

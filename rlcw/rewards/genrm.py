@@ -23,8 +23,15 @@ from transformers import StoppingCriteria
 from rlcw.errors import RlcwError
 from rlcw.rewards.bt import message_text, pad_batch
 from rlcw.rewards.render import (
-    RMSpec, encode_genrm_prompt, genrm_cot, genrm_max_rationale_tokens, genrm_response_prefix, load_spec,
-    parse_verdict_prefix, verdict_token_ids, VERDICT_PREFIX,
+    VERDICT_PREFIX,
+    RMSpec,
+    encode_genrm_prompt,
+    genrm_cot,
+    genrm_max_rationale_tokens,
+    genrm_response_prefix,
+    load_spec,
+    parse_verdict_prefix,
+    verdict_token_ids,
 )
 
 
@@ -51,15 +58,26 @@ class _StopAtVerdict(StoppingCriteria):
 class GenRMScorer:
     """Pairwise preferences from a GenRM folder written by `rlcw train-rm rm.type=genrm`."""
 
-    def __init__(self, rm_dir: str | Path, batch_size: int = 8, device: str | None = None, model=None, tokenizer=None,
-                 spec: RMSpec | None = None, show_progress: bool = True):
+    def __init__(
+        self,
+        rm_dir: str | Path,
+        batch_size: int = 8,
+        device: str | None = None,
+        model=None,
+        tokenizer=None,
+        spec: RMSpec | None = None,
+        show_progress: bool = True,
+    ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.rm_dir = Path(rm_dir)
         self.spec = spec or load_spec(self.rm_dir)
         if self.spec.type != "genrm":
-            raise RlcwError(f"expected a genrm reward model, this one is '{self.spec.type}'", where=str(self.rm_dir),
-                            hint="a bt RM scores single stories: use rlcw.rewards.bt.BTScorer")
+            raise RlcwError(
+                f"expected a genrm reward model, this one is '{self.spec.type}'",
+                where=str(self.rm_dir),
+                hint="a bt RM scores single stories: use rlcw.rewards.bt.BTScorer",
+            )
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.rm_dir)
         self.model = model or AutoModelForCausalLM.from_pretrained(self.rm_dir)
         self.device = device or next(self.model.parameters()).device
@@ -88,7 +106,7 @@ class GenRMScorer:
             logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits  # (B, T, V)
             last = logits[torch.arange(len(idx)), mask.sum(1).to(logits.device) - 1]  # (B, V)
             pair = torch.log_softmax(last[:, [a, b]].float(), dim=-1)  # renormalise over the two answers
-            for i, p in zip(idx, pair[:, 0].exp().cpu().tolist()):
+            for i, p in zip(idx, pair[:, 0].exp().cpu().tolist(), strict=False):
                 if p != p:
                     raise RlcwError("genrm returned NaN", where=str(self.rm_dir))
                 out[i] = p
@@ -108,9 +126,13 @@ class GenRMScorer:
                 ids[i, width - len(p) :] = torch.tensor(p)
                 mask[i, width - len(p) :] = 1
             gen = self.model.generate(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=False,
-                max_new_tokens=genrm_max_rationale_tokens(self.spec), stopping_criteria=[_StopAtVerdict(tok, width)],
-                pad_token_id=tok.pad_token_id, eos_token_id=tok.convert_tokens_to_ids(tok.eos_token),
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                do_sample=False,
+                max_new_tokens=genrm_max_rationale_tokens(self.spec),
+                stopping_criteria=[_StopAtVerdict(tok, width)],
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.convert_tokens_to_ids(tok.eos_token),
             )
             texts += tok.batch_decode(gen[:, width:], skip_special_tokens=True)
         return texts
@@ -119,7 +141,10 @@ class GenRMScorer:
         """Probability that the story shown FIRST (as A) is the better one; None when no verdict was reached."""
         if not len(prompts) == len(first) == len(second):
             raise ValueError(f"{len(prompts)} prompts, {len(first)} first and {len(second)} second stories")
-        base = [encode_genrm_prompt(self.spec, self.tokenizer, p, f, s) for p, f, s in zip(prompts, first, second)]
+        base = [
+            encode_genrm_prompt(self.spec, self.tokenizer, p, f, s)
+            for p, f, s in zip(prompts, first, second, strict=False)
+        ]
         if not genrm_cot(self.spec):
             prefix = self._ids(genrm_response_prefix(self.spec, None))
             return list(self.verdict_probs([b + prefix for b in base]))
@@ -127,7 +152,7 @@ class GenRMScorer:
         ready = [i for i, h in enumerate(heads) if h is not None]
         probs = self.verdict_probs([base[i] + self._ids(heads[i]) for i in ready]) if ready else []
         out: list[float | None] = [None] * len(base)
-        for i, p in zip(ready, probs):
+        for i, p in zip(ready, probs, strict=False):
             out[i] = p
         return out
 
@@ -146,25 +171,30 @@ def groups_of(prompts: list[str], num_generations: int | None) -> list[range]:
     n = len(prompts)
     if num_generations is None:  # infer: runs of identical prompts, all the same size
         starts = [i for i in range(n) if i == 0 or prompts[i] != prompts[i - 1]] + [n]
-        blocks = [range(s, e) for s, e in zip(starts, starts[1:])]
+        blocks = [range(s, e) for s, e in zip(starts, starts[1:], strict=False)]
         if len({len(b) for b in blocks}) > 1 or any(len(b) < 2 for b in blocks):
-            raise RlcwError(f"cannot infer completion groups: run lengths {[len(b) for b in blocks]}",
-                            hint="pass num_generations to GenRMReward (the trainer's num_generations)")
+            raise RlcwError(
+                f"cannot infer completion groups: run lengths {[len(b) for b in blocks]}",
+                hint="pass num_generations to GenRMReward (the trainer's num_generations)",
+            )
         return blocks
     if num_generations < 2:
         raise RlcwError(f"num_generations={num_generations}: comparisons within a group need at least 2 completions")
     if n % num_generations:
         raise RlcwError(
             f"this process got {n} completions, not a multiple of num_generations={num_generations}: a group is split "
-            "across processes", hint="make the per-device batch size (rlcw grpo: train.batch_size) a multiple of "
-            "train.num_generations, or use GenRMReward(mode='reference')")
+            "across processes",
+            hint="make the per-device batch size (rlcw grpo: train.batch_size) a multiple of "
+            "train.num_generations, or use GenRMReward(mode='reference')",
+        )
     blocks = [range(s, s + num_generations) for s in range(0, n, num_generations)]
     for block in blocks:
         if any(prompts[i] != prompts[block.start] for i in block):
             raise RlcwError(
                 f"completions {block.start}..{block.stop - 1} do not share one prompt: groups are not whole on this process",
                 hint="make the per-device batch size (rlcw grpo: train.batch_size) a multiple of train.num_generations "
-                "(and keep TRL's grouped sampler), or use GenRMReward(mode='reference')")
+                "(and keep TRL's grouped sampler), or use GenRMReward(mode='reference')",
+            )
     return blocks
 
 
@@ -187,7 +217,7 @@ def win_rates(size: int, comparisons: list[tuple[int, int]], probs: list[float |
             continue
         sums[i], counts[i] = sums[i] + p, counts[i] + 1
         sums[j], counts[j] = sums[j] + 1.0 - p, counts[j] + 1
-    return [s / c if c else None for s, c in zip(sums, counts)]
+    return [s / c if c else None for s, c in zip(sums, counts, strict=False)]
 
 
 class GenRMReward:
@@ -197,8 +227,16 @@ class GenRMReward:
     "groupmates": against k sampled completions of the same group; "all_pairs": against all of them.
     Groups are consecutive blocks of `num_generations` completions with one prompt."""
 
-    def __init__(self, rm_dir: str | Path, mode: str = "groupmates", k: int = 2, num_generations: int | None = None,
-                 seed: int = 0, batch_size: int = 8, scorer: GenRMScorer | None = None):
+    def __init__(
+        self,
+        rm_dir: str | Path,
+        mode: str = "groupmates",
+        k: int = 2,
+        num_generations: int | None = None,
+        seed: int = 0,
+        batch_size: int = 8,
+        scorer: GenRMScorer | None = None,
+    ):
         if mode not in MODES:
             raise RlcwError(f"unknown GenRM reward mode '{mode}'", hint=f"use one of {MODES}")
         if k < 1:
@@ -214,15 +252,19 @@ class GenRMReward:
         if self.mode == "reference":
             refs = kwargs.get("reference")
             if refs is None or len(refs) != len(stories) or any(not isinstance(r, str) or not r.strip() for r in refs):
-                raise RlcwError("GenRMReward(mode='reference') needs a non-empty 'reference' column in the prompt dataset",
-                                hint="add a reference story per prompt, or use mode='groupmates'")
+                raise RlcwError(
+                    "GenRMReward(mode='reference') needs a non-empty 'reference' column in the prompt dataset",
+                    hint="add a reference story per prompt, or use mode='groupmates'",
+                )
             rewards = self.scorer.prefer(texts, stories, list(refs))
         else:
             rewards = self._group_rewards(texts, stories)
         missing = [i for i, r in enumerate(rewards) if r is None]
         if missing:
-            raise RlcwError(f"the genrm gave no verdict for completions {missing[:8]}",
-                            hint="raise the RM's max_rationale_tokens (CoT) or use a GenRM without rationale")
+            raise RlcwError(
+                f"the genrm gave no verdict for completions {missing[:8]}",
+                hint="raise the RM's max_rationale_tokens (CoT) or use a GenRM without rationale",
+            )
         return [float(r) for r in rewards]
 
     def _group_rewards(self, texts: list[str], stories: list[str]) -> list[float | None]:
@@ -230,9 +272,15 @@ class GenRMReward:
         blocks = groups_of(texts, self.num_generations)
         for block in blocks:
             plan += [(block.start, i, j) for i, j in group_comparisons(len(block), self.mode, self.k, self.rng)]
-        probs = self.scorer.prefer(
-            [texts[s] for s, _, _ in plan], [stories[s + i] for s, i, _ in plan], [stories[s + j] for s, _, j in plan]
-        ) if plan else []
+        probs = (
+            self.scorer.prefer(
+                [texts[s] for s, _, _ in plan],
+                [stories[s + i] for s, i, _ in plan],
+                [stories[s + j] for s, _, j in plan],
+            )
+            if plan
+            else []
+        )
         out: list[float | None] = []
         for block in blocks:
             mine = [(n, (i, j)) for n, (s, i, j) in enumerate(plan) if s == block.start]

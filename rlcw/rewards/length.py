@@ -64,7 +64,10 @@ class LengthReward:
         n = len(completions)
         lows = min_words if min_words is not None else [None] * n
         highs = max_words if max_words is not None else [None] * n
-        return [length_penalty(count_words(message_text(c)), lo, hi, self.clip) for c, lo, hi in zip(completions, lows, highs)]
+        return [
+            length_penalty(count_words(message_text(c)), lo, hi, self.clip)
+            for c, lo, hi in zip(completions, lows, highs, strict=False)
+        ]
 
 
 class OverlongReward:

@@ -55,7 +55,7 @@ class LengthFit:
     def residuals(self, scores: list[float], words: list[float]) -> list[float]:
         if len(scores) != len(words):
             raise ValueError(f"{len(scores)} scores but {len(words)} word counts")
-        return [s - p for s, p in zip(scores, self.predict(words))]
+        return [s - p for s, p in zip(scores, self.predict(words), strict=False)]
 
 
 def fit_length_fit(scores: list[float], words: list[float], feature: str = "log_words", source: str = "") -> LengthFit:
@@ -69,12 +69,15 @@ def fit_length_fit(scores: list[float], words: list[float], feature: str = "log_
     mx, my = sum(xs) / n, sum(scores) / n
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx == 0:
-        raise RlcwError("all reference stories have the same length: cannot fit a length slope", hint="use a reference set with varied lengths")
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, scores))
+        raise RlcwError(
+            "all reference stories have the same length: cannot fit a length slope",
+            hint="use a reference set with varied lengths",
+        )
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, scores, strict=False))
     slope = sxy / sxx
     intercept = my - slope * mx
     syy = sum((y - my) ** 2 for y in scores)
-    sse = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, scores))
+    sse = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, scores, strict=False))
     r2 = 1.0 - sse / syy if syy > 0 else 0.0
     return LengthFit(intercept=intercept, slope=slope, feature=feature, n=n, r2=r2, source=source)
 
@@ -94,6 +97,9 @@ def load_length_fit(rm_dir: str | Path) -> LengthFit | None:
         length_feature(1.0, fit.feature)
         float(fit.intercept) + float(fit.slope)
     except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError, KeyError) as exc:
-        raise RlcwError(f"corrupt {LENGTH_CONTROL_FILE}: {exc}", where=str(path),
-                        hint="delete it, or refit with `rlcw eval-rm length_control.fit_on=FILE`") from None
+        raise RlcwError(
+            f"corrupt {LENGTH_CONTROL_FILE}: {exc}",
+            where=str(path),
+            hint="delete it, or refit with `rlcw eval-rm length_control.fit_on=FILE`",
+        ) from None
     return fit

@@ -53,13 +53,24 @@ def parse_rewards(payload, expected: int) -> list[float]:
 class RemoteReward:
     """`(prompts, completions, **kwargs) -> list[float]` scored by reward servers over HTTP."""
 
-    def __init__(self, urls: list[str], token_env: str | None = None, timeout_s: float = 60, max_retries: int = 3,
-                 backoff_s: float = 0.5, max_backoff_s: float = 10.0, transport=None):
+    def __init__(
+        self,
+        urls: list[str],
+        token_env: str | None = None,
+        timeout_s: float = 60,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 10.0,
+        transport=None,
+    ):
         if isinstance(urls, str):
             urls = [urls]
         urls = [u.rstrip("/") for u in urls if u and u.strip()]
         if not urls:
-            raise RlcwError("RemoteReward needs at least one server URL", hint="e.g. http://127.0.0.1:8000 (start one with `rlcw serve-rm`)")
+            raise RlcwError(
+                "RemoteReward needs at least one server URL",
+                hint="e.g. http://127.0.0.1:8000 (start one with `rlcw serve-rm`)",
+            )
         for u in urls:
             if not u.startswith(("http://", "https://")):
                 raise RlcwError(f"reward server URL '{u}' must start with http:// or https://")
@@ -68,8 +79,10 @@ class RemoteReward:
         if token_env:
             self.token = os.environ.get(token_env)
             if not self.token:
-                raise RlcwError(f"environment variable {token_env} (the reward server's bearer token) is not set",
-                                hint=f"export {token_env}=<the token the server was started with>")
+                raise RlcwError(
+                    f"environment variable {token_env} (the reward server's bearer token) is not set",
+                    hint=f"export {token_env}=<the token the server was started with>",
+                )
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -89,8 +102,13 @@ class RemoteReward:
 
         ranges = split_evenly(len(prompts), len(self.urls))
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        with httpx.Client(timeout=self.timeout_s, headers=headers, transport=self.transport) as client, ThreadPoolExecutor(len(ranges)) as pool:
-            futures = [pool.submit(self._chunk, client, i, prompts[a:b], stories[a:b]) for i, (a, b) in enumerate(ranges)]
+        with (
+            httpx.Client(timeout=self.timeout_s, headers=headers, transport=self.transport) as client,
+            ThreadPoolExecutor(len(ranges)) as pool,
+        ):
+            futures = [
+                pool.submit(self._chunk, client, i, prompts[a:b], stories[a:b]) for i, (a, b) in enumerate(ranges)
+            ]
             results = [f.result() for f in futures]
         return [r for chunk in results for r in chunk]
 
@@ -99,8 +117,10 @@ class RemoteReward:
 
         attempts = []
         retrying = Retrying(
-            stop=stop_after_attempt(self.max_retries + 1), retry=retry_if_exception_type(_Retryable),
-            wait=wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s), reraise=False,
+            stop=stop_after_attempt(self.max_retries + 1),
+            retry=retry_if_exception_type(_Retryable),
+            wait=wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s),
+            reraise=False,
         )
         try:
             for attempt in retrying:
@@ -114,7 +134,8 @@ class RemoteReward:
         except RetryError:
             pass
         raise RlcwError(
-            f"reward server failed {len(attempts)} time(s); no reward was produced. Last errors: " + " | ".join(attempts[-3:]),
+            f"reward server failed {len(attempts)} time(s); no reward was produced. Last errors: "
+            + " | ".join(attempts[-3:]),
             where=", ".join(self.urls),
             hint="is `rlcw serve-rm` running and reachable from this node (host, port, token)? see its log",
         )
@@ -129,8 +150,11 @@ class RemoteReward:
         if resp.status_code == 429 or resp.status_code >= 500:
             raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}")
         if resp.status_code >= 400:
-            raise RlcwError(f"reward server rejected the request: HTTP {resp.status_code}: {resp.text[:300]}", where=url,
-                            hint="401: check the token (token_env); 413: lower the batch or the server's limits")
+            raise RlcwError(
+                f"reward server rejected the request: HTTP {resp.status_code}: {resp.text[:300]}",
+                where=url,
+                hint="401: check the token (token_env); 413: lower the batch or the server's limits",
+            )
         try:
             return parse_rewards(resp.json(), len(prompts))
         except ValueError as exc:  # includes JSON decode errors

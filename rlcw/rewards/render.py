@@ -48,7 +48,9 @@ class RMSpec:
         if self.truncation_side not in ("left", "right"):
             raise RlcwError(f"truncation_side must be left or right, got '{self.truncation_side}'")
         if self.type == "genrm" and self.input_template != "chat":
-            raise RlcwError(f"a genrm needs input_template=chat, got '{self.input_template}'", hint="set rm.input_template=chat")
+            raise RlcwError(
+                f"a genrm needs input_template=chat, got '{self.input_template}'", hint="set rm.input_template=chat"
+            )
         return self
 
 
@@ -67,7 +69,9 @@ def load_spec(rm_dir: str | Path) -> RMSpec:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RlcwError(f"corrupt {SPEC_FILE}: {exc}", where=str(path), hint="re-save the RM with `rlcw train-rm`") from None
+        raise RlcwError(
+            f"corrupt {SPEC_FILE}: {exc}", where=str(path), hint="re-save the RM with `rlcw train-rm`"
+        ) from None
     known = {f.name for f in dataclasses.fields(RMSpec)}
     return RMSpec(**{k: v for k, v in data.items() if k in known}).check()
 
@@ -93,7 +97,7 @@ def encode_for_rm(spec: RMSpec, tokenizer, prompts: list[str], stories: list[str
     if len(prompts) != len(stories):
         raise ValueError(f"{len(prompts)} prompts but {len(stories)} stories")
     out = []
-    for prompt, story in zip(prompts, stories):
+    for prompt, story in zip(prompts, stories, strict=False):
         ids = tokenizer(render_rm_text(spec, tokenizer, prompt, story), add_special_tokens=False)["input_ids"]
         if len(ids) > spec.max_length:
             ids = ids[-spec.max_length :] if spec.truncation_side == "left" else ids[: spec.max_length]
@@ -147,8 +151,12 @@ def render_genrm_messages(spec: RMSpec, prompt: str, first: str, second: str) ->
 def _genrm_frame(spec: RMSpec, tokenizer) -> list[list[int]]:
     """Token ids of the fixed text around the slots: [before prompt, before first, before second, after second]."""
     if spec.input_template != "chat":
-        raise RlcwError(f"a genrm needs input_template=chat, got '{spec.input_template}'", hint="set rm.input_template=chat")
-    text = tokenizer.apply_chat_template(render_genrm_messages(spec, *_SLOTS), tokenize=False, add_generation_prompt=True)
+        raise RlcwError(
+            f"a genrm needs input_template=chat, got '{spec.input_template}'", hint="set rm.input_template=chat"
+        )
+    text = tokenizer.apply_chat_template(
+        render_genrm_messages(spec, *_SLOTS), tokenize=False, add_generation_prompt=True
+    )
     pieces = []
     for slot in _SLOTS:
         if slot not in text:  # include_prompt=False drops the prompt slot
@@ -184,8 +192,10 @@ def encode_genrm_prompt(spec: RMSpec, tokenizer, prompt: str, first: str, second
     p_ids = p_ids[: spec.max_length // 4]
     budget = spec.max_length - fixed - len(p_ids)
     if budget < 2:
-        raise RlcwError(f"rm.max_length={spec.max_length} leaves no room for the stories ({fixed} tokens of instructions)",
-                        hint=f"raise rm.max_length above {fixed + len(p_ids) + 64}")
+        raise RlcwError(
+            f"rm.max_length={spec.max_length} leaves no room for the stories ({fixed} tokens of instructions)",
+            hint=f"raise rm.max_length above {fixed + len(p_ids) + 64}",
+        )
     a_ids = tokenizer(first.strip(), add_special_tokens=False)["input_ids"]
     b_ids = tokenizer(second.strip(), add_special_tokens=False)["input_ids"]
     na, nb = split_budget(len(a_ids), len(b_ids), budget)
@@ -199,7 +209,9 @@ def verdict_token_ids(tokenizer) -> tuple[int, int]:
     for label in VERDICT_LABELS:
         ids = tokenizer(f" {label}", add_special_tokens=False)["input_ids"]
         if len(ids) != 1:
-            raise RlcwError(f"the tokenizer splits ' {label}' into {len(ids)} tokens", hint="a genrm needs single-token answers")
+            raise RlcwError(
+                f"the tokenizer splits ' {label}' into {len(ids)} tokens", hint="a genrm needs single-token answers"
+            )
         out.append(ids[0])
     return out[0], out[1]
 
@@ -236,7 +248,10 @@ def encode_genrm_example(
         raise ValueError(f"verdict must be one of {VERDICT_LABELS}, got {verdict!r}")
     prompt_ids = encode_genrm_prompt(spec, tokenizer, prompt, first, second)
     cot = genrm_cot(spec)
-    prefix = tokenizer(genrm_response_prefix(spec, cut_rationale(spec, tokenizer, rationale) if cot else None), add_special_tokens=False)["input_ids"]
+    prefix = tokenizer(
+        genrm_response_prefix(spec, cut_rationale(spec, tokenizer, rationale) if cot else None),
+        add_special_tokens=False,
+    )["input_ids"]
     answer = prefix + [verdict_token_ids(tokenizer)[VERDICT_LABELS.index(verdict)]]
     if not cot:
         return prompt_ids + answer, [-100] * (len(prompt_ids) + len(prefix)) + answer[-1:]

@@ -28,16 +28,30 @@ def is_pairwise(scorer) -> bool:
 
 def _folder_kind(path: str | None, kind: str) -> str:
     if not path:
-        raise RlcwError(f"scorer kind '{kind}' needs an RM folder", where="scorer.path", hint="e.g. scorer.path=runs/train_rm/model")
+        raise RlcwError(
+            f"scorer kind '{kind}' needs an RM folder",
+            where="scorer.path",
+            hint="e.g. scorer.path=runs/train_rm/model",
+        )
     found = load_spec(path).type  # raises with a hint when the folder is not an rlcw RM
     if kind != "auto" and found != kind:
-        raise RlcwError(f"scorer.kind={kind} but this reward model is '{found}'", where=str(path), hint=f"use scorer.kind={found} or auto")
+        raise RlcwError(
+            f"scorer.kind={kind} but this reward model is '{found}'",
+            where=str(path),
+            hint=f"use scorer.kind={found} or auto",
+        )
     return found
 
 
 def load_scorer(
-    kind: str, path: str | None = None, *, batch_size: int = 16, device: str | None = None, length_control: bool = True,
-    judge_client: dict[str, Any] | None = None, judge_template: str = "writerly",
+    kind: str,
+    path: str | None = None,
+    *,
+    batch_size: int = 16,
+    device: str | None = None,
+    length_control: bool = True,
+    judge_client: dict[str, Any] | None = None,
+    judge_template: str = "writerly",
 ):
     """A pointwise (bt) or pairwise (genrm, judge) scorer; imports each kind's module only when asked."""
     if kind not in KINDS:
@@ -46,7 +60,9 @@ def load_scorer(
         try:
             from rlcw.judges.pairwise import JudgePairwiseScorer
         except ImportError as exc:
-            raise RlcwError(f"the judge scorer is not available: {exc}", hint="install rlcw with its judge dependencies") from None
+            raise RlcwError(
+                f"the judge scorer is not available: {exc}", hint="install rlcw with its judge dependencies"
+            ) from None
         return JudgePairwiseScorer(dict(judge_client or {}), template=judge_template, progress=True)
     found = _folder_kind(path, kind)
     if found == "bt":

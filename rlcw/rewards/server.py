@@ -126,7 +126,9 @@ class Batcher:
             scores = await asyncio.to_thread(self.scorer.score, prompts, completions)
             scores = [float(s) for s in scores]
             if len(scores) != len(prompts) or not all(math.isfinite(s) for s in scores):
-                raise ValueError(f"scorer returned {len(scores)} scores for {len(prompts)} items or a non-finite score")
+                raise ValueError(
+                    f"scorer returned {len(scores)} scores for {len(prompts)} items or a non-finite score"
+                )
         except Exception as exc:  # noqa: BLE001 - every waiting request gets the error, the server lives on
             self.stats.failed_batches += 1
             log.exception("scorer failed")
@@ -198,7 +200,12 @@ def create_app(scorer, limits: ServerLimits | None = None, token: str | None = N
         yield
         await batcher.stop()
 
-    app = FastAPI(title="rlcw reward server", version="1", description=f"Scores (prompt, completion) pairs with {name}.", lifespan=lifespan)
+    app = FastAPI(
+        title="rlcw reward server",
+        version="1",
+        description=f"Scores (prompt, completion) pairs with {name}.",
+        lifespan=lifespan,
+    )
     app.state.batcher = batcher
 
     @app.get("/health")
@@ -207,8 +214,16 @@ def create_app(scorer, limits: ServerLimits | None = None, token: str | None = N
 
     # The body is read and checked by hand (not by FastAPI's model binding) so every bad request
     # gets the same clear JSON error; the models above describe the API in /openapi.json.
-    @app.post("/score", response_model=ScoreResponse, openapi_extra={"requestBody": {
-        "required": True, "content": {"application/json": {"schema": ScoreRequest.model_json_schema()}}}})
+    @app.post(
+        "/score",
+        response_model=ScoreResponse,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": ScoreRequest.model_json_schema()}},
+            }
+        },
+    )
     async def score(request: Request):
         if token is not None:
             given = request.headers.get("authorization", "")

@@ -18,5 +18,9 @@ class JsonlMetricsCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or not state.is_world_process_zero:
             return
-        clean = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))}
+        clean = {
+            k: v
+            for k, v in logs.items()
+            if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))
+        }
         self.run.log(state.global_step, clean)

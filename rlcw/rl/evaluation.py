@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlcw.errors import RlcwError
-
 from rlcw.metrics.text import count_words, distinct_n, repetition_rate
 from rlcw.rewards.length import length_penalty
 
@@ -53,7 +52,9 @@ class RMScoreEvaluator:
         if baseline:
             base = self.scorer.score([b["prompt"] for b in baseline], [b["story"] for b in baseline])
             out["baseline_score"] = _mean(base)
-            out["win_rate_vs_baseline"] = _mean([1.0 if c > b else 0.5 if c == b else 0.0 for c, b in zip(cand, base)])
+            out["win_rate_vs_baseline"] = _mean(
+                [1.0 if c > b else 0.5 if c == b else 0.0 for c, b in zip(cand, base, strict=False)]
+            )
         return out
 
 
@@ -64,7 +65,7 @@ class LengthEvaluator:
 
     def evaluate(self, candidates, baseline, out_dir):
         words = [count_words(c["story"]) for c in candidates]
-        ranged = [(w, c) for w, c in zip(words, candidates) if c.get("min_words") is not None]
+        ranged = [(w, c) for w, c in zip(words, candidates, strict=False) if c.get("min_words") is not None]
         out = {"mean_words": _mean([float(w) for w in words])}
         if ranged:
             out["in_range"] = _mean([1.0 if c["min_words"] <= w <= c["max_words"] else 0.0 for w, c in ranged])
@@ -81,7 +82,10 @@ class RepetitionEvaluator:
 
     def evaluate(self, candidates, baseline, out_dir):
         stories = [c["story"] for c in candidates]
-        return {"intra_trigram_rep": _mean([repetition_rate(s, 3) for s in stories]), "distinct_3": distinct_n(stories, 3)}
+        return {
+            "intra_trigram_rep": _mean([repetition_rate(s, 3) for s in stories]),
+            "distinct_3": distinct_n(stories, 3),
+        }
 
 
 def run_evaluators(evaluators: list, candidates: list[dict], baseline: list[dict], out_dir: Path) -> dict[str, float]:
@@ -98,7 +102,11 @@ def make_rm_evaluator(options: dict, context: dict) -> RMScoreEvaluator:
     opts = dict(options)
     path = opts.pop("rm_path", None) or context.get("rm_path")
     if path is None and context.get("scorer") is None:
-        raise RlcwError("the 'rm' evaluator needs a reward model", where="eval.evaluators.rm", hint="set eval.evaluators.rm.rm_path")
+        raise RlcwError(
+            "the 'rm' evaluator needs a reward model",
+            where="eval.evaluators.rm",
+            hint="set eval.evaluators.rm.rm_path",
+        )
     if context.get("scorer") is not None and (path is None or str(path) == str(context.get("rm_path"))) and not opts:
         return RMScoreEvaluator(context["scorer"])
     from rlcw.rewards.bt import BTScorer
@@ -143,8 +151,11 @@ def build_evaluators(specs: dict[str, dict[str, Any]], context: dict[str, Any]) 
             continue
         target = opts.pop("factory", None) or EVALUATORS.get(name)
         if target is None:
-            raise RlcwError(f"unknown evaluator '{name}'", where=where,
-                            hint=f"known: {', '.join(EVALUATORS)}; or give options.factory='module:function'")
+            raise RlcwError(
+                f"unknown evaluator '{name}'",
+                where=where,
+                hint=f"known: {', '.join(EVALUATORS)}; or give options.factory='module:function'",
+            )
         evaluator = _load_factory(target, where)(opts, context)
         if getattr(evaluator, "name", None) != name:
             try:

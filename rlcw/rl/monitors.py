@@ -35,8 +35,18 @@ from transformers import TrainerCallback
 from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words, distinct_n, ngrams, repetition_rate, tokens
 
-STATS = ("words_mean", "words_std", "tokens_mean", "cap_share", "rep_intra", "distinct_group", "distinct_batch",
-         "shared_ngrams", "reward_length_corr", "kl_to_start")
+STATS = (
+    "words_mean",
+    "words_std",
+    "tokens_mean",
+    "cap_share",
+    "rep_intra",
+    "distinct_group",
+    "distinct_batch",
+    "shared_ngrams",
+    "reward_length_corr",
+    "kl_to_start",
+)
 PREFIX = "monitor/"
 
 
@@ -74,16 +84,26 @@ def group_distinct(texts: list[str], group_size: int, n: int = 3) -> float:
     return _mean([distinct_n(g, n) for g in groups])
 
 
-def step_stats(texts: list[str], token_lengths: list[int], truncated: list[bool], rewards: list[float],
-               group_size: int, n: int = 3) -> dict[str, float]:
+def step_stats(
+    texts: list[str],
+    token_lengths: list[int],
+    truncated: list[bool],
+    rewards: list[float],
+    group_size: int,
+    n: int = 3,
+) -> dict[str, float]:
     """Every monitor statistic of one batch of completions (groups are consecutive, as GRPO orders them)."""
     words = [float(count_words(t)) for t in texts]
     return {
-        "words_mean": _mean(words), "words_std": _std(words), "tokens_mean": _mean([float(x) for x in token_lengths]),
+        "words_mean": _mean(words),
+        "words_std": _std(words),
+        "tokens_mean": _mean([float(x) for x in token_lengths]),
         "cap_share": _mean([1.0 if t else 0.0 for t in truncated]),
         "rep_intra": _mean([repetition_rate(t, n) for t in texts]),
-        "distinct_group": group_distinct(texts, group_size, n), "distinct_batch": distinct_n(texts, n),
-        "shared_ngrams": shared_ngram_share(texts, n), "reward_length_corr": spearman(list(rewards), words),
+        "distinct_group": group_distinct(texts, group_size, n),
+        "distinct_batch": distinct_n(texts, n),
+        "shared_ngrams": shared_ngram_share(texts, n),
+        "reward_length_corr": spearman(list(rewards), words),
     }
 
 
@@ -91,8 +111,11 @@ def validate_rules(rules: dict[str, float], where: str) -> None:
     for key in rules:
         kind, _, stat = key.partition("_")
         if kind not in ("max", "min") or stat not in STATS:
-            raise RlcwError(f"unknown monitor rule '{key}'", where=where,
-                            hint=f"rules are max_<stat> or min_<stat>; stats: {', '.join(STATS)}")
+            raise RlcwError(
+                f"unknown monitor rule '{key}'",
+                where=where,
+                hint=f"rules are max_<stat> or min_<stat>; stats: {', '.join(STATS)}",
+            )
 
 
 def check_rules(stats: dict[str, float], rules: dict[str, float]) -> list[str]:
@@ -111,8 +134,14 @@ def check_rules(stats: dict[str, float], rules: dict[str, float]) -> list[str]:
 class MonitorCallback(TrainerCallback):
     """Reads `monitor/<stat>` from each trainer log; warns, and stops the run on persistent breaks."""
 
-    def __init__(self, warn: dict[str, float] | None = None, stop: dict[str, float] | None = None,
-                 patience: int = 2, min_steps: int = 0, run=None):
+    def __init__(
+        self,
+        warn: dict[str, float] | None = None,
+        stop: dict[str, float] | None = None,
+        patience: int = 2,
+        min_steps: int = 0,
+        run=None,
+    ):
         self.warn, self.stop = dict(warn or {}), dict(stop or {})
         validate_rules(self.warn, "monitor.warn")
         validate_rules(self.stop, "monitor.stop")
@@ -137,11 +166,13 @@ class MonitorCallback(TrainerCallback):
             return None
         for key, message in broken.items():
             if self.streak[key] >= self.patience:
-                return f"stopped by reward-hacking monitor at step {step}: {message} for {self.streak[key]} logged steps"
+                return (
+                    f"stopped by reward-hacking monitor at step {step}: {message} for {self.streak[key]} logged steps"
+                )
         return None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        stats = {k[len(PREFIX):]: v for k, v in (logs or {}).items() if k.startswith(PREFIX)}
+        stats = {k[len(PREFIX) :]: v for k, v in (logs or {}).items() if k.startswith(PREFIX)}
         if not stats or self.stop_reason:
             return
         reason = self.observe(state.global_step, stats)
@@ -162,7 +193,14 @@ def plot_monitors(rows: list[dict], path: Path) -> Path:
 
     panels = [
         ("length", {"words mean": s("words_mean"), "words std": s("words_std"), "tokens mean": s("tokens_mean")}),
-        ("cap share / repetition", {"cap share": s("cap_share"), "intra-story trigram rep": s("rep_intra"), "shared trigrams": s("shared_ngrams")}),
+        (
+            "cap share / repetition",
+            {
+                "cap share": s("cap_share"),
+                "intra-story trigram rep": s("rep_intra"),
+                "shared trigrams": s("shared_ngrams"),
+            },
+        ),
         ("diversity", {"distinct-3 group": s("distinct_group"), "distinct-3 batch": s("distinct_batch")}),
         ("reward-length correlation", {"spearman(reward, words)": s("reward_length_corr")}),
         ("KL to the starting model (nats/token)", {"KL to start": s("kl_to_start")}),

@@ -20,14 +20,31 @@ from rlcw.rl.evaluation import run_evaluators
 from rlcw.runs import RunDir
 
 
-def story_sampler(tokenizer, prompts: list[dict], *, system_prompt: str | None, run_name: str, max_new_tokens: int,
-                  temperature: float, batch_size: int, seed: int) -> Callable:
+def story_sampler(
+    tokenizer,
+    prompts: list[dict],
+    *,
+    system_prompt: str | None,
+    run_name: str,
+    max_new_tokens: int,
+    temperature: float,
+    batch_size: int,
+    seed: int,
+) -> Callable:
     """The `sample(model, step)` of plain RL runs: one seeded story per held-out prompt, named `<run>@<step>`."""
 
     def sample(model, step: int) -> list[dict]:
         return generate_stories(
-            model, tokenizer, prompts, system_prompt=system_prompt, system_name=f"{run_name}@{step}",
-            max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size, seed=seed, step=step,
+            model,
+            tokenizer,
+            prompts,
+            system_prompt=system_prompt,
+            system_name=f"{run_name}@{step}",
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            batch_size=batch_size,
+            seed=seed,
+            step=step,
             show_progress=False,
         )
 

@@ -26,7 +26,16 @@ from tqdm.auto import tqdm
 
 from rlcw.rl.monitors import PREFIX, step_stats
 from rlcw.rl.ppo_checkpoint import finish_checkpoint, latest_checkpoint, load_checkpoint, write_model_state, write_rng
-from rlcw.rl.ppo_math import explained_variance, gae, kl_per_token, masked_mean, policy_loss, token_rewards, value_loss, whiten
+from rlcw.rl.ppo_math import (
+    explained_variance,
+    gae,
+    kl_per_token,
+    masked_mean,
+    policy_loss,
+    token_rewards,
+    value_loss,
+    whiten,
+)
 from rlcw.rl.ppo_rollout import Rollout, response_logprobs, response_values, sample_rollout, score_completions
 from rlcw.runs import RunDir
 
@@ -74,8 +83,19 @@ def prompt_batch(n: int, batch_size: int, step: int, seed: int, rank: int = 0, w
 class PPOTrainer:
     """Holds the models and optimizer; `train` runs steps, logs, checkpoints, evaluates."""
 
-    def __init__(self, policy, value, tokenizer, reward_funcs: list, reward_weights: list[float], settings: PPOSettings,
-                 run: RunDir, accelerator=None, base_spec: str | None = None, monitor=None):
+    def __init__(
+        self,
+        policy,
+        value,
+        tokenizer,
+        reward_funcs: list,
+        reward_weights: list[float],
+        settings: PPOSettings,
+        run: RunDir,
+        accelerator=None,
+        base_spec: str | None = None,
+        monitor=None,
+    ):
         """`monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.rl.monitors.MonitorCallback)."""
         from accelerate import Accelerator
 
@@ -103,14 +123,28 @@ class PPOTrainer:
         policy.eval()
         self.value.eval()
         t0 = time.time()
-        ro = sample_rollout(policy, queries, pad_id=self.tokenizer.pad_token_id, eos_ids=self.eos_ids,
-                            max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                            device=self.acc.device)
+        ro = sample_rollout(
+            policy,
+            queries,
+            pad_id=self.tokenizer.pad_token_id,
+            eos_ids=self.eos_ids,
+            max_new_tokens=s.max_new_tokens,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            top_k=s.top_k,
+            device=self.acc.device,
+        )
         t1 = time.time()
         texts = self.tokenizer.batch_decode(ro.response, skip_special_tokens=True)
-        completions = [[{"role": "assistant", "content": t}] for t in texts] if prompts and isinstance(prompts[0], list) else texts
-        ids = [r[m.bool()].tolist() for r, m in zip(ro.response.cpu(), ro.response_mask.cpu())]
-        scores, stats = score_completions(self.funcs, self.weights, prompts, completions, completion_ids=ids, **columns)
+        completions = (
+            [[{"role": "assistant", "content": t}] for t in texts]
+            if prompts and isinstance(prompts[0], list)
+            else texts
+        )
+        ids = [r[m.bool()].tolist() for r, m in zip(ro.response.cpu(), ro.response_mask.cpu(), strict=False)]
+        scores, stats = score_completions(
+            self.funcs, self.weights, prompts, completions, completion_ids=ids, **columns
+        )
         scores = scores.to(self.acc.device)
         if s.missing_eos_penalty is not None:
             scores = scores + s.missing_eos_penalty * (~ro.ended).float()
@@ -120,18 +154,32 @@ class PPOTrainer:
         mask = ro.response_mask
         rewards = token_rewards(scores, kl, mask, s.kl_coef)
         adv, ret = gae(rewards, values, mask, s.gamma, s.lam)
-        batch = {"old_logp": logp, "old_values": values, "returns": ret,
-                 "advantages": whiten(adv, mask) if s.whiten_advantages else adv}
+        batch = {
+            "old_logp": logp,
+            "old_values": values,
+            "returns": ret,
+            "advantages": whiten(adv, mask) if s.whiten_advantages else adv,
+        }
         kl_seq = (kl_per_token(logp, ref_logp, "k1") * mask).sum(1)  # (B,) KL of each response
-        stats.update({
-            "reward": scores.mean(), "reward_std": scores.std() if len(scores) > 1 else torch.tensor(0.0),
-            "kl": kl_seq.mean(), "non_score_reward": (-s.kl_coef * kl * mask).sum(1).mean(),
-            "entropy": masked_mean(ent, mask), "ppo/returns_mean": masked_mean(ret, mask),
-            "ppo/values_mean": masked_mean(values, mask), "ppo/explained_variance": explained_variance(values, ret, mask),
-            "completions/mean_length": ro.lengths.mean(), "completions/min_length": ro.lengths.min(),
-            "completions/max_length": ro.lengths.max(), "completions/clipped_ratio": (~ro.ended).float().mean(),
-            "time/generate_s": t1 - t0, "time/score_s": t2 - t1, "time/forward_s": time.time() - t2,
-        })
+        stats.update(
+            {
+                "reward": scores.mean(),
+                "reward_std": scores.std() if len(scores) > 1 else torch.tensor(0.0),
+                "kl": kl_seq.mean(),
+                "non_score_reward": (-s.kl_coef * kl * mask).sum(1).mean(),
+                "entropy": masked_mean(ent, mask),
+                "ppo/returns_mean": masked_mean(ret, mask),
+                "ppo/values_mean": masked_mean(values, mask),
+                "ppo/explained_variance": explained_variance(values, ret, mask),
+                "completions/mean_length": ro.lengths.mean(),
+                "completions/min_length": ro.lengths.min(),
+                "completions/max_length": ro.lengths.max(),
+                "completions/clipped_ratio": (~ro.ended).float().mean(),
+                "time/generate_s": t1 - t0,
+                "time/score_s": t2 - t1,
+                "time/forward_s": time.time() - t2,
+            }
+        )
         stats["rlhf_reward"] = stats["reward"] + stats["non_score_reward"]
         if s.monitor_ngram:
             lengths = ro.lengths.long().tolist()
@@ -187,7 +235,11 @@ class PPOTrainer:
             if s.entropy_coef > 0:
                 loss = loss - s.entropy_coef * masked_mean(ent, mask)
             self.acc.backward(loss * weight)
-            for k, v in {"ppo/policy_loss": pg, "ppo/value_loss": vf, **{f"ppo/{k}": v for k, v in {**pg_stats, **vf_stats}.items()}}.items():
+            for k, v in {
+                "ppo/policy_loss": pg,
+                "ppo/value_loss": vf,
+                **{f"ppo/{k}": v for k, v in {**pg_stats, **vf_stats}.items()},
+            }.items():
                 out[k] = out.get(k, 0.0) + weight * float(v.detach())
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         out["ppo/grad_norm"] = float(self.acc.clip_grad_norm_(params, s.max_grad_norm))
@@ -195,15 +247,24 @@ class PPOTrainer:
         return out
 
     # -- the loop ------------------------------------------------------------------------------
-    def train(self, rows: list[dict], encode: Callable[[dict], list[int]], prompt_of: Callable[[dict], object],
-              periodic=None, resume: bool = False, columns: tuple[str, ...] = ()) -> list[dict]:
+    def train(
+        self,
+        rows: list[dict],
+        encode: Callable[[dict], list[int]],
+        prompt_of: Callable[[dict], object],
+        periodic=None,
+        resume: bool = False,
+        columns: tuple[str, ...] = (),
+    ) -> list[dict]:
         """Run until `max_steps`; return the per-step logs. `encode(row)` -> query token ids,
         `prompt_of(row)` -> what reward functions get as the prompt; `columns` of each row reach
         reward functions as keyword lists (TRL's extra dataset columns)."""
         s, acc = self.s, self.acc
         ckpt = latest_checkpoint(self.run.checkpoints) if resume else None
         if ckpt is not None:
-            self.step = load_checkpoint(ckpt, self._unwrapped(), acc.unwrap_model(self.value), self.optimizer, acc.process_index)
+            self.step = load_checkpoint(
+                ckpt, self._unwrapped(), acc.unwrap_model(self.value), self.optimizer, acc.process_index
+            )
             acc.print(f"resumed from {ckpt} at step {self.step}")
         else:
             torch.manual_seed(s.seed + 1_000 * acc.process_index)  # ranks sample different responses
@@ -213,15 +274,28 @@ class PPOTrainer:
         bar = tqdm(total=s.max_steps, initial=self.step, desc="ppo", disable=not acc.is_main_process)
         while self.step < s.max_steps:
             t0 = time.time()
-            picked = [rows[i] for i in prompt_batch(len(rows), s.batch_size, self.step, s.seed, acc.process_index, acc.num_processes)]
-            ro, data = self.rollout([encode(r) for r in picked], [prompt_of(r) for r in picked],
-                                    {c: [r.get(c) for r in picked] for c in columns})
+            picked = [
+                rows[i]
+                for i in prompt_batch(len(rows), s.batch_size, self.step, s.seed, acc.process_index, acc.num_processes)
+            ]
+            ro, data = self.rollout(
+                [encode(r) for r in picked],
+                [prompt_of(r) for r in picked],
+                {c: [r.get(c) for r in picked] for c in columns},
+            )
             t1 = time.time()
             self.policy.eval(), self.value.eval()  # no dropout: ratio = 1 on the first pass
             stats = {**data["stats"], **self.update(ro, data["batch"]), "time/update_s": time.time() - t1}
             self.step += 1
             stats = self._reduce(stats)
-            stats.update({"time/step_s": time.time() - t0, "kl_coef": s.kl_coef, "lr": s.learning_rate, "epoch": self.step * s.batch_size * acc.num_processes / len(rows)})
+            stats.update(
+                {
+                    "time/step_s": time.time() - t0,
+                    "kl_coef": s.kl_coef,
+                    "lr": s.learning_rate,
+                    "epoch": self.step * s.batch_size * acc.num_processes / len(rows),
+                }
+            )
             history.append({"step": self.step, **stats})
             self._log(stats, picked)
             if periodic is not None:
@@ -229,7 +303,9 @@ class PPOTrainer:
             if s.save_steps and self.step % s.save_steps == 0:  # after evaluation: it reseeds the RNG
                 self.save(self.run.checkpoints / f"step_{self.step:06d}")
             if self.monitor is not None:
-                self.stop_reason = self.monitor.observe(self.step, {k[len(PREFIX):]: v for k, v in stats.items() if k.startswith(PREFIX)})
+                self.stop_reason = self.monitor.observe(
+                    self.step, {k[len(PREFIX) :]: v for k, v in stats.items() if k.startswith(PREFIX)}
+                )
                 if self.stop_reason:
                     self.monitor.alerts.append({"step": self.step, "level": "stop", "message": self.stop_reason})
                     acc.print(f"[rlcw] {self.stop_reason}")
@@ -271,17 +347,26 @@ class PPOTrainer:
         order = sorted(range(len(self._last_scores)), key=self._last_scores.__getitem__)
         for tag, i in (("top", order[-1]), ("bottom", order[0])):
             row = rows[i]
-            append_jsonl(self.run.samples / "rollouts.jsonl", {
-                "id": str(row.get("id", i)), "prompt": str(row.get("prompt", "")), "story": self._last_texts[i] or "(empty)",
-                "system": f"ppo-rollout-{tag}", "step": self.step, "meta": {"score": self._last_scores[i]},
-            })
+            append_jsonl(
+                self.run.samples / "rollouts.jsonl",
+                {
+                    "id": str(row.get("id", i)),
+                    "prompt": str(row.get("prompt", "")),
+                    "story": self._last_texts[i] or "(empty)",
+                    "system": f"ppo-rollout-{tag}",
+                    "step": self.step,
+                    "meta": {"score": self._last_scores[i]},
+                },
+            )
 
     def save(self, path) -> None:
         """A resumable checkpoint (see `rlcw.rl.ppo_checkpoint`); every rank adds its RNG state."""
         acc = self.acc
         acc.wait_for_everyone()
         if acc.is_main_process:
-            write_model_state(path, self._unwrapped(), acc.unwrap_model(self.value), self.optimizer, self.tokenizer, self.base_spec)
+            write_model_state(
+                path, self._unwrapped(), acc.unwrap_model(self.value), self.optimizer, self.tokenizer, self.base_spec
+            )
         acc.wait_for_everyone()
         write_rng(path, acc.process_index)
         acc.wait_for_everyone()

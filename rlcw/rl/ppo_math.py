@@ -87,7 +87,9 @@ def token_rewards(scores: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, kl
     return rewards.index_put((rows, last), rewards[rows, last] + scores.to(rewards.dtype))
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 0.95) -> tuple[torch.Tensor, torch.Tensor]:
+def gae(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 0.95
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimation over right-padded responses.
 
     rewards, values, mask: (B, T) -> (advantages, returns), each (B, T), 0 on padding.

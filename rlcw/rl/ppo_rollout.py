@@ -31,8 +31,15 @@ class Rollout:
     ended: torch.Tensor  # (B,) bool: the response stopped at an EOS (not at the token cap)
 
     def select(self, idx: torch.Tensor) -> Rollout:
-        return Rollout(self.input_ids[idx], self.attention_mask[idx], self.position_ids[idx], self.response[idx],
-                       self.response_mask[idx], self.prompt_len, self.ended[idx])
+        return Rollout(
+            self.input_ids[idx],
+            self.attention_mask[idx],
+            self.position_ids[idx],
+            self.response[idx],
+            self.response_mask[idx],
+            self.prompt_len,
+            self.ended[idx],
+        )
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -56,23 +63,39 @@ def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Te
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, width - len(s):] = 1
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s) :] = 1
     return ids, mask
 
 
 @torch.no_grad()
 def sample_rollout(
-    model, queries: list[list[int]], *, pad_id: int, eos_ids: list[int], max_new_tokens: int,
-    temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, device=None,
+    model,
+    queries: list[list[int]],
+    *,
+    pad_id: int,
+    eos_ids: list[int],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    device=None,
 ) -> Rollout:
     """Sample one response per query with the current policy (caller seeds the RNG)."""
     device = device or next(model.parameters()).device
     q_ids, q_mask = left_pad(queries, pad_id)
     q_ids, q_mask = q_ids.to(device), q_mask.to(device)
     out = model.generate(
-        input_ids=q_ids, attention_mask=q_mask, max_new_tokens=max_new_tokens, min_new_tokens=1, do_sample=True,
-        temperature=temperature, top_p=top_p, top_k=top_k, pad_token_id=pad_id, eos_token_id=eos_ids,
+        input_ids=q_ids,
+        attention_mask=q_mask,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=1,
+        do_sample=True,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        pad_token_id=pad_id,
+        eos_token_id=eos_ids,
     )
     P = q_ids.shape[1]
     response = out[:, P:]  # (B, R), R <= max_new_tokens
@@ -105,15 +128,19 @@ def response_values(value_model, ro: Rollout) -> torch.Tensor:
     return values[:, ro.prompt_len - 1 : ro.prompt_len - 1 + R]
 
 
-def score_completions(reward_funcs: list, weights: list[float], prompts: list, completions: list, **columns) -> tuple[torch.Tensor, dict[str, float]]:
+def score_completions(
+    reward_funcs: list, weights: list[float], prompts: list, completions: list, **columns
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Weighted sum of TRL-signature reward functions: (scores (B,), {"rewards/<name>/mean": ...})."""
     total = torch.zeros(len(completions))
     stats: dict[str, float] = {}
-    for func, weight in zip(reward_funcs, weights):
+    for func, weight in zip(reward_funcs, weights, strict=False):
         values = func(prompts=prompts, completions=completions, **columns)
         if len(values) != len(completions) or any(v is None for v in values):
             name = getattr(func, "__name__", type(func).__name__)
-            raise ValueError(f"reward function {name} returned {len(values)} values (None included?) for {len(completions)} completions")
+            raise ValueError(
+                f"reward function {name} returned {len(values)} values (None included?) for {len(completions)} completions"
+            )
         t = torch.tensor([float(v) for v in values])
         if torch.isnan(t).any():
             raise ValueError(f"reward function {getattr(func, '__name__', func)} returned NaN")

@@ -42,7 +42,6 @@ import torch
 
 from rlcw.rl.ppo_rollout import left_pad  # one owner of left padding
 
-
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -75,7 +74,11 @@ class MergedPolicy:
                 lin = torch.nn.Linear(bl.in_features, bl.out_features, bias=bl.bias is not None, device="meta")
                 lin.weight = torch.nn.Parameter(bl.weight.detach().to(dtype, copy=True), requires_grad=False)
                 if bl.bias is not None:
-                    lin.bias = bl.bias if dtype == bl.bias.dtype else torch.nn.Parameter(bl.bias.detach().to(dtype), requires_grad=False)
+                    lin.bias = (
+                        bl.bias
+                        if dtype == bl.bias.dtype
+                        else torch.nn.Parameter(bl.bias.detach().to(dtype), requires_grad=False)
+                    )
                 memo[id(module)] = lin  # the copy holds its own plain Linear in the LoRA wrapper's place
                 self.pairs.append((lin, module))
         inside = {id(t) for _, m in self.pairs for t in m.parameters()}  # replaced by the plain Linears above
@@ -110,8 +113,14 @@ class MergedPolicy:
 
 def logits_processors(cfg):
     """The sampling transforms `generate` applies for `cfg` (a GenerationConfig), in its order."""
-    from transformers.generation.logits_process import (LogitsProcessorList, MinPLogitsWarper, RepetitionPenaltyLogitsProcessor,
-                                                        TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        MinPLogitsWarper,
+        RepetitionPenaltyLogitsProcessor,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     out = LogitsProcessorList()
     if cfg.repetition_penalty is not None and cfg.repetition_penalty != 1.0:
@@ -138,8 +147,9 @@ def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_i
     ids, mask = left_pad([list(u) for u in unique], pad_id)  # (U, L)
     pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
     cache = DynamicCache(config=model.config)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
-                   logits_to_keep=1).logits[:, -1]  # (U, V)
+    logits = model(
+        input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1
+    ).logits[:, -1]  # (U, V)
     if len(unique) < len(prompt_ids):
         cache.reorder_cache(row_of)
     logits, mask, pos = logits[row_of].float(), mask[row_of], pos[row_of, -1:]
@@ -162,8 +172,11 @@ def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_i
         history = torch.cat([history, nxt[:, None]], 1)
         mask = torch.cat([mask, mask.new_ones((mask.size(0), 1))], 1)
         pos = pos + 1
-        logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache,
-                       use_cache=True).logits[:, -1].float()
+        logits = (
+            model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+            .logits[:, -1]
+            .float()
+        )
     tokens = torch.stack(out, 1).tolist()  # (B, T)
     result = []
     for row in tokens:
@@ -188,8 +201,13 @@ def make_fast_rollout_func(precision: str = "fp32"):
         was_training = gen_model.training
         gen_model.eval()
         try:
-            completions = sample(gen_model, prompt_ids, trainer.generation_config, eos_ids=list(trainer.eos_token_ids),
-                                 pad_id=trainer.generation_config.pad_token_id)
+            completions = sample(
+                gen_model,
+                prompt_ids,
+                trainer.generation_config,
+                eos_ids=list(trainer.eos_token_ids),
+                pad_id=trainer.generation_config.pad_token_id,
+            )
         finally:
             gen_model.train(was_training)
         # TRL 1.16 applies importance-sampling correction to rollout logprobs only when use_vllm is on, so

@@ -35,11 +35,15 @@ class ValueModel(nn.Module):
         self.backbone, self.head = backbone, head
 
     def forward(self, input_ids, attention_mask=None, position_ids=None) -> torch.Tensor:
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+        hidden = self.backbone(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+        ).last_hidden_state
         return self.head(hidden).squeeze(-1).float()  # (B, T)
 
 
-def load_value_model(source: str, *, lora=None, dtype: torch.dtype = torch.float32, vocab_size: int | None = None) -> ValueModel:
+def load_value_model(
+    source: str, *, lora=None, dtype: torch.dtype = torch.float32, vocab_size: int | None = None
+) -> ValueModel:
     """A value model from a sequence-classification folder (RM) or a causal LM folder (fresh head).
 
     `lora`: a peft LoraConfig for the backbone (task type is set here), or None to freeze it."""
@@ -50,12 +54,14 @@ def load_value_model(source: str, *, lora=None, dtype: torch.dtype = torch.float
     if not isinstance(head, nn.Linear) or head.out_features != 1:
         raise RlcwError(
             f"cannot read a value head from {type(seqcls).__name__}: expected a `score` Linear with one output",
-            where=source, hint="use a decoder reward model (Llama/Qwen/Mistral style) or value.init=policy",
+            where=source,
+            hint="use a decoder reward model (Llama/Qwen/Mistral style) or value.init=policy",
         )
     emb = seqcls.get_input_embeddings().num_embeddings
     if vocab_size is not None and emb < vocab_size:
         raise RlcwError(
-            f"value model vocabulary ({emb}) is smaller than the policy's ({vocab_size})", where=source,
+            f"value model vocabulary ({emb}) is smaller than the policy's ({vocab_size})",
+            where=source,
             hint="start the value model from an RM trained on the policy's base (or value.init=policy)",
         )
     seqcls.requires_grad_(False)
@@ -90,6 +96,9 @@ def load_trainable(model: nn.Module, path: Path) -> None:
     expected = {n for n, p in model.named_parameters() if p.requires_grad}
     missing = sorted(expected - set(state))
     if missing:
-        raise RlcwError(f"value checkpoint lacks {len(missing)} tensors (first: {missing[0]})", where=str(path),
-                        hint="resume with the same value.* and lora settings as the run that wrote it")
+        raise RlcwError(
+            f"value checkpoint lacks {len(missing)} tensors (first: {missing[0]})",
+            where=str(path),
+            hint="resume with the same value.* and lora settings as the run that wrote it",
+        )
     model.load_state_dict(state, strict=False)

@@ -63,8 +63,11 @@ def _agreement(pairs: list[tuple[float, float]]) -> dict:
     """pairs of (human outcome, other's outcome) for the same first-named story."""
     decided = [(h, o) for h, o in pairs if h != 0.5]
     credit = [0.5 if o == 0.5 else float((h > 0.5) == (o > 0.5)) for h, o in decided]
-    return {"agreement": float(np.mean(credit)) if credit else None, "n": len(decided),
-            "item_level": correlation([2 * h - 1 for h, _ in pairs], [2 * o - 1 for _, o in pairs]) if pairs else None}
+    return {
+        "agreement": float(np.mean(credit)) if credit else None,
+        "n": len(decided),
+        "item_level": correlation([2 * h - 1 for h, _ in pairs], [2 * o - 1 for _, o in pairs]) if pairs else None,
+    }
 
 
 def rm_agreement(judgements: list[dict], dim: str = "overall") -> dict:
@@ -74,7 +77,9 @@ def rm_agreement(judgements: list[dict], dim: str = "overall") -> dict:
         if a is not None and b is not None:
             pairs.append((OUTCOME[j["labels"][dim]], 1.0 if a > b else 0.0 if a < b else 0.5))
     out = _agreement(pairs)
-    out["rm_preferred_rate"] = float(np.mean([h if o == 1.0 else 1 - h for h, o in pairs if o != 0.5])) if pairs else None
+    out["rm_preferred_rate"] = (
+        float(np.mean([h if o == 1.0 else 1 - h for h, o in pairs if o != 0.5])) if pairs else None
+    )
     return out
 
 
@@ -102,8 +107,13 @@ def judge_agreement(judgements: list[dict], verdicts: list[dict], dim: str = "ov
     return _agreement(pairs)
 
 
-def analyse(judgements: list[dict], judge_verdicts: dict[str, list[dict]] | None = None,
-            n_bootstrap: int = 200, alpha: float = 0.05, seed: int = 0) -> dict:
+def analyse(
+    judgements: list[dict],
+    judge_verdicts: dict[str, list[dict]] | None = None,
+    n_bootstrap: int = 200,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> dict:
     out: dict = {"dimensions": {}}
     for dim in DIMENSIONS:
         comps = comparisons(judgements, dim)

@@ -20,8 +20,10 @@ from pathlib import Path
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json
 
-ATTENTION_TEXT = ("ATTENTION CHECK. This is not a story. To show you are reading carefully, please answer "
-                  "'B is better' for every question about this pair.")
+ATTENTION_TEXT = (
+    "ATTENTION CHECK. This is not a story. To show you are reading carefully, please answer "
+    "'B is better' for every question about this pair."
+)
 
 
 def _side(rec: dict) -> dict:
@@ -47,11 +49,18 @@ def blind(pairs: list[dict], seed: int = 0, attention_checks: int = 0) -> tuple[
         item_id = new_id()
         items.append({"item_id": item_id, "prompt": pair["prompt"], "story_a": a["story"], "story_b": b["story"]})
         key[item_id] = {"prompt": pair["prompt"], "kind": pair["kind"], "A": _side(a), "B": _side(b)}
-    for k in range(attention_checks):
+    for _k in range(attention_checks):
         source = pairs[rng.randrange(len(pairs))]["first"]
         item_id = new_id()
-        items.append({"item_id": item_id, "prompt": source["prompt"], "story_a": source["story"],
-                      "story_b": ATTENTION_TEXT, "attention": True})
+        items.append(
+            {
+                "item_id": item_id,
+                "prompt": source["prompt"],
+                "story_a": source["story"],
+                "story_b": ATTENTION_TEXT,
+                "attention": True,
+            }
+        )
         key[item_id] = {"prompt": source["prompt"], "kind": "attention", "expected": "B"}
     return items, key
 
@@ -65,9 +74,18 @@ def checksum(payload: dict) -> str:
 def write_key(path: str | Path, key: dict, packets: list[dict], extra: dict | None = None) -> Path:
     """Write {"items": key, "packets": {packet_id: {rater_id, sitting, item_ids}}, **extra, "sha256"}
     atomically; the checksum covers everything but itself."""
-    payload = {**(extra or {}), "items": key,
-               "packets": {p["packet_id"]: {"rater_id": p["rater_id"], "sitting": p["sitting"],
-                                            "item_ids": [it["item_id"] for it in p["items"]]} for p in packets}}
+    payload = {
+        **(extra or {}),
+        "items": key,
+        "packets": {
+            p["packet_id"]: {
+                "rater_id": p["rater_id"],
+                "sitting": p["sitting"],
+                "item_ids": [it["item_id"] for it in p["items"]],
+            }
+            for p in packets
+        },
+    }
     return atomic_write_json(path, {**payload, "sha256": checksum(payload)})
 
 
@@ -80,11 +98,20 @@ def read_key(path: str | Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RlcwError(f"key file is not valid JSON ({exc})", where=str(path), hint="restore the key from the export run") from None
+        raise RlcwError(
+            f"key file is not valid JSON ({exc})", where=str(path), hint="restore the key from the export run"
+        ) from None
     if not isinstance(data, dict) or not {"items", "packets", "sha256"} <= set(data):
-        raise RlcwError("key file lacks 'items', 'packets' or 'sha256'", where=str(path), hint="use the key.json written by study-export")
+        raise RlcwError(
+            "key file lacks 'items', 'packets' or 'sha256'",
+            where=str(path),
+            hint="use the key.json written by study-export",
+        )
     stated = data.pop("sha256")
     if checksum(data) != stated:
-        raise RlcwError("key file does not match its checksum (edited or corrupted)", where=f"{path} field 'sha256'",
-                        hint="restore key.json from the export run; never edit it by hand")
+        raise RlcwError(
+            "key file does not match its checksum (edited or corrupted)",
+            where=f"{path} field 'sha256'",
+            hint="restore key.json from the export run; never edit it by hand",
+        )
     return data

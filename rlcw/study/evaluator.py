@@ -27,10 +27,22 @@ class StudyEvaluator:
 
     name = "study"
 
-    def __init__(self, raters_per_item: int = 1, per_sitting: int = 5, attention_checks: int = 0,
-                 formats: tuple[str, ...] = FORMATS, study: str = "rl-eval", seed: int = 0, max_pairs: int | None = None):
-        self.options = {"raters_per_item": raters_per_item, "per_sitting": per_sitting,
-                        "attention_checks": attention_checks, "formats": tuple(formats)}
+    def __init__(
+        self,
+        raters_per_item: int = 1,
+        per_sitting: int = 5,
+        attention_checks: int = 0,
+        formats: tuple[str, ...] = FORMATS,
+        study: str = "rl-eval",
+        seed: int = 0,
+        max_pairs: int | None = None,
+    ):
+        self.options = {
+            "raters_per_item": raters_per_item,
+            "per_sitting": per_sitting,
+            "attention_checks": attention_checks,
+            "formats": tuple(formats),
+        }
         self.study, self.seed, self.max_pairs = study, seed, max_pairs
         self.calls = 0
 
@@ -43,8 +55,13 @@ class StudyEvaluator:
         base_name = baseline[0]["system"]
         cand = [{**c, "system": c["system"] if c["system"] != base_name else "candidate"} for c in candidates]
         pairs = system_pairs(cand, baseline, where="study evaluator")[: self.max_pairs or None]
-        result = export_packet(pairs, Path(out_dir) / "study" / tag, study=f"{self.study}-{tag}",
-                               seed=self.seed + self.calls, **self.options)
+        result = export_packet(
+            pairs,
+            Path(out_dir) / "study" / tag,
+            study=f"{self.study}-{tag}",
+            seed=self.seed + self.calls,
+            **self.options,
+        )
         return {k: float(v) for k, v in result["counts"].items()}
 
 
@@ -52,8 +69,11 @@ def make_study_evaluator(options: dict, context: dict) -> StudyEvaluator:
     """Build the evaluator from `eval` options (unknown keys are an error naming them)."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        raise RlcwError(f"unknown study evaluator option(s) {unknown}", where="eval.study",
-                        hint=f"valid options: {', '.join(OPTIONS)}")
+        raise RlcwError(
+            f"unknown study evaluator option(s) {unknown}",
+            where="eval.study",
+            hint=f"valid options: {', '.join(OPTIONS)}",
+        )
     opts = dict(options)
     opts.setdefault("seed", int(context.get("seed", 0)))
     opts.setdefault("study", str(context.get("run_name", "rl-eval")))

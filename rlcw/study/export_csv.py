@@ -17,7 +17,18 @@ from pathlib import Path
 from rlcw.io import atomic_write_text
 from rlcw.study import DIMENSIONS
 
-COLUMNS = ("packet_id", "rater_id", "sitting", "position", "item_id", "prompt", "story_a", "story_b", *DIMENSIONS, "comment")
+COLUMNS = (
+    "packet_id",
+    "rater_id",
+    "sitting",
+    "position",
+    "item_id",
+    "prompt",
+    "story_a",
+    "story_b",
+    *DIMENSIONS,
+    "comment",
+)
 
 
 def write_packets_csv(packets: list[dict], path: str | Path) -> Path:
@@ -26,7 +37,16 @@ def write_packets_csv(packets: list[dict], path: str | Path) -> Path:
     writer.writeheader()
     for packet in packets:
         for pos, item in enumerate(packet["items"], start=1):
-            writer.writerow({"packet_id": packet["packet_id"], "rater_id": packet["rater_id"], "sitting": packet["sitting"],
-                             "position": pos, "item_id": item["item_id"], "prompt": item["prompt"],
-                             "story_a": item["story_a"], "story_b": item["story_b"]})
+            writer.writerow(
+                {
+                    "packet_id": packet["packet_id"],
+                    "rater_id": packet["rater_id"],
+                    "sitting": packet["sitting"],
+                    "position": pos,
+                    "item_id": item["item_id"],
+                    "prompt": item["prompt"],
+                    "story_a": item["story_a"],
+                    "story_b": item["story_b"],
+                }
+            )
     return atomic_write_text(path, buf.getvalue())

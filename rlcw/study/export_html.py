@@ -22,8 +22,11 @@ PUBLIC_FIELDS = ("item_id", "prompt", "story_a", "story_b")
 
 def render_packet(packet: dict, study: str) -> str:
     data = {
-        "packet_id": packet["packet_id"], "rater_id": packet["rater_id"], "study": study,
-        "instructions": INTRO, "dimensions": dimensions(),
+        "packet_id": packet["packet_id"],
+        "rater_id": packet["rater_id"],
+        "study": study,
+        "instructions": INTRO,
+        "dimensions": dimensions(),
         "items": [{k: item[k] for k in PUBLIC_FIELDS} for item in packet["items"]],
     }
     blob = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")

@@ -26,9 +26,20 @@ from rlcw.errors import RlcwError
 from rlcw.study import DIMENSIONS
 
 FORMAT = "rlcw-study-answers/1"
-_LABELS = {"a": "A", "a is better": "A", "story a": "A", "response a": "A",
-           "b": "B", "b is better": "B", "story b": "B", "response b": "B",
-           "same": "same", "about the same": "same", "tie": "same", "=": "same"}
+_LABELS = {
+    "a": "A",
+    "a is better": "A",
+    "story a": "A",
+    "response a": "A",
+    "b": "B",
+    "b is better": "B",
+    "story b": "B",
+    "response b": "B",
+    "same": "same",
+    "about the same": "same",
+    "tie": "same",
+    "=": "same",
+}
 
 
 def normalise_label(value) -> str | None:
@@ -37,16 +48,32 @@ def normalise_label(value) -> str | None:
 
 
 def _answer(where, packet_id, rater_id, item_id, labels, comment="") -> dict:
-    return {"where": where, "packet_id": packet_id, "rater_id": rater_id, "item_id": item_id,
-            "labels": labels, "comment": comment or ""}
+    return {
+        "where": where,
+        "packet_id": packet_id,
+        "rater_id": rater_id,
+        "item_id": item_id,
+        "labels": labels,
+        "comment": comment or "",
+    }
 
 
 def _from_page(path: Path, data: dict) -> list[dict]:
     if not isinstance(data.get("answers"), list):
-        raise RlcwError("answers file has no 'answers' list", where=str(path), hint="use the file the study page downloaded")
-    return [_answer(f"{path} answer {k}", data.get("packet_id"), data.get("rater_id"), a.get("item_id"),
-                    {d: a[d] for d in DIMENSIONS if d in a}, a.get("comment"))
-            for k, a in enumerate(data["answers"], start=1)]
+        raise RlcwError(
+            "answers file has no 'answers' list", where=str(path), hint="use the file the study page downloaded"
+        )
+    return [
+        _answer(
+            f"{path} answer {k}",
+            data.get("packet_id"),
+            data.get("rater_id"),
+            a.get("item_id"),
+            {d: a[d] for d in DIMENSIONS if d in a},
+            a.get("comment"),
+        )
+        for k, a in enumerate(data["answers"], start=1)
+    ]
 
 
 def _from_labelstudio(path: Path, data: list) -> list[dict]:
@@ -63,8 +90,16 @@ def _from_labelstudio(path: Path, data: list) -> list[dict]:
                     labels[res["from_name"]] = value["choices"][0]
                 elif res.get("from_name") == "comment" and value.get("text"):
                     comment = " ".join(value["text"])
-            out.append(_answer(f"{path} task {k}", task_data.get("packet_id"), task_data.get("rater_id"),
-                               task_data.get("item_id"), labels, comment))
+            out.append(
+                _answer(
+                    f"{path} task {k}",
+                    task_data.get("packet_id"),
+                    task_data.get("rater_id"),
+                    task_data.get("item_id"),
+                    labels,
+                    comment,
+                )
+            )
     return out
 
 
@@ -72,11 +107,22 @@ def _from_csv(path: Path, text: str) -> list[dict]:
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     need = {"rater_id", "item_id"}
     if rows and not need <= set(rows[0]):
-        raise RlcwError(f"CSV lacks column(s) {', '.join(sorted(need - set(rows[0])))}", where=f"{path}:1",
-                        hint="fill in the packets.csv written by study-export")
-    return [_answer(f"{path}:{k + 1}", r.get("packet_id") or None, r["rater_id"], r["item_id"],
-                    {d: r[d] for d in DIMENSIONS if (r.get(d) or "").strip()}, r.get("comment"))
-            for k, r in enumerate(rows, start=1)]
+        raise RlcwError(
+            f"CSV lacks column(s) {', '.join(sorted(need - set(rows[0])))}",
+            where=f"{path}:1",
+            hint="fill in the packets.csv written by study-export",
+        )
+    return [
+        _answer(
+            f"{path}:{k + 1}",
+            r.get("packet_id") or None,
+            r["rater_id"],
+            r["item_id"],
+            {d: r[d] for d in DIMENSIONS if (r.get(d) or "").strip()},
+            r.get("comment"),
+        )
+        for k, r in enumerate(rows, start=1)
+    ]
 
 
 def load_answers(paths: list[str | Path]) -> list[dict]:
@@ -87,7 +133,11 @@ def load_answers(paths: list[str | Path]) -> list[dict]:
     out: list[dict] = []
     for path in files:
         if not path.is_file():
-            raise RlcwError("answers file not found", where=str(path), hint="pass the downloaded answers-*.json files or their folder")
+            raise RlcwError(
+                "answers file not found",
+                where=str(path),
+                hint="pass the downloaded answers-*.json files or their folder",
+            )
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".csv":
             out += _from_csv(path, text)
@@ -101,8 +151,11 @@ def load_answers(paths: list[str | Path]) -> list[dict]:
         elif isinstance(data, list):
             out += _from_labelstudio(path, data)
         else:
-            raise RlcwError("not an answers file", where=str(path),
-                            hint=f"expected the study page's download (format {FORMAT}), a filled CSV or a Label Studio export")
+            raise RlcwError(
+                "not an answers file",
+                where=str(path),
+                hint=f"expected the study page's download (format {FORMAT}), a filled CSV or a Label Studio export",
+            )
     if not out:
         raise RlcwError("no answers found", where=", ".join(map(str, paths)), hint="check the answers files")
     return out
@@ -122,7 +175,9 @@ def _check(answer: dict, key: dict, problems: list[str]) -> dict[str, str] | Non
         if item_id not in packet["item_ids"]:
             problems.append(f"{where}: item {item_id!r} is not part of packet {packet_id!r}")
         if answer["rater_id"] != packet["rater_id"]:
-            problems.append(f"{where}: packet {packet_id!r} belongs to {packet['rater_id']!r}, not {answer['rater_id']!r}")
+            problems.append(
+                f"{where}: packet {packet_id!r} belongs to {packet['rater_id']!r}, not {answer['rater_id']!r}"
+            )
     labels = {}
     for dim in DIMENSIONS:
         if dim not in answer["labels"]:
@@ -148,7 +203,9 @@ def validate_and_unblind(answers: list[dict], key: dict, drop_failed_raters: boo
         # a check item may recur in a rater's sittings, so checks are told apart by packet too
         pair = (ans["rater_id"], ans["item_id"], ans["packet_id"] if entry and entry["kind"] == "attention" else None)
         if pair in seen:
-            problems.append(f"{ans['where']}: rater {pair[0]!r} answered item {pair[1]!r} twice (first at {seen[pair]})")
+            problems.append(
+                f"{ans['where']}: rater {pair[0]!r} answered item {pair[1]!r} twice (first at {seen[pair]})"
+            )
             continue
         seen[pair] = ans["where"]
         labels = _check(ans, key, problems)
@@ -160,8 +217,18 @@ def validate_and_unblind(answers: list[dict], key: dict, drop_failed_raters: boo
             if any(v != entry["expected"] for v in labels.values()):
                 failed[ans["rater_id"]].append(ans["where"])
             continue
-        kept.append({"rater_id": ans["rater_id"], "item_id": ans["item_id"], "prompt": entry["prompt"],
-                     "kind": entry["kind"], "A": entry["A"], "B": entry["B"], "labels": labels, "comment": ans["comment"]})
+        kept.append(
+            {
+                "rater_id": ans["rater_id"],
+                "item_id": ans["item_id"],
+                "prompt": entry["prompt"],
+                "kind": entry["kind"],
+                "A": entry["A"],
+                "B": entry["B"],
+                "labels": labels,
+                "comment": ans["comment"],
+            }
+        )
     for packet_id, items in answered.items():
         missing = [i for i in key["packets"][packet_id]["item_ids"] if i not in items]
         if missing:
@@ -175,9 +242,15 @@ def validate_and_unblind(answers: list[dict], key: dict, drop_failed_raters: boo
             hint += "; set drop_failed_raters=true to drop raters who failed attention checks"
         raise RlcwError(f"{len(problems)} problem(s) in the answers:\n  {shown}", where="study answers", hint=hint)
     kept = [j for j in kept if j["rater_id"] not in failed]
-    report = {"answers": len(answers), "judgements": len(kept), "raters": len({j["rater_id"] for j in kept}),
-              "dropped_raters": sorted(failed), "packets_returned": len(answered),
-              "packets_not_returned": sorted(set(key["packets"]) - set(answered)),
-              "items_unrated": sum(1 for i, e in key["items"].items()
-                                   if e["kind"] != "attention" and i not in {j["item_id"] for j in kept})}
+    report = {
+        "answers": len(answers),
+        "judgements": len(kept),
+        "raters": len({j["rater_id"] for j in kept}),
+        "dropped_raters": sorted(failed),
+        "packets_returned": len(answered),
+        "packets_not_returned": sorted(set(key["packets"]) - set(answered)),
+        "items_unrated": sum(
+            1 for i, e in key["items"].items() if e["kind"] != "attention" and i not in {j["item_id"] for j in kept}
+        ),
+    }
     return kept, report

@@ -15,14 +15,30 @@ INTRO = [
 
 # key, title, help: the four Agents' Room dimensions and the overall preference
 RUBRIC = [
-    ("plot", "Plot", "a clear beginning, middle and end; events that move the story forward; no "
-     "unintended contradictions, and surprises that serve the story"),
-    ("creativity", "Creativity", "engaging characters, themes and images; clichés and tropes avoided "
-     "or used on purpose; ideas of its own beyond what the prompt gave"),
-    ("development", "Development", "characters and settings introduced with the details a reader needs; "
-     "enough depth to feel real and believable (both characters and setting count)"),
-    ("language_use", "Language use", "varied sentences and vocabulary; literary devices that create "
-     "effects; no bland or repetitive phrasing unless it is deliberate"),
+    (
+        "plot",
+        "Plot",
+        "a clear beginning, middle and end; events that move the story forward; no "
+        "unintended contradictions, and surprises that serve the story",
+    ),
+    (
+        "creativity",
+        "Creativity",
+        "engaging characters, themes and images; clichés and tropes avoided "
+        "or used on purpose; ideas of its own beyond what the prompt gave",
+    ),
+    (
+        "development",
+        "Development",
+        "characters and settings introduced with the details a reader needs; "
+        "enough depth to feel real and believable (both characters and setting count)",
+    ),
+    (
+        "language_use",
+        "Language use",
+        "varied sentences and vocabulary; literary devices that create "
+        "effects; no bland or repetitive phrasing unless it is deliberate",
+    ),
     ("overall", "Overall", "which story did you enjoy more: more interesting, engaging, funny or moving?"),
 ]
 

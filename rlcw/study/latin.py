@@ -55,8 +55,10 @@ def assign(items: list[dict], raters_per_item: int = 1, per_sitting: int = 5, se
         for r in range(raters_per_item):
             rater = f"rater{g * raters_per_item + r + 1:02d}"
             for s, start in enumerate(range(0, len(seq), size)):
-                sitting = list(seq[start:start + size])
+                sitting = list(seq[start : start + size])
                 if checks:
                     sitting.insert(rng.randrange(len(sitting) + 1), checks[(g + r + s) % len(checks)])
-                packets.append({"packet_id": f"{rater}-s{s + 1}", "rater_id": rater, "sitting": s + 1, "items": sitting})
+                packets.append(
+                    {"packet_id": f"{rater}-s{s + 1}", "rater_id": rater, "sitting": s + 1, "items": sitting}
+                )
     return packets

@@ -26,8 +26,17 @@ from rlcw.study.latin import assign
 FORMATS = ("html", "csv", "labelstudio")
 
 
-def export_packet(pairs: list[dict], out_dir: str | Path, *, study: str, seed: int = 0, raters_per_item: int = 1,
-                  per_sitting: int = 5, attention_checks: int = 0, formats: tuple[str, ...] = FORMATS) -> dict:
+def export_packet(
+    pairs: list[dict],
+    out_dir: str | Path,
+    *,
+    study: str,
+    seed: int = 0,
+    raters_per_item: int = 1,
+    per_sitting: int = 5,
+    attention_checks: int = 0,
+    formats: tuple[str, ...] = FORMATS,
+) -> dict:
     """Write the packet; returns {"counts": {...}, "artifacts": {name: path}}."""
     unknown = set(formats) - set(FORMATS)
     if unknown:
@@ -50,7 +59,12 @@ def export_packet(pairs: list[dict], out_dir: str | Path, *, study: str, seed: i
     if "labelstudio" in formats:
         ls = write_labelstudio(packets, out / "packets" / "labelstudio")
         artifacts["labelstudio_tasks"], artifacts["labelstudio_config"] = ls["tasks"], ls["config"]
-    counts = {"pairs": len(pairs), "items": len(items), "attention_checks": attention_checks,
-              "packets": len(packets), "raters": len({p["rater_id"] for p in packets}),
-              "max_items_per_sitting": max(len(p["items"]) for p in packets)}
+    counts = {
+        "pairs": len(pairs),
+        "items": len(items),
+        "attention_checks": attention_checks,
+        "packets": len(packets),
+        "raters": len({p["rater_id"] for p in packets}),
+        "max_items_per_sitting": max(len(p["items"]) for p in packets),
+    }
     return {"counts": counts, "artifacts": artifacts}

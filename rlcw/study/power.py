@@ -24,13 +24,22 @@ def pairs_needed(win_rate: float, alpha: float = 0.05, power: float = 0.8, p0: f
     return math.ceil(n)
 
 
-def guidance(win_rates: tuple[float, ...] = (0.55, 0.6, 0.65, 0.7), alpha: float = 0.05, power: float = 0.8,
-             n_pairs: int | None = None, raters_per_item: int = 1) -> str:
+def guidance(
+    win_rates: tuple[float, ...] = (0.55, 0.6, 0.65, 0.7),
+    alpha: float = 0.05,
+    power: float = 0.8,
+    n_pairs: int | None = None,
+    raters_per_item: int = 1,
+) -> str:
     """A short text table of pairs needed per target win rate (printed by study-export)."""
-    lines = [f"pairs needed to detect a win rate vs 0.5 (two-sided alpha={alpha}, power={power}, "
-             "normal approximation of the binomial; ties excluded):"]
+    lines = [
+        f"pairs needed to detect a win rate vs 0.5 (two-sided alpha={alpha}, power={power}, "
+        "normal approximation of the binomial; ties excluded):"
+    ]
     lines += [f"  win rate {p:.2f}: {pairs_needed(p, alpha, power)} pairs" for p in win_rates]
     if n_pairs is not None:
-        lines.append(f"  this packet: {n_pairs} pairs x {raters_per_item} rater(s) = {n_pairs * raters_per_item} judgements "
-                     "(judgements of one pair are not independent)")
+        lines.append(
+            f"  this packet: {n_pairs} pairs x {raters_per_item} rater(s) = {n_pairs * raters_per_item} judgements "
+            "(judgements of one pair are not independent)"
+        )
     return "\n".join(lines)

@@ -36,15 +36,21 @@ def best_worst_pairs(samples: list[dict], scores: list[float]) -> list[dict]:
     equal best and worst scores keep the first-listed as best)."""
     if len(samples) != len(scores):
         raise ValueError("one score per sample is needed")
-    scored = [_with_score(rec, s) for rec, s in zip(samples, scores)]
+    scored = [_with_score(rec, s) for rec, s in zip(samples, scores, strict=False)]
     pairs = []
     for prompt, recs in _by_prompt(scored).items():
         if len(recs) < 2:
             continue
         ranked = sorted(recs, key=lambda r: -r["meta"]["rm_score"])  # stable: ties keep file order
         best, worst = ranked[0], ranked[-1]
-        pairs.append({"prompt": prompt, "kind": "rm_best_worst",
-                      "first": _with_score(best, None, "rm_best"), "second": _with_score(worst, None, "rm_worst")})
+        pairs.append(
+            {
+                "prompt": prompt,
+                "kind": "rm_best_worst",
+                "first": _with_score(best, None, "rm_best"),
+                "second": _with_score(worst, None, "rm_worst"),
+            }
+        )
     return pairs
 
 
@@ -53,14 +59,20 @@ def system_pairs(first: list[dict], second: list[dict], where: str = "stories") 
     a, b = _by_prompt(first), _by_prompt(second)
     shared = [p for p in a if p in b]
     if not shared:
-        raise RlcwError("the two story files share no prompt", where=where,
-                        hint="generate both systems on the same prompts (e.g. the same `rlcw generate` data)")
+        raise RlcwError(
+            "the two story files share no prompt",
+            where=where,
+            hint="generate both systems on the same prompts (e.g. the same `rlcw generate` data)",
+        )
     pairs = []
     for prompt in shared:
         x, y = a[prompt][0], b[prompt][0]
         if x["system"] == y["system"]:
-            raise RlcwError(f"both stories for a prompt come from system {x['system']!r}", where=where,
-                            hint="compare two different systems (the records' `system` field)")
+            raise RlcwError(
+                f"both stories for a prompt come from system {x['system']!r}",
+                where=where,
+                hint="compare two different systems (the records' `system` field)",
+            )
         pairs.append({"prompt": prompt, "kind": "systems", "first": x, "second": y})
     return pairs
 
@@ -74,6 +86,6 @@ def all_system_pairs(records: list[dict]) -> list[dict]:
             seen.setdefault(rec["system"], rec)
         systems = sorted(seen)
         for i, s in enumerate(systems):
-            for t in systems[i + 1:]:
+            for t in systems[i + 1 :]:
                 pairs.append({"prompt": prompt, "kind": "systems", "first": seen[s], "second": seen[t]})
     return pairs

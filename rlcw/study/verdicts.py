@@ -32,7 +32,9 @@ def _outcome(value, row: dict, where: str) -> float:
         return 1.0
     if winner == str(row["system_b"]).lower():
         return 0.0
-    raise RlcwError(f"unknown winner {value!r}", where=where, hint="use A, B, tie, one of the two system names, or give 'outcome'")
+    raise RlcwError(
+        f"unknown winner {value!r}", where=where, hint="use A, B, tie, one of the two system names, or give 'outcome'"
+    )
 
 
 def _row_outcomes(row: dict, path: Path, line: int) -> tuple[dict[str, float], int]:
@@ -62,14 +64,24 @@ def read_verdicts(path: str | Path) -> tuple[list[dict], int]:
     sums: dict[tuple, list[float]] = defaultdict(list)
     invalid = 0
     for line, row in iter_jsonl(path):
-        ref = ("prompt", row["prompt"]) if isinstance(row.get("prompt"), str) and row["prompt"] else \
-              ("prompt_id", str(row["prompt_id"])) if row.get("prompt_id") is not None else None
+        ref = (
+            ("prompt", row["prompt"])
+            if isinstance(row.get("prompt"), str) and row["prompt"]
+            else ("prompt_id", str(row["prompt_id"]))
+            if row.get("prompt_id") is not None
+            else None
+        )
         for key in ("system_a", "system_b"):
             if not isinstance(row.get(key), str) or not row[key]:
-                raise RlcwError("missing or empty text", where=location(path, line, key),
-                                hint="each verdict row needs prompt (or prompt_id), system_a, system_b and a verdict")
+                raise RlcwError(
+                    "missing or empty text",
+                    where=location(path, line, key),
+                    hint="each verdict row needs prompt (or prompt_id), system_a, system_b and a verdict",
+                )
         if ref is None:
-            raise RlcwError("no prompt or prompt_id", where=location(path, line, "prompt"), hint="name the prompt the pair answers")
+            raise RlcwError(
+                "no prompt or prompt_id", where=location(path, line, "prompt"), hint="name the prompt the pair answers"
+            )
         outcomes, bad = _row_outcomes(row, path, line)
         invalid += bad
         for dim, o in outcomes.items():
@@ -77,6 +89,8 @@ def read_verdicts(path: str | Path) -> tuple[list[dict], int]:
             if a > b:  # one canonical order so both presentation orders average together
                 a, b, o = b, a, 1.0 - o
             sums[(ref, a, b, dim)].append(o)
-    rows = [{ref[0]: ref[1], "system_a": a, "system_b": b, "dimension": d, "outcome": sum(v) / len(v)}
-            for (ref, a, b, d), v in sums.items()]
+    rows = [
+        {ref[0]: ref[1], "system_a": a, "system_b": b, "dimension": d, "outcome": sum(v) / len(v)}
+        for (ref, a, b, d), v in sums.items()
+    ]
     return rows, invalid

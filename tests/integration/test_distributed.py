@@ -93,10 +93,22 @@ def write_hook(folder: Path) -> Path:
 
 def tiny_grpo_overrides(policy: Path, rm: Path, output_dir: Path, run_name: str) -> list[str]:
     """A 2-step GRPO run on the tiny policy and RM (seconds per step)."""
-    return [f"model.name={policy}", f"reward.rm_path={rm}", f"output_dir={output_dir}", f"run_name={run_name}",
-            "train.max_steps=2", "train.batch_size=4", "train.num_generations=2", "train.max_completion_length=8",
-            "train.learning_rate=1e-2", "train.log_kl_to_start=false", "eval.every_steps=0", "lora.r=4",
-            "data.max_train_prompts=8", "data.fit_to_cap=warn"]
+    return [
+        f"model.name={policy}",
+        f"reward.rm_path={rm}",
+        f"output_dir={output_dir}",
+        f"run_name={run_name}",
+        "train.max_steps=2",
+        "train.batch_size=4",
+        "train.num_generations=2",
+        "train.max_completion_length=8",
+        "train.learning_rate=1e-2",
+        "train.log_kl_to_start=false",
+        "eval.every_steps=0",
+        "lora.r=4",
+        "data.max_train_prompts=8",
+        "data.fit_to_cap=warn",
+    ]
 
 
 def check_ranks(hash_dir: Path, deepspeed: bool) -> list[dict]:
@@ -119,10 +131,27 @@ def tiny_rm(tiny_model_dir, tmp_path_factory) -> Path:
 def test_grpo_two_cpu_ranks_deepspeed(zero, tiny_model_dir, tiny_rm, tmp_path):
     hook, hashes = write_hook(tmp_path / "hook"), tmp_path / "hashes"
     hashes.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
-           "RLCW_TEST_HASH_DIR": str(hashes), "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "rlcw", "grpo",
-           *tiny_grpo_overrides(tiny_model_dir, tiny_rm, tmp_path / "runs", zero), f"train.deepspeed={ROOT}/configs/deepspeed/{zero}.json"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
+        "RLCW_TEST_HASH_DIR": str(hashes),
+        "DS_ACCELERATOR": "cpu",
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "rlcw",
+        "grpo",
+        *tiny_grpo_overrides(tiny_model_dir, tiny_rm, tmp_path / "runs", zero),
+        f"train.deepspeed={ROOT}/configs/deepspeed/{zero}.json",
+    ]
     start = time.time()
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -139,16 +168,47 @@ def test_train_rm_two_cpu_ranks_deepspeed_zero2(tiny_model_dir, tmp_path):
     with the same trainable parameters (issue 3: multi-GPU via accelerate/DeepSpeed)."""
     hook, hashes = write_hook(tmp_path / "hook"), tmp_path / "hashes"
     hashes.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
-           "RLCW_TEST_HASH_DIR": str(hashes), "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    pairs = subprocess.run([sys.executable, "-m", "rlcw", "build-pairs", f"output_dir={tmp_path / 'runs'}", "run_name=pairs"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
+        "RLCW_TEST_HASH_DIR": str(hashes),
+        "DS_ACCELERATOR": "cpu",
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    pairs = subprocess.run(
+        [sys.executable, "-m", "rlcw", "build-pairs", f"output_dir={tmp_path / 'runs'}", "run_name=pairs"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pairs.returncode == 0, pairs.stderr[-3000:]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "rlcw", "train-rm",
-           f"model.name={tiny_model_dir}", f"data.train_file={tmp_path / 'runs/pairs/pairs/train.jsonl'}", "data.eval_file=null",
-           "data.max_train_pairs=16", "train.max_steps=2", "train.batch_size=2", "train.eval_steps=0", "train.learning_rate=1e-2",
-           "rm.max_length=64", "lora.r=4", f"output_dir={tmp_path / 'runs'}", "run_name=rm_zero2",
-           f"train.deepspeed={ROOT}/configs/deepspeed/zero2.json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "rlcw",
+        "train-rm",
+        f"model.name={tiny_model_dir}",
+        f"data.train_file={tmp_path / 'runs/pairs/pairs/train.jsonl'}",
+        "data.eval_file=null",
+        "data.max_train_pairs=16",
+        "train.max_steps=2",
+        "train.batch_size=2",
+        "train.eval_steps=0",
+        "train.learning_rate=1e-2",
+        "rm.max_length=64",
+        "lora.r=4",
+        f"output_dir={tmp_path / 'runs'}",
+        "run_name=rm_zero2",
+        f"train.deepspeed={ROOT}/configs/deepspeed/zero2.json",
+    ]
     start = time.time()
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]

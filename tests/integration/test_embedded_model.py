@@ -29,9 +29,20 @@ def test_convert_reload_and_logits_match_gguf(tmp_path):
 
 def test_embedded_alias_generates_a_story(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "rlcw", "generate", f"output_dir={tmp_path}", "run_name=gen", "data.max_prompts=2",
-         "sampling.max_new_tokens=24", "system=base"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "rlcw",
+            "generate",
+            f"output_dir={tmp_path}",
+            "run_name=gen",
+            "data.max_prompts=2",
+            "sampling.max_new_tokens=24",
+            "system=base",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [json.loads(x) for x in (tmp_path / "gen" / "samples" / "stories.jsonl").read_text().splitlines()]

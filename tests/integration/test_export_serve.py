@@ -22,8 +22,17 @@ def exported(tmp_path_factory) -> Path:
     from rlcw.recipes.export import ExportConfig, main
 
     root = tmp_path_factory.mktemp("export")
-    cfg = load_config(ExportConfig, None, [f"output_dir={root}", "run_name=export", "model.name=smollm2-135m-instruct",
-                                           "generation.max_new_tokens=32", "generation.temperature=0.7"])
+    cfg = load_config(
+        ExportConfig,
+        None,
+        [
+            f"output_dir={root}",
+            "run_name=export",
+            "model.name=smollm2-135m-instruct",
+            "generation.max_new_tokens=32",
+            "generation.temperature=0.7",
+        ],
+    )
     out = main(cfg)
     return Path(out["artifacts"]["model"])
 
@@ -44,8 +53,12 @@ def test_transformers_serve_answers_openai_chat(exported, tmp_path):
     (Path.home() / ".cache" / "huggingface" / "hub").mkdir(parents=True, exist_ok=True)  # /v1/models needs it
     serve = Path(sys.executable).with_name("transformers")
     log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen([str(serve), "serve", str(exported), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        [str(serve), "serve", str(exported), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.time() + 180
@@ -61,12 +74,18 @@ def test_transformers_serve_answers_openai_chat(exported, tmp_path):
         client = OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=300)
         start = time.time()
         reply = client.chat.completions.create(
-            model=str(exported), max_tokens=24, temperature=0.7,
-            messages=[{"role": "system", "content": "You are a skilled fiction writer."},
-                      {"role": "user", "content": "Write one sentence about a lighthouse keeper."}],
+            model=str(exported),
+            max_tokens=24,
+            temperature=0.7,
+            messages=[
+                {"role": "system", "content": "You are a skilled fiction writer."},
+                {"role": "user", "content": "Write one sentence about a lighthouse keeper."},
+            ],
         )
         text = reply.choices[0].message.content
-        print(f"\ntransformers serve: {reply.usage.completion_tokens if reply.usage else '?'} tokens in {time.time() - start:.1f} s: {text!r}")
+        print(
+            f"\ntransformers serve: {reply.usage.completion_tokens if reply.usage else '?'} tokens in {time.time() - start:.1f} s: {text!r}"
+        )
         assert isinstance(text, str) and len(text.split()) >= 3
     finally:
         proc.terminate()

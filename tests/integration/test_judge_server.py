@@ -38,7 +38,10 @@ def story_files(tmp_path_factory):
     """Two systems (a story's first 25 words, its first 10) on two bundled prompts; references = the 25 words."""
     root = tmp_path_factory.mktemp("stories")
     recs = read_stories(bundled_path("stories.jsonl"))[:2]
-    long = [dict(r, system="long", story=" ".join(r["story"].split()[:25]), reference=" ".join(r["story"].split()[:25])) for r in recs]
+    long = [
+        dict(r, system="long", story=" ".join(r["story"].split()[:25]), reference=" ".join(r["story"].split()[:25]))
+        for r in recs
+    ]
     short = [dict(r, system="short", story=" ".join(r["story"].split()[:10])) for r in recs]
     write_stories(root / "long.jsonl", long)
     write_stories(root / "short.jsonl", short)
@@ -46,21 +49,36 @@ def story_files(tmp_path_factory):
 
 
 def _cfg(server, out, run_name, protocol, stories, *extra):
-    return load_config(JudgeConfig, None, [
-        f"protocol={protocol}", f"data.stories=[{','.join(stories)}]", f"output_dir={out}", f"run_name={run_name}",
-        "client.kind=openai", f"client.base_url={server.base_url}", f"client.model={server.model}", "client.api_key_env=null",
-        "client.max_tokens=8", "client.concurrency=4", "client.max_retries=1", "client.retry_base_s=0.2", "client.timeout_s=300",
-        "n_bootstrap=20", *extra,
-    ])
+    return load_config(
+        JudgeConfig,
+        None,
+        [
+            f"protocol={protocol}",
+            f"data.stories=[{','.join(stories)}]",
+            f"output_dir={out}",
+            f"run_name={run_name}",
+            "client.kind=openai",
+            f"client.base_url={server.base_url}",
+            f"client.model={server.model}",
+            "client.api_key_env=null",
+            "client.max_tokens=8",
+            "client.concurrency=4",
+            "client.max_retries=1",
+            "client.retry_base_s=0.2",
+            "client.timeout_s=300",
+            "n_bootstrap=20",
+            *extra,
+        ],
+    )
 
 
 # protocol -> (extra overrides, expected verdict rows for 2 systems on 1 prompt)
 PROTOCOL_RUNS = {
-    "agents_room": ([], 2),                                  # 1 pair x 2 orders
+    "agents_room": ([], 2),  # 1 pair x 2 orders
     "litbench": (["template=reddit_minimal"], 2),
-    "ttcw_baseline": (["ttcw_tests=[9]"], 2),                # 2 stories x 1 test
-    "ttcw_reference": (["ttcw_tests=[1]"], 4),               # 2 stories x 1 test x 2 orders
-    "ttcw_hybrid": (["ttcw_tests=[1,9]"], 6),                # test 9 baseline (2) + test 1 both orders (4)
+    "ttcw_baseline": (["ttcw_tests=[9]"], 2),  # 2 stories x 1 test
+    "ttcw_reference": (["ttcw_tests=[1]"], 4),  # 2 stories x 1 test x 2 orders
+    "ttcw_hybrid": (["ttcw_tests=[1,9]"], 6),  # test 9 baseline (2) + test 1 both orders (4)
 }
 
 
@@ -75,9 +93,12 @@ def test_protocol_end_to_end(judge_server, story_files, tmp_path, protocol):
     m = summary["metrics"]
     assert m["calls"] == n_rows and m["judgments"] == n_rows
     verdicts = [v for r in rows for v in (r["verdicts"].values() if "verdicts" in r else [r["verdict"]])]
-    dim_rows = [r["verdicts"].get("overall" if protocol == "agents_room" else "preferred") if "verdicts" in r else r["verdict"] for r in rows]
+    dim_rows = [
+        r["verdicts"].get("overall" if protocol == "agents_room" else "preferred") if "verdicts" in r else r["verdict"]
+        for r in rows
+    ]
     assert m["invalid"] == sum(1 for v in dim_rows if not v["valid"])  # invalid replies are counted ...
-    assert all(v["reason"] for v in verdicts if not v["valid"])       # ... with their reason, raw text kept
+    assert all(v["reason"] for v in verdicts if not v["valid"])  # ... with their reason, raw text kept
     assert (run / "rankings.png").stat().st_size > 1000
     assert "invalid" in (run / "report.md").read_text()
     assert json.loads((run / "rankings.json").read_text())
@@ -98,7 +119,9 @@ def test_server_killed_mid_run_resumes_from_cache(judge_server, story_files, tmp
     worker.start()
     cache_path = tmp_path / "resume" / "cache"
     deadline = time.time() + 240
-    while time.time() < deadline and not ((cache_path / "judge_cache.sqlite").exists() and len(ReplyCache(cache_path)) >= 1):
+    while time.time() < deadline and not (
+        (cache_path / "judge_cache.sqlite").exists() and len(ReplyCache(cache_path)) >= 1
+    ):
         time.sleep(0.2)
     judge_server.kill()
     worker.join(timeout=120)
@@ -117,8 +140,16 @@ def test_server_killed_mid_run_resumes_from_cache(judge_server, story_files, tmp
 
 
 def test_unreachable_server_is_a_clear_error():
-    client = make_client(ClientConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", api_key_env=None,
-                                      max_retries=1, retry_base_s=0.05, timeout_s=5))
+    client = make_client(
+        ClientConfig(
+            base_url=f"http://127.0.0.1:{free_port()}/v1",
+            model="m",
+            api_key_env=None,
+            max_retries=1,
+            retry_base_s=0.05,
+            timeout_s=5,
+        )
+    )
     start = time.time()
     with pytest.raises(RlcwError, match="cannot reach the judge server after 2 attempts"):
         client.chat([{"role": "user", "content": "hi"}])

@@ -55,8 +55,21 @@ def server(tiny_model_dir, tmp_path_factory):
     rm = make_tiny_rm(tiny_model_dir, root / "rm")
     port = free_port()
     env = {**os.environ, TOKEN_ENV: TOKEN, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "rlcw", "serve-rm", f"rm_path={rm}", f"port={port}", f"token_env={TOKEN_ENV}",
-           "max_batch=64", "max_wait_ms=300", "max_request_items=8", "max_chars=2000", f"output_dir={root}", "run_name=srv"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlcw",
+        "serve-rm",
+        f"rm_path={rm}",
+        f"port={port}",
+        f"token_env={TOKEN_ENV}",
+        "max_batch=64",
+        "max_wait_ms=300",
+        "max_request_items=8",
+        "max_chars=2000",
+        f"output_dir={root}",
+        "run_name=srv",
+    ]
     log = (root / "server.log").open("w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -91,7 +104,7 @@ def test_concurrent_requests_are_batched_and_match_direct_scoring(server, monkey
     before = httpx.get(f"{server['url']}/health").json()
     reward = RemoteReward([server["url"]], token_env=TOKEN_ENV, timeout_s=60, max_retries=1)
     with ThreadPoolExecutor(6) as pool:  # 6 clients at once, 2 items each
-        parts = list(pool.map(lambda i: reward(prompts[i:i + 2], stories[i:i + 2]), range(0, 12, 2)))
+        parts = list(pool.map(lambda i: reward(prompts[i : i + 2], stories[i : i + 2]), range(0, 12, 2)))
     got = [r for part in parts for r in part]
     after = httpx.get(f"{server['url']}/health").json()
     assert after["requests"] - before["requests"] == 6
@@ -102,26 +115,36 @@ def test_concurrent_requests_are_batched_and_match_direct_scoring(server, monkey
     assert len(set(round(g, 6) for g in got)) > 1  # not a constant
 
 
-@pytest.mark.parametrize("kwargs, status, words", [
-    ({"content": b"{not json"}, 400, "not valid JSON"),
-    ({"json": {"prompts": ["a", "b"], "completions": ["c"]}}, 422, "has 2 items"),
-    ({"json": {"prompts": "a", "completions": "b"}}, 422, "list of strings"),
-    ({"json": {"prompts": ["p"] * 9, "completions": ["c"] * 9}}, 413, "max_request_items=8"),
-    ({"json": {"prompts": ["p"], "completions": ["x" * 2001]}}, 413, "max_chars=2000"),
-    ({"content": b"x" * 200_000}, 413, "too large"),
-])
+@pytest.mark.parametrize(
+    "kwargs, status, words",
+    [
+        ({"content": b"{not json"}, 400, "not valid JSON"),
+        ({"json": {"prompts": ["a", "b"], "completions": ["c"]}}, 422, "has 2 items"),
+        ({"json": {"prompts": "a", "completions": "b"}}, 422, "list of strings"),
+        ({"json": {"prompts": ["p"] * 9, "completions": ["c"] * 9}}, 413, "max_request_items=8"),
+        ({"json": {"prompts": ["p"], "completions": ["x" * 2001]}}, 413, "max_chars=2000"),
+        ({"content": b"x" * 200_000}, 413, "too large"),
+    ],
+)
 def test_bad_requests_get_4xx_and_the_server_survives(server, kwargs, status, words):
     resp = httpx.post(f"{server['url']}/score", headers=_auth(), timeout=30, **kwargs)
     assert resp.status_code == status, resp.text
     assert words in (resp.json()["error"] + " " + str(resp.json()["detail"]))
-    ok = httpx.post(f"{server['url']}/score", headers=_auth(), json={"prompts": ["p"], "completions": ["a story"]}, timeout=30)
+    ok = httpx.post(
+        f"{server['url']}/score", headers=_auth(), json={"prompts": ["p"], "completions": ["a story"]}, timeout=30
+    )
     assert ok.status_code == 200 and len(ok.json()["rewards"]) == 1
 
 
 def test_token_is_required(server):
     resp = httpx.post(f"{server['url']}/score", json={"prompts": ["p"], "completions": ["c"]}, timeout=30)
     assert resp.status_code == 401
-    wrong = httpx.post(f"{server['url']}/score", headers={"Authorization": "Bearer nope"}, json={"prompts": ["p"], "completions": ["c"]}, timeout=30)
+    wrong = httpx.post(
+        f"{server['url']}/score",
+        headers={"Authorization": "Bearer nope"},
+        json={"prompts": ["p"], "completions": ["c"]},
+        timeout=30,
+    )
     assert wrong.status_code == 401
 
 

@@ -35,8 +35,15 @@ def slurm(tmp_path_factory):
     if os.geteuid() != 0 or not shutil.which("sbatch") or not shutil.which("munged"):
         pytest.skip("needs root and slurm-wlm + munge (bash scripts/services.sh)")
     state = tmp_path_factory.mktemp("slurm")
-    env = {**os.environ, "RLCW_SLURM_DIR": str(state), "SLURMCTLD_PORT": str(free_port()), "SLURMD_PORT": str(free_port())}
-    out = subprocess.run(["bash", str(ROOT / "scripts/slurm_local.sh"), "start"], env=env, capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        "RLCW_SLURM_DIR": str(state),
+        "SLURMCTLD_PORT": str(free_port()),
+        "SLURMD_PORT": str(free_port()),
+    }
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts/slurm_local.sh"), "start"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     env["SLURM_CONF"] = re.search(r"SLURM_CONF=(\S+)", out.stdout).group(1)
     env["RLCW_VENV"] = sys.prefix  # the job activates the environment running these tests
@@ -67,19 +74,31 @@ def test_sbatch_grpo_two_ranks(slurm, tiny_model_dir, tmp_path):
     hashes = tmp_path / "hashes"
     hashes.mkdir()
     hook = write_hook(tmp_path / "hook")
-    env = {**slurm, "NPROC": "2", "OMP_NUM_THREADS": "1", "RLCW_TEST_HASH_DIR": str(hashes),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **slurm,
+        "NPROC": "2",
+        "OMP_NUM_THREADS": "1",
+        "RLCW_TEST_HASH_DIR": str(hashes),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
+    }
     overrides = tiny_grpo_overrides(tiny_model_dir, rm, tmp_path / "runs", "slurm-grpo")
     start = time.time()
-    sub = subprocess.run(["sbatch", "--parsable", f"--output={tmp_path}/%x-%j.out", "--cpus-per-task=2", "slurm/grpo.sh", *overrides],
-                         cwd=ROOT, env=env, capture_output=True, text=True)
+    sub = subprocess.run(
+        ["sbatch", "--parsable", f"--output={tmp_path}/%x-%j.out", "--cpus-per-task=2", "slurm/grpo.sh", *overrides],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert sub.returncode == 0, sub.stderr
     job = sub.stdout.strip().split(";")[0]
     info = wait_for(job, env)
     log = (tmp_path / f"rlcw-grpo-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info["raw"] + log[-4000:]
-    print(f"\nslurm grpo job {job}: {info['JobState']} exit {info['ExitCode']}, run time {info.get('RunTime')}, "
-          f"submit-to-done {time.time() - start:.0f} s")
+    print(
+        f"\nslurm grpo job {job}: {info['JobState']} exit {info['ExitCode']}, run time {info.get('RunTime')}, "
+        f"submit-to-done {time.time() - start:.0f} s"
+    )
     assert "procs/node=2" in log and "rlcw grpo" in log
     check_ranks(hashes, deepspeed=False)
     run = tmp_path / "runs" / "slurm-grpo"
@@ -94,10 +113,14 @@ def test_sweep_job_array_then_summarize(slurm, tmp_path):
         "name: tiny-pairs\ncommand: build-pairs\n"
         f"output_dir: {tmp_path / 'runs'}\n"
         "overrides: ['data.kinds=[shuffle,truncate]']\n"
-        "grid:\n  seed: [0, 1]\n  data.chunk_sentences: [3, 4]\n", encoding="utf-8")
+        "grid:\n  seed: [0, 1]\n  data.chunk_sentences: [3, 4]\n",
+        encoding="utf-8",
+    )
     env = {**slurm, "OMP_NUM_THREADS": "1"}
     rlcw = [sys.executable, "-m", "rlcw"]
-    sub = subprocess.run(rlcw + ["sweep", str(sweep), "--slurm", "--logs", str(tmp_path)], env=env, capture_output=True, text=True)
+    sub = subprocess.run(
+        rlcw + ["sweep", str(sweep), "--slurm", "--logs", str(tmp_path)], env=env, capture_output=True, text=True
+    )
     assert sub.returncode == 0, sub.stderr
     job = re.search(r"submitted array job (\d+): 4 task", sub.stdout).group(1)
     start = time.time()
@@ -105,13 +128,24 @@ def test_sweep_job_array_then_summarize(slurm, tmp_path):
     print(f"\nsweep array job {job}: 4 tasks done {time.time() - start:.0f} s after submission")
     root = tmp_path / "runs" / "tiny-pairs"
     for i in range(4):
-        task = subprocess.run(["scontrol", "show", "job", f"{job}_{i}"], env=env, capture_output=True, text=True).stdout
-        assert "JobState=COMPLETED" in task and "ExitCode=0:0" in task, task + "\n".join(p.read_text()[-2000:] for p in tmp_path.glob("*.out"))
+        task = subprocess.run(
+            ["scontrol", "show", "job", f"{job}_{i}"], env=env, capture_output=True, text=True
+        ).stdout
+        assert "JobState=COMPLETED" in task and "ExitCode=0:0" in task, task + "\n".join(
+            p.read_text()[-2000:] for p in tmp_path.glob("*.out")
+        )
         assert json.loads((root / f"tiny-pairs-{i:03d}" / "summary.json").read_text())["status"] == "completed"
-    out = subprocess.run(rlcw + ["summarize", str(root), "--out", str(tmp_path / "table")], env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        rlcw + ["summarize", str(root), "--out", str(tmp_path / "table")], env=env, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader((tmp_path / "table.csv").open()))
     assert sorted(r["run"] for r in rows) == [f"tiny-pairs-{i:03d}" for i in range(4)]
-    assert {(r["override:seed"], r["override:data.chunk_sentences"]) for r in rows} == {("0", "3"), ("0", "4"), ("1", "3"), ("1", "4")}
+    assert {(r["override:seed"], r["override:data.chunk_sentences"]) for r in rows} == {
+        ("0", "3"),
+        ("0", "4"),
+        ("1", "3"),
+        ("1", "4"),
+    }
     assert all(r["status"] == "completed" and r["command"] == "build-pairs" for r in rows)
     assert (tmp_path / "table.md").read_text().count("| tiny-pairs-") == 4

@@ -32,11 +32,21 @@ def browser(tmp_path):
     downloads.mkdir()
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tmp_path / 'profile'}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ):
         opts.add_argument(flag)
-    opts.add_experimental_option("prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False})
+    opts.add_experimental_option(
+        "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}
+    )
     driver = webdriver.Chrome(options=opts, service=Service(DRIVER))
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
     yield driver, downloads
@@ -58,12 +68,30 @@ def test_packet_round_trip_through_chromium(tmp_path, browser):
 
     driver, downloads = browser
     prompts = [f"A story about the {w} & the <moon>" for w in ("fox", "owl", "hare", "crow")]
-    files = [write_stories(tmp_path / f"{s}.jsonl", [{"id": f"{s}{k}", "prompt": p, "story": f"{s.upper()} tale {k}.\nLine two.", "system": s}
-                                                   for k, p in enumerate(prompts)]) for s in ("tuned", "base")]
-    summary = export_main(load_config(StudyExportConfig, None, [
-        f"output_dir={tmp_path}", "run_name=exp", "design.attention_checks=1", f"data.stories=[{files[0]},{files[1]}]"]))
+    files = [
+        write_stories(
+            tmp_path / f"{s}.jsonl",
+            [
+                {"id": f"{s}{k}", "prompt": p, "story": f"{s.upper()} tale {k}.\nLine two.", "system": s}
+                for k, p in enumerate(prompts)
+            ],
+        )
+        for s in ("tuned", "base")
+    ]
+    summary = export_main(
+        load_config(
+            StudyExportConfig,
+            None,
+            [
+                f"output_dir={tmp_path}",
+                "run_name=exp",
+                "design.attention_checks=1",
+                f"data.stories=[{files[0]},{files[1]}]",
+            ],
+        )
+    )
     key = json.loads(Path(summary["artifacts"]["key"]).read_text())
-    (packet_id, packet), = key["packets"].items()  # 4 pairs + 1 check = one sitting of 5
+    ((packet_id, packet),) = key["packets"].items()  # 4 pairs + 1 check = one sitting of 5
     page = Path(summary["artifacts"]["html"]) / f"{packet_id}.html"
 
     driver.get(page.as_uri())
@@ -92,8 +120,19 @@ def test_packet_round_trip_through_chromium(tmp_path, browser):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     shutil.copy(answers_file, inbox)
-    result = ingest_main(load_config(StudyIngestConfig, None, [
-        f"output_dir={tmp_path}", "run_name=ing", f"key={summary['artifacts']['key']}", f"answers=[{inbox}]", "n_bootstrap=20"]))
+    result = ingest_main(
+        load_config(
+            StudyIngestConfig,
+            None,
+            [
+                f"output_dir={tmp_path}",
+                "run_name=ing",
+                f"key={summary['artifacts']['key']}",
+                f"answers=[{inbox}]",
+                "n_bootstrap=20",
+            ],
+        )
+    )
     m = result["metrics"]
     assert m["judgements"] == 4 and m["raters"] == 1
     assert m["win_rate/tuned"] == 1.0 and m["win_rate/base"] == 0.0

@@ -27,12 +27,25 @@ def pairs_run(runs_root):
 def rm_run(runs_root, pairs_run, tiny_model_dir):
     from rlcw.recipes.train_rm import TrainRMConfig, main
 
-    cfg = load_config(TrainRMConfig, None, [
-        f"output_dir={runs_root}", "run_name=rm", f"model.name={tiny_model_dir}",
-        f"data.train_file={pairs_run['artifacts']['train']}", f"data.eval_file={pairs_run['artifacts']['eval']}",
-        "data.max_train_pairs=32", "data.max_eval_pairs=16", "train.max_steps=4", "train.batch_size=4",
-        "train.eval_steps=2", "train.logging_steps=1", "rm.max_length=64", "lora.r=4",
-    ])
+    cfg = load_config(
+        TrainRMConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            "run_name=rm",
+            f"model.name={tiny_model_dir}",
+            f"data.train_file={pairs_run['artifacts']['train']}",
+            f"data.eval_file={pairs_run['artifacts']['eval']}",
+            "data.max_train_pairs=32",
+            "data.max_eval_pairs=16",
+            "train.max_steps=4",
+            "train.batch_size=4",
+            "train.eval_steps=2",
+            "train.logging_steps=1",
+            "rm.max_length=64",
+            "lora.r=4",
+        ],
+    )
     return main(cfg)
 
 
@@ -40,10 +53,24 @@ def rm_run(runs_root, pairs_run, tiny_model_dir):
 def grpo_run(runs_root, rm_run, tiny_model_dir):
     from rlcw.recipes.grpo import GRPORecipeConfig, main
 
-    cfg = load_config(GRPORecipeConfig, None, [
-        f"output_dir={runs_root}", "run_name=grpo", f"model.name={tiny_model_dir}",
-        f"reward.rm_path={rm_run['artifacts']['model']}", "train.max_steps=2", "train.batch_size=4",
-        "train.num_generations=2", "train.max_completion_length=8", "train.learning_rate=1e-2",
-        "eval.every_steps=1", "eval.num_prompts=2", "eval.max_new_tokens=8", "lora.r=4", "data.max_train_prompts=8",
-    ])
+    cfg = load_config(
+        GRPORecipeConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            "run_name=grpo",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={rm_run['artifacts']['model']}",
+            "train.max_steps=2",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "train.learning_rate=1e-2",
+            "eval.every_steps=1",
+            "eval.num_prompts=2",
+            "eval.max_new_tokens=8",
+            "lora.r=4",
+            "data.max_train_prompts=8",
+        ],
+    )
     return main(cfg)

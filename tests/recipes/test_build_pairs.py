@@ -29,14 +29,33 @@ def test_build_pairs_human_vs_model_from_generate_records(tmp_path):
 
     human = " ".join(f"The old keeper number {i} lit the lamp." for i in range(6))  # 6 sentences x 8 words = 48
     model = " ".join(f"A boat {i} came in at night." for i in range(5)) + " And then"  # 5 x 7 + 2 = 37, no final end
-    recs = [{"id": f"train/{i}", "prompt": f"Story {i} about a lighthouse.", "story": model, "system": "base", "reference": human}
-            for i in range(12)]
+    recs = [
+        {
+            "id": f"train/{i}",
+            "prompt": f"Story {i} about a lighthouse.",
+            "story": model,
+            "system": "base",
+            "reference": human,
+        }
+        for i in range(12)
+    ]
     recs.append({"id": "train/short", "prompt": "Tiny.", "story": "Too short.", "system": "base", "reference": human})
     stories = tmp_path / "stories.jsonl"
     stories.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
-    res = main(load_config(BuildPairsConfig, None, [
-        f"output_dir={tmp_path}", "run_name=gold", "data.kind=human_vs_model", f"data.stories={stories}", "data.eval_fraction=0.4",
-        "data.tolerance=0.1"]))
+    res = main(
+        load_config(
+            BuildPairsConfig,
+            None,
+            [
+                f"output_dir={tmp_path}",
+                "run_name=gold",
+                "data.kind=human_vs_model",
+                f"data.stories={stories}",
+                "data.eval_fraction=0.4",
+                "data.tolerance=0.1",
+            ],
+        )
+    )
     m = res["metrics"]
     # budget = min(48, 37) = 37; human's last sentence end within it is 32 < 0.9 * 37 = 33.3 -> cut at 37 words;
     # model's is 35 >= 33.3 -> 35 words; |37 - 35| = 2 <= round(0.1 * 37) = 4 -> kept
@@ -47,4 +66,6 @@ def test_build_pairs_human_vs_model_from_generate_records(tmp_path):
     assert len(train) == m["train_pairs"] and len(held) == m["eval_pairs"] and len(train) + len(held) == 12
     assert not {p["prompt"] for p in train} & {p["prompt"] for p in held}
     assert all(p["meta"]["rejected_system"] == "base" and p["rejected"].endswith("night.") for p in train + held)
-    assert (Path(res["artifacts"]["train"]).parent.parent / "report.md").read_text().startswith("# Human-vs-model pairs")
+    assert (
+        (Path(res["artifacts"]["train"]).parent.parent / "report.md").read_text().startswith("# Human-vs-model pairs")
+    )

@@ -25,15 +25,34 @@ def synthetic_posts(n_train: int = 30, n_test: int = 10) -> list[dict]:
         base = datetime(2021 if i < n_train else 2023, 3, 1, tzinfo=timezone.utc).timestamp() + i * DAY
         good, bad = (100, 60) if i % 10 < 7 else (60, 100)
         texts = [" ".join([f"good-{i}"] + ["fine"] * (good - 1)), " ".join([f"bad-{i}"] + ["meh"] * (bad - 1))]
-        rows.append({"post_title": f"[WP] prompt {i}", "post_text": "", "comment_texts": texts,
-                     "comment_scores": [50, 20], "comment_times": [base + DAY, base]})
-    rows.append({"post_title": "[WP] ragged", "comment_texts": ["x " * 60], "comment_scores": [], "comment_times": [0]})
+        rows.append(
+            {
+                "post_title": f"[WP] prompt {i}",
+                "post_text": "",
+                "comment_texts": texts,
+                "comment_scores": [50, 20],
+                "comment_times": [base + DAY, base],
+            }
+        )
+    rows.append(
+        {"post_title": "[WP] ragged", "comment_texts": ["x " * 60], "comment_scores": [], "comment_times": [0]}
+    )
     return rows
 
 
 def _run(tmp_path: Path, source: Path, name: str, *extra: str) -> dict:
-    cfg = load_config(CurateConfig, None, [f"output_dir={tmp_path}", f"run_name={name}", f"train.source={source}",
-                                           "rules.train_before=2023-01-01", "rules.test_from=2023-01-02", *extra])
+    cfg = load_config(
+        CurateConfig,
+        None,
+        [
+            f"output_dir={tmp_path}",
+            f"run_name={name}",
+            f"train.source={source}",
+            "rules.train_before=2023-01-01",
+            "rules.test_from=2023-01-02",
+            *extra,
+        ],
+    )
     return main(cfg)
 
 

@@ -15,9 +15,16 @@ from rlcw.models import load_causal_lm, load_tokenizer
 
 SYSTEM = "Write a story."
 CHOSEN = "The fox sang to the moon."  # every pair prefers this one short story
-REJECTED = ["Rain fell on the grey town all day.", "A ship left the harbour at dawn.", "Nobody answered the door.",
-            "The clock stopped at noon.", "Snow covered the empty road.", "A dog barked twice and slept.",
-            "The baker burnt the bread again.", "Wind shook the old barn."]
+REJECTED = [
+    "Rain fell on the grey town all day.",
+    "A ship left the harbour at dawn.",
+    "Nobody answered the door.",
+    "The clock stopped at noon.",
+    "Snow covered the empty road.",
+    "A dog barked twice and slept.",
+    "The baker burnt the bread again.",
+    "Wind shook the old barn.",
+]
 
 
 def _write(path: Path, rows: list[dict]) -> str:
@@ -29,24 +36,52 @@ def _write(path: Path, rows: list[dict]) -> str:
 def pair_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("dpo-pairs")
     train = [{"prompt": f"A story about thing {i}.", "chosen": CHOSEN, "rejected": r} for i, r in enumerate(REJECTED)]
-    held = [{"prompt": "A story about a lake.", "chosen": CHOSEN, "rejected": "The lake froze over."},
-            {"prompt": "A story about a king.", "chosen": CHOSEN, "rejected": "The king lost his crown."}]
+    held = [
+        {"prompt": "A story about a lake.", "chosen": CHOSEN, "rejected": "The lake froze over."},
+        {"prompt": "A story about a king.", "chosen": CHOSEN, "rejected": "The king lost his crown."},
+    ]
     return {"train": _write(d / "train.jsonl", train), "eval": _write(d / "eval.jsonl", held), "pairs": train}
 
 
 def _overrides(root, name: str, model, files: dict, *extra: str) -> list[str]:
-    return [f"output_dir={root}", f"run_name={name}", f"model.name={model}", f"model.system_prompt={SYSTEM}",
-            f"data.train_file={files['train']}", "train.batch_size=4", "train.max_length=64", "train.learning_rate=1e-2",
-            "train.save_steps=2", "lora.r=4", "eval.every_steps=0", *extra]
+    return [
+        f"output_dir={root}",
+        f"run_name={name}",
+        f"model.name={model}",
+        f"model.system_prompt={SYSTEM}",
+        f"data.train_file={files['train']}",
+        "train.batch_size=4",
+        "train.max_length=64",
+        "train.learning_rate=1e-2",
+        "train.save_steps=2",
+        "lora.r=4",
+        "eval.every_steps=0",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
 def dpo_run(runs_root, rm_run, tiny_model_dir, pair_files):
     from rlcw.recipes.dpo import DPORecipeConfig, main
 
-    return main(load_config(DPORecipeConfig, None, _overrides(
-        runs_root, "dpo", tiny_model_dir, pair_files, "train.max_steps=4", f"data.eval_file={pair_files['eval']}",
-        "eval.every_steps=2", "eval.num_prompts=2", "eval.max_new_tokens=8", f"eval.rm_path={rm_run['artifacts']['model']}")))
+    return main(
+        load_config(
+            DPORecipeConfig,
+            None,
+            _overrides(
+                runs_root,
+                "dpo",
+                tiny_model_dir,
+                pair_files,
+                "train.max_steps=4",
+                f"data.eval_file={pair_files['eval']}",
+                "eval.every_steps=2",
+                "eval.num_prompts=2",
+                "eval.max_new_tokens=8",
+                f"eval.rm_path={rm_run['artifacts']['model']}",
+            ),
+        )
+    )
 
 
 def _margins(model, tok, pairs: list[dict]) -> list[float]:
@@ -60,11 +95,11 @@ def _margins(model, tok, pairs: list[dict]) -> list[float]:
             full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": text}], tokenize=False)
             assert full.startswith(prompt)
             p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
-            ids = torch.tensor([p_ids + tok(full[len(prompt):], add_special_tokens=False)["input_ids"]])
+            ids = torch.tensor([p_ids + tok(full[len(prompt) :], add_special_tokens=False)["input_ids"]])
             with torch.no_grad():
                 lp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
             targets = ids[0, 1:]
-            logps.append(lp[torch.arange(len(targets)), targets][len(p_ids) - 1:].sum().item())
+            logps.append(lp[torch.arange(len(targets)), targets][len(p_ids) - 1 :].sum().item())
         out.append(logps[0] - logps[1])
     return out
 
@@ -78,7 +113,14 @@ def test_dpo_checkpoints_load_and_metrics_hold_dpo_keys(dpo_run):
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if "rewards/margins" in r]
     assert [r["step"] for r in train] == [1, 2, 3, 4]
-    assert {"loss", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "logps/chosen", "logps/rejected"} <= set(train[0])
+    assert {
+        "loss",
+        "rewards/chosen",
+        "rewards/rejected",
+        "rewards/accuracies",
+        "logps/chosen",
+        "logps/rejected",
+    } <= set(train[0])
     assert [r["step"] for r in rows if "eval_loss" in r] == [2, 4]  # held-out pairs every eval.every_steps
     assert [r["step"] for r in rows if "eval/rm/score" in r] == [0, 2, 4]  # sampled held-out prompts
     m = dpo_run["metrics"]
@@ -90,7 +132,7 @@ def test_dpo_moves_the_policy_toward_chosen(dpo_run, tiny_model_dir, pair_files)
     tok = load_tokenizer(str(tiny_model_dir))
     before = _margins(load_causal_lm(str(tiny_model_dir)).eval(), tok, pair_files["pairs"])
     after = _margins(load_causal_lm(dpo_run["artifacts"]["policy"], merge_lora=True).eval(), tok, pair_files["pairs"])
-    gains = [a - b for a, b in zip(after, before)]
+    gains = [a - b for a, b in zip(after, before, strict=False)]
     # 4 steps at lr 1e-2 on one repeated chosen story: every pair's margin must grow by nats, not noise
     print("GAINS", gains)
     assert min(gains) > 1.0, gains
@@ -115,13 +157,19 @@ def test_dpo_bad_input_names_file_and_row(runs_root, tiny_model_dir, tmp_path, p
     with pytest.raises(RlcwError, match="empty") as err:
         main(load_config(DPORecipeConfig, None, _overrides(runs_root, "dpo_bad", tiny_model_dir, {"train": empty})))
     assert "empty.jsonl" in str(err.value)
-    bad = _write(tmp_path / "bad.jsonl", [{"prompt": "p", "chosen": "a", "rejected": "b"}, {"prompt": "p", "chosen": "a"}])
+    bad = _write(
+        tmp_path / "bad.jsonl", [{"prompt": "p", "chosen": "a", "rejected": "b"}, {"prompt": "p", "chosen": "a"}]
+    )
     with pytest.raises(RlcwError, match="rejected") as err:
         main(load_config(DPORecipeConfig, None, _overrides(runs_root, "dpo_bad", tiny_model_dir, {"train": bad})))
     assert "bad.jsonl:2" in str(err.value)
     assert json.loads((runs_root / "dpo_bad" / "summary.json").read_text())["status"] == "failed"
     with pytest.raises(RlcwError, match="train.beta"):
-        main(load_config(DPORecipeConfig, None, _overrides(runs_root, "dpo_bad", tiny_model_dir, pair_files, "train.beta=0")))
+        main(
+            load_config(
+                DPORecipeConfig, None, _overrides(runs_root, "dpo_bad", tiny_model_dir, pair_files, "train.beta=0")
+            )
+        )
     missing = str(tmp_path / "nope.jsonl")
     with pytest.raises(RlcwError, match="not found"):
         main(load_config(DPORecipeConfig, None, _overrides(runs_root, "dpo_bad", tiny_model_dir, {"train": missing})))

@@ -19,12 +19,22 @@ from rlcw.rewards.length_control import LENGTH_CONTROL_FILE
 
 
 def _cfg(tmp_path, name, *extra):
-    return load_config(EvalRMConfig, None, [f"output_dir={tmp_path}", f"run_name={name}", "bootstrap_resamples=200", *extra])
+    return load_config(
+        EvalRMConfig, None, [f"output_dir={tmp_path}", f"run_name={name}", "bootstrap_resamples=200", *extra]
+    )
 
 
 def test_eval_bt_reports_accuracy_length_split_and_baseline(tmp_path, rm_run, pairs_run):
     eval_file = pairs_run["artifacts"]["eval"]
-    summary = main(_cfg(tmp_path, "bt", f"scorer.path={rm_run['artifacts']['model']}", f"data.file={eval_file}", "data.max_pairs=16"))
+    summary = main(
+        _cfg(
+            tmp_path,
+            "bt",
+            f"scorer.path={rm_run['artifacts']['model']}",
+            f"data.file={eval_file}",
+            "data.max_pairs=16",
+        )
+    )
     m = summary["metrics"]
     pairs = load_preferences(eval_file)[:16]
     longer = [len(p["chosen"].split()) > len(p["rejected"].split()) for p in pairs]
@@ -34,7 +44,9 @@ def test_eval_bt_reports_accuracy_length_split_and_baseline(tmp_path, rm_run, pa
     scorer = BTScorer(rm_run["artifacts"]["model"])
     c = scorer.score([p["prompt"] for p in pairs], [p["chosen"] for p in pairs])
     r = scorer.score([p["prompt"] for p in pairs], [p["rejected"] for p in pairs])
-    assert m["accuracy"] == pytest.approx(sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(c, r)) / 16)
+    assert m["accuracy"] == pytest.approx(
+        sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(c, r, strict=False)) / 16
+    )
     assert m["accuracy_ci_low"] <= m["accuracy"] <= m["accuracy_ci_high"]
     assert -1 <= m["score_length_spearman"] <= 1 and "order_consistency" not in m
     run = Path(summary["artifacts"]["eval"]).parent
@@ -48,8 +60,16 @@ def test_length_control_fit_is_saved_and_removes_length_correlation(tmp_path, rm
     shutil.copytree(rm_run["artifacts"]["model"], rm_copy)
     eval_file = tmp_path / "pairs.jsonl"
     eval_file.write_text("".join(json.dumps(p) + "\n" for p in load_preferences(pairs_run["artifacts"]["eval"])[:12]))
-    summary = main(_cfg(tmp_path, "lc", f"scorer.path={rm_copy}", f"data.file={eval_file}", f"length_control.fit_on={eval_file}",
-                        "length_control.feature=words"))
+    summary = main(
+        _cfg(
+            tmp_path,
+            "lc",
+            f"scorer.path={rm_copy}",
+            f"data.file={eval_file}",
+            f"length_control.fit_on={eval_file}",
+            "length_control.feature=words",
+        )
+    )
     m = summary["metrics"]
     assert (rm_copy / LENGTH_CONTROL_FILE).is_file() and (tmp_path / "lc" / LENGTH_CONTROL_FILE).is_file()
     assert m["length_control/n"] == 24
@@ -72,7 +92,7 @@ class LengthLovingJudge:
     def prefer_ordered(self, prompts, first, second):
         self.calls += 1
         out = []
-        for p, f, s in zip(prompts, first, second):
+        for p, f, s in zip(prompts, first, second, strict=False):
             nf, ns = len(f.split()), len(s.split())
             out.append(None if p == "bad" and self.calls == 1 else 1.0 if nf >= ns else 0.0)
         return out
@@ -82,7 +102,12 @@ def test_pairwise_path_by_hand(tmp_path, monkeypatch):
     words = lambda n: " ".join(["w"] * n)  # noqa: E731
     rows = [("p0", 10, 5), ("p1", 8, 4), ("p2", 3, 9), ("p3", 5, 5), ("bad", 6, 2)]
     path = tmp_path / "pairs.jsonl"
-    path.write_text("".join(json.dumps({"prompt": p, "chosen": words(c) + " c", "rejected": words(r) + " r"}) + "\n" for p, c, r in rows))
+    path.write_text(
+        "".join(
+            json.dumps({"prompt": p, "chosen": words(c) + " c", "rejected": words(r) + " r"}) + "\n"
+            for p, c, r in rows
+        )
+    )
     monkeypatch.setattr(eval_rm, "load_scorer", lambda *a, **k: LengthLovingJudge())
     m = main(_cfg(tmp_path, "pw", f"data.file={path}", "scorer.kind=judge"))["metrics"]
     # valid in both orders: p0 (right), p1 (right), p2 (wrong), p3 (0.5: half); 'bad' excluded
@@ -101,7 +126,15 @@ def test_random_genrm_folder_is_evaluated_pairwise(tmp_path, tiny_model_dir, pai
     folder = tmp_path / "genrm"
     shutil.copytree(tiny_model_dir, folder)
     save_spec(RMSpec(type="genrm", base_model=str(tiny_model_dir), max_length=256), folder)
-    summary = main(_cfg(tmp_path, "genrm", f"scorer.path={folder}", f"data.file={pairs_run['artifacts']['eval']}", "data.max_pairs=3"))
+    summary = main(
+        _cfg(
+            tmp_path,
+            "genrm",
+            f"scorer.path={folder}",
+            f"data.file={pairs_run['artifacts']['eval']}",
+            "data.max_pairs=3",
+        )
+    )
     m = summary["metrics"]
     assert m["pairs_scored"] == 3 and m["invalid_chosen_first"] == 0 and 0 <= m["order_consistency"] <= 1
     pairs = load_preferences(pairs_run["artifacts"]["eval"])[:3]

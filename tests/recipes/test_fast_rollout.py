@@ -1,6 +1,6 @@
 """rlcw.rl.rollout on the tiny Llama: the fast sampler matches `generate`, the merged copy matches the LoRA policy.
 
-    OMP_NUM_THREADS=1 python -m pytest -q tests/recipes/test_fast_rollout.py
+OMP_NUM_THREADS=1 python -m pytest -q tests/recipes/test_fast_rollout.py
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ def policy(tiny_model_dir):
 
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    return get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"], task_type="CAUSAL_LM"))
+    return get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"], task_type="CAUSAL_LM")
+    )
 
 
 def test_left_pad_hand_worked():
@@ -33,12 +35,17 @@ def test_greedy_matches_generate(policy, tokenizer):
 
     texts = ["Once upon a time", "Once upon a time", "A dragon who could not sleep", "A dragon who could not sleep"]
     rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    cfg = GenerationConfig(max_new_tokens=12, do_sample=False, pad_token_id=tokenizer.pad_token_id,
-                           eos_token_id=[tokenizer.eos_token_id], disable_compile=True)
+    cfg = GenerationConfig(
+        max_new_tokens=12,
+        do_sample=False,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=[tokenizer.eos_token_id],
+        disable_compile=True,
+    )
     ids, mask = left_pad(rows, tokenizer.pad_token_id)
     policy.eval()
     with torch.no_grad():
-        out = policy.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)[:, ids.size(1):].tolist()
+        out = policy.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)[:, ids.size(1) :].tolist()
     eos = tokenizer.eos_token_id
     expected = [r[: next((i + 1 for i, t in enumerate(r) if t == eos), len(r))] for r in out]
     got = sample(MergedPolicy(policy).refresh(), rows, cfg, eos_ids=[eos], pad_id=tokenizer.pad_token_id)
@@ -60,7 +67,9 @@ def test_merged_copy_tracks_adapter_and_leaves_base_exact(policy):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     with policy.disable_adapter(), torch.no_grad():
         plain = policy(input_ids=ids).logits
-    assert (plain - want).abs().max() > 1e-3  # the adapter really changes the policy, so the match above means something
+    assert (
+        plain - want
+    ).abs().max() > 1e-3  # the adapter really changes the policy, so the match above means something
     after = {k: v for k, v in policy.get_base_model().state_dict().items() if "lora_" not in k}
     assert all(torch.equal(base_before[k], after[k]) for k in base_before)
 
@@ -95,11 +104,15 @@ def test_rollout_precision_needs_fast_rollout(runs_root, tiny_model_dir):
     from rlcw.errors import RlcwError
     from rlcw.recipes.grpo import GRPORecipeConfig, check_fast_rollout
 
-    for overrides, msg in ((["train.rollout_precision=bf16"], "applies to the fast rollout only"),
-                           (["train.fast_rollout=true", "train.rollout_precision=int4"], "unknown train.rollout_precision")):
+    for overrides, msg in (
+        (["train.rollout_precision=bf16"], "applies to the fast rollout only"),
+        (["train.fast_rollout=true", "train.rollout_precision=int4"], "unknown train.rollout_precision"),
+    ):
         with pytest.raises(RlcwError, match=msg):
             check_fast_rollout(load_config(GRPORecipeConfig, None, [f"model.name={tiny_model_dir}", *overrides]))
-    check_fast_rollout(load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16"]))
+    check_fast_rollout(
+        load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16"])
+    )
 
 
 def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
@@ -112,14 +125,30 @@ def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
     from rlcw.rl.rollout import make_fast_rollout_func
 
     prompts = [[{"role": "user", "content": t}] for t in ("Write about rain.", "A fox finds a key in the snow.")]
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2, max_completion_length=10,
-                      use_cpu=True, report_to=[], save_strategy="no", bf16=False, logging_steps=1, disable_tqdm=True, seed=0)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=10,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        bf16=False,
+        logging_steps=1,
+        disable_tqdm=True,
+        seed=0,
+    )
     rollout = make_fast_rollout_func()
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32),
-                          reward_funcs=lambda completions, **kw: [float(len(c[0]["content"])) for c in completions], args=args,
-                          train_dataset=Dataset.from_list([{"prompt": p} for p in prompts] * 2), processing_class=tokenizer,
-                          peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
-                          rollout_func=rollout)
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32),
+        reward_funcs=lambda completions, **kw: [float(len(c[0]["content"])) for c in completions],
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": p} for p in prompts] * 2),
+        processing_class=tokenizer,
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
+        rollout_func=rollout,
+    )
     repeated = [p for p in prompts for _ in range(2)]
     trainer.generation_config.do_sample = False
     trainer.generation_kwargs["do_sample"] = False
@@ -144,12 +173,26 @@ def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
     from rlcw.errors import RlcwError
     from rlcw.recipes.grpo import GRPORecipeConfig, main
 
-    base = [f"output_dir={runs_root}", f"model.name={tiny_model_dir}", f"reward.rm_path={rm_run['artifacts']['model']}",
-            "train.max_steps=2", "train.batch_size=4", "train.num_generations=2", "train.max_completion_length=8",
-            "lora.r=4", "data.max_train_prompts=8", "eval.every_steps=0", "train.fast_rollout=true", "train.rollout_precision=bf16"]
+    base = [
+        f"output_dir={runs_root}",
+        f"model.name={tiny_model_dir}",
+        f"reward.rm_path={rm_run['artifacts']['model']}",
+        "train.max_steps=2",
+        "train.batch_size=4",
+        "train.num_generations=2",
+        "train.max_completion_length=8",
+        "lora.r=4",
+        "data.max_train_prompts=8",
+        "eval.every_steps=0",
+        "train.fast_rollout=true",
+        "train.rollout_precision=bf16",
+    ]
     summary = main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_fast"]))
     assert summary["status"] == "completed", summary.get("error")
-    rows = [json.loads(x) for x in (Path(summary["artifacts"]["metrics"]).parent / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(x)
+        for x in (Path(summary["artifacts"]["metrics"]).parent / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [r["step"] for r in rows if "reward" in r] == [1, 2]
     with pytest.raises(RlcwError, match="fast_rollout cannot be combined with agents.variant"):
         main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_fast_bad", "agents.variant=write"]))

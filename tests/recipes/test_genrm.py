@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rlcw.config import load_config
-from rlcw.data.rationales import pair_key
 from rlcw.data.preferences import load_preferences
+from rlcw.data.rationales import pair_key
 from rlcw.errors import RlcwError
 from rlcw.recipes.train_rm import TrainRMConfig, build_genrm_dataset, main
 from rlcw.rewards.genrm import GenRMReward, GenRMScorer
@@ -17,12 +17,27 @@ from rlcw.rewards.render import RMSpec, load_spec, verdict_token_ids
 
 
 def genrm_cfg(runs_root, pairs_run, tiny_model_dir, name, *extra):
-    return load_config(TrainRMConfig, None, [
-        f"output_dir={runs_root}", f"run_name={name}", f"model.name={tiny_model_dir}", "rm.type=genrm",
-        f"data.train_file={pairs_run['artifacts']['train']}", f"data.eval_file={pairs_run['artifacts']['eval']}",
-        "data.max_train_pairs=8", "data.max_eval_pairs=4", "train.max_steps=2", "train.batch_size=4",
-        "train.logging_steps=1", "rm.max_length=192", "lora.r=4", "train.learning_rate=1e-2", *extra,
-    ])
+    return load_config(
+        TrainRMConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            f"run_name={name}",
+            f"model.name={tiny_model_dir}",
+            "rm.type=genrm",
+            f"data.train_file={pairs_run['artifacts']['train']}",
+            f"data.eval_file={pairs_run['artifacts']['eval']}",
+            "data.max_train_pairs=8",
+            "data.max_eval_pairs=4",
+            "train.max_steps=2",
+            "train.batch_size=4",
+            "train.logging_steps=1",
+            "rm.max_length=192",
+            "lora.r=4",
+            "train.learning_rate=1e-2",
+            *extra,
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +69,9 @@ def test_genrm_dataset_has_both_orders(tokenizer):
     answers = [[t for t in row if t != -100] for row in ds["labels"]]
     assert answers == [[a], [b]]  # only the verdict token is learnt
     texts = [tokenizer.decode(ids) for ids in ds["input_ids"]]
-    assert texts[0].index("good tale") < texts[0].index("bad tale") and texts[1].index("bad tale") < texts[1].index("good tale")
+    assert texts[0].index("good tale") < texts[0].index("bad tale") and texts[1].index("bad tale") < texts[1].index(
+        "good tale"
+    )
 
 
 def test_genrm_reward_on_the_trained_model(genrm_run):
@@ -66,14 +83,37 @@ def test_genrm_reward_on_the_trained_model(genrm_run):
 def test_genrm_cot_from_file(runs_root, pairs_run, tiny_model_dir):
     pairs = load_preferences(pairs_run["artifacts"]["train"], limit=4)
     path = runs_root / "rationales.jsonl"
-    rows = [{"key": pair_key(p["prompt"], p["chosen"], p["rejected"]), "rationale": "Story A flows; Story B jumps."} for p in pairs[:3]]
-    rows.append({**{k: pairs[3][k] for k in ("prompt", "chosen", "rejected")}, "rationale": "Story B is garbled.", "shown_first": "rejected"})
+    rows = [
+        {"key": pair_key(p["prompt"], p["chosen"], p["rejected"]), "rationale": "Story A flows; Story B jumps."}
+        for p in pairs[:3]
+    ]
+    rows.append(
+        {
+            **{k: pairs[3][k] for k in ("prompt", "chosen", "rejected")},
+            "rationale": "Story B is garbled.",
+            "shown_first": "rejected",
+        }
+    )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    summary = main(genrm_cfg(runs_root, pairs_run, tiny_model_dir, "genrm_cot_file", "rm.cot=true", "data.max_train_pairs=4",
-                             "rm.rationales.source=file", f"rm.rationales.file={path}", "rm.max_rationale_tokens=24",
-                             "train.max_steps=1", "data.max_eval_pairs=2"))
+    summary = main(
+        genrm_cfg(
+            runs_root,
+            pairs_run,
+            tiny_model_dir,
+            "genrm_cot_file",
+            "rm.cot=true",
+            "data.max_train_pairs=4",
+            "rm.rationales.source=file",
+            f"rm.rationales.file={path}",
+            "rm.max_rationale_tokens=24",
+            "train.max_steps=1",
+            "data.max_eval_pairs=2",
+        )
+    )
     saved = [json.loads(x) for x in (runs_root / "genrm_cot_file" / "rationales.jsonl").read_text().splitlines()]
-    assert saved[0]["rationale"] == "Story A flows; Story B jumps." and saved[3]["rationale"] == "Story A is garbled."  # normalised: chosen = A
+    assert (
+        saved[0]["rationale"] == "Story A flows; Story B jumps." and saved[3]["rationale"] == "Story A is garbled."
+    )  # normalised: chosen = A
     assert load_spec(summary["artifacts"]["model"]).extra == {"cot": True, "max_rationale_tokens": 24}
     assert summary["metrics"]["eval/no_verdict"] <= 4  # a random model rarely writes "Preferred:": None, never a crash
 
@@ -85,7 +125,9 @@ def test_rationale_file_missing_pair_and_bad_rows(tmp_path):
     path.write_text(json.dumps({"key": "nope", "rationale": "x"}) + "\n", encoding="utf-8")
     with pytest.raises(RlcwError, match="no rationale for training pair 1"):
         rationales_from_file(path, [{"prompt": "P", "chosen": "a", "rejected": "b"}])
-    path.write_text(json.dumps({"key": "k", "rationale": "x"}) + "\n" + json.dumps({"key": "k2"}) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps({"key": "k", "rationale": "x"}) + "\n" + json.dumps({"key": "k2"}) + "\n", encoding="utf-8"
+    )
     with pytest.raises(RlcwError, match=r"r.jsonl:2 field 'rationale'"):
         rationales_from_file(path, [])
 
@@ -95,9 +137,21 @@ def test_teacher_rationales_are_generated_and_saved(tmp_path, tiny_model_dir):
 
     from rlcw.recipes.train_rm import genrm_rationales
 
-    cfg = load_config(TrainRMConfig, None, ["rm.type=genrm", "rm.cot=true", "rm.rationales.source=teacher",
-                                            f"rm.rationales.teacher_model={tiny_model_dir}", "rm.rationales.max_new_tokens=6"])
-    pairs = [{"prompt": "P", "chosen": "A calm tale.", "rejected": "tale calm A."}, {"prompt": "Q", "chosen": "Sun rose.", "rejected": "Rose sun."}]
+    cfg = load_config(
+        TrainRMConfig,
+        None,
+        [
+            "rm.type=genrm",
+            "rm.cot=true",
+            "rm.rationales.source=teacher",
+            f"rm.rationales.teacher_model={tiny_model_dir}",
+            "rm.rationales.max_new_tokens=6",
+        ],
+    )
+    pairs = [
+        {"prompt": "P", "chosen": "A calm tale.", "rejected": "tale calm A."},
+        {"prompt": "Q", "chosen": "Sun rose.", "rejected": "Rose sun."},
+    ]
     texts = genrm_rationales(cfg, SimpleNamespace(path=tmp_path), pairs)
     rows = [json.loads(x) for x in (tmp_path / "rationales.jsonl").read_text().splitlines()]
     assert len(texts) == 2 and all(t.strip() for t in texts)

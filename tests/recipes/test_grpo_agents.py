@@ -16,13 +16,29 @@ WRITERS = ["exposition", "rising_action", "climax", "falling_action", "resolutio
 
 
 def _cfg(runs_root, tiny_model_dir, rm_run, *extra):
-    return load_config(GRPORecipeConfig, None, [
-        f"output_dir={runs_root}", f"model.name={tiny_model_dir}", f"reward.rm_path={rm_run['artifacts']['model']}",
-        "train.max_steps=2", "train.batch_size=4", "train.num_generations=2", "train.learning_rate=1e-2",
-        "train.log_kl_to_start=false", "eval.every_steps=0", "lora.r=4", "data.max_train_prompts=8",
-        "agents.variant=write", "agents.train_agent=climax", "agents.caps.writing=5", "agents.context_tokens=1024",
-        "reward.specs.overlong={type: overlong, weight: 0.5, buffer: 2}", *extra,
-    ])
+    return load_config(
+        GRPORecipeConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={rm_run['artifacts']['model']}",
+            "train.max_steps=2",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.learning_rate=1e-2",
+            "train.log_kl_to_start=false",
+            "eval.every_steps=0",
+            "lora.r=4",
+            "data.max_train_prompts=8",
+            "agents.variant=write",
+            "agents.train_agent=climax",
+            "agents.caps.writing=5",
+            "agents.context_tokens=1024",
+            "reward.specs.overlong={type: overlong, weight: 0.5, buffer: 2}",
+            *extra,
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +50,13 @@ def agents_run(runs_root, tiny_model_dir, rm_run, monkeypatch_module):
         funcs, weights = real(cfg)
 
         def spy(prompts, completions, **kw):
-            seen.append({"completions": completions, "agents_room": kw.get("agents_room"), "completion_ids": kw.get("completion_ids")})
+            seen.append(
+                {
+                    "completions": completions,
+                    "agents_room": kw.get("agents_room"),
+                    "completion_ids": kw.get("completion_ids"),
+                }
+            )
             return [0.0] * len(completions)
 
         spy.__name__ = "spy"
@@ -58,7 +80,7 @@ def test_agents_room_grpo_completes_and_rewards_whole_stories(agents_run):
     for call in seen:
         assert len(call["completions"]) == len(call["agents_room"]) == 4  # batch 4 = 2 prompts x 2 generations
         # the reward saw the whole story (the 5 writers' parts, in order), not the trained agent's 5-token call
-        for completion, meta in zip(call["completions"], call["agents_room"]):
+        for completion, meta in zip(call["completions"], call["agents_room"], strict=False):
             parts = [e["text"] for e in meta["scratchpad"] if e["agent"] in WRITERS and e["text"]]
             assert [e["agent"] for e in meta["scratchpad"]] == ["task", *WRITERS]
             assert completion[0]["content"] == ("\n".join(parts) or "(empty)")
@@ -81,17 +103,22 @@ def test_agents_room_samples_keep_the_scratchpad(agents_run):
     rows = [json.loads(x) for x in (samples.parent / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if "reward" in r]
     assert len(train) == 2 and all(r["completions/max_length"] <= 5 for r in train)
-    assert any(k.startswith("rewards/overlong") for k in train[0]) and any(k.startswith("rewards/rm") for k in train[0])
+    assert any(k.startswith("rewards/overlong") for k in train[0]) and any(
+        k.startswith("rewards/rm") for k in train[0]
+    )
 
 
-@pytest.mark.parametrize("extra, match", [
-    (["train.use_vllm=true"], "vLLM"),
-    (["agents.train_agent=plot"], "not part of variant"),
-    (["agents.variant=outline"], "variant"),
-    (["agents.policy_plays=train_agent", "lora.enabled=false"], "lora.enabled"),
-    (["agents.policy_plays=some"], "policy_plays"),
-    (["agents.policy_plays=train_agent", "agents.train_agent=cycle"], "one agent"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["train.use_vllm=true"], "vLLM"),
+        (["agents.train_agent=plot"], "not part of variant"),
+        (["agents.variant=outline"], "variant"),
+        (["agents.policy_plays=train_agent", "lora.enabled=false"], "lora.enabled"),
+        (["agents.policy_plays=some"], "policy_plays"),
+        (["agents.policy_plays=train_agent", "agents.train_agent=cycle"], "one agent"),
+    ],
+)
 def test_bad_agents_settings_fail_early(runs_root, tiny_model_dir, rm_run, extra, match):
     with pytest.raises(RlcwError, match=match):
         grpo.main(_cfg(runs_root, tiny_model_dir, rm_run, "run_name=grpo_agents_bad", *extra))
@@ -99,7 +126,10 @@ def test_bad_agents_settings_fail_early(runs_root, tiny_model_dir, rm_run, extra
 
 def test_plain_grpo_unchanged_by_the_agents_section():
     cfg = GRPORecipeConfig()
-    assert cfg.agents.variant is None and grpo.completion_cap(cfg) == grpo.story_cap(cfg) == cfg.train.max_completion_length
+    assert (
+        cfg.agents.variant is None
+        and grpo.completion_cap(cfg) == grpo.story_cap(cfg) == cfg.train.max_completion_length
+    )
     cfg.agents.variant, cfg.agents.train_agent = "plan_write", "cycle"
     cfg.agents.caps.planning, cfg.agents.caps.writing = 32, 64
     assert grpo.completion_cap(cfg) == 64 and grpo.story_cap(cfg) == 5 * 64  # five writers of 64 tokens
@@ -107,8 +137,18 @@ def test_plain_grpo_unchanged_by_the_agents_section():
 
 def test_one_agents_adapter_and_agents_room_evaluation(runs_root, tiny_model_dir, rm_run):
     """policy_plays=train_agent trains the climax writer's adapter; held-out stories are Agents' Room stories too."""
-    summary = grpo.main(_cfg(runs_root, tiny_model_dir, rm_run, "run_name=grpo_agents_one", "agents.policy_plays=train_agent",
-                             "agents.caps.writing=3", "eval.every_steps=2", "eval.num_prompts=2"))
+    summary = grpo.main(
+        _cfg(
+            runs_root,
+            tiny_model_dir,
+            rm_run,
+            "run_name=grpo_agents_one",
+            "agents.policy_plays=train_agent",
+            "agents.caps.writing=3",
+            "eval.every_steps=2",
+            "eval.num_prompts=2",
+        )
+    )
     assert summary["status"] == "completed"
     held_out = read_stories(Path(summary["artifacts"]["samples"]) / "step_000002.jsonl")
     assert len(held_out) == 2 and all(r["step"] == 2 for r in held_out)
@@ -123,12 +163,25 @@ def test_cycle_trains_the_writers_in_turn(tiny_model_dir, tokenizer):
     from rlcw.models import load_causal_lm
 
     model = load_causal_lm(str(tiny_model_dir))
-    rollout = make_rollout_func(tokenizer, variant="plan_write", train_agent="cycle", caps=AgentCaps(planning=2, writing=2),
-                                context_tokens=1024)
+    rollout = make_rollout_func(
+        tokenizer,
+        variant="plan_write",
+        train_agent="cycle",
+        caps=AgentCaps(planning=2, writing=2),
+        context_tokens=1024,
+    )
     prompts = [[{"role": "user", "content": "Write about a kite."}]] * 2
-    trained = [rollout(prompts, SimpleNamespace(model=model, state=SimpleNamespace(global_step=s)))["agents_room"][0]["trained_agent"]
-               for s in (0, 1, 5)]
-    assert trained == ["exposition", "rising_action", "exposition"]  # the 5 writers in turn; planners are never trained
+    trained = [
+        rollout(prompts, SimpleNamespace(model=model, state=SimpleNamespace(global_step=s)))["agents_room"][0][
+            "trained_agent"
+        ]
+        for s in (0, 1, 5)
+    ]
+    assert trained == [
+        "exposition",
+        "rising_action",
+        "exposition",
+    ]  # the 5 writers in turn; planners are never trained
 
 
 def test_only_the_trained_agent_uses_the_adapter(tokenizer):

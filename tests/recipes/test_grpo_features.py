@@ -24,16 +24,32 @@ def _cfg(overrides: list[str]):
 def stopped_run(runs_root, rm_run, tiny_model_dir):
     from rlcw.recipes.grpo import main
 
-    cfg = _cfg([
-        f"output_dir={runs_root}", "run_name=grpo_features", f"model.name={tiny_model_dir}",
-        f"reward.rm_path={rm_run['artifacts']['model']}", "train.max_steps=4", "train.batch_size=4",
-        "train.num_generations=2", "train.max_completion_length=8", "train.learning_rate=5e-2", "lora.r=4",
-        "data.sources.tmas.style=tmas", "data.sources.tmas.weight=3", "data.sources.wp.style=wp", "data.sources.wp.weight=1",
-        "data.max_train_prompts=8", "reward.specs.overlong.type=overlong", "reward.specs.overlong.buffer=4",
-        "reward.specs.overlong.weight=0.5", "eval.every_steps=0",
-        # distinct-3 of a batch is at most 1, so this rule breaks at every step: stop after 2 logged steps
-        "monitor.stop.min_distinct_batch=1.01", "monitor.patience=2",
-    ])
+    cfg = _cfg(
+        [
+            f"output_dir={runs_root}",
+            "run_name=grpo_features",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={rm_run['artifacts']['model']}",
+            "train.max_steps=4",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "train.learning_rate=5e-2",
+            "lora.r=4",
+            "data.sources.tmas.style=tmas",
+            "data.sources.tmas.weight=3",
+            "data.sources.wp.style=wp",
+            "data.sources.wp.weight=1",
+            "data.max_train_prompts=8",
+            "reward.specs.overlong.type=overlong",
+            "reward.specs.overlong.buffer=4",
+            "reward.specs.overlong.weight=0.5",
+            "eval.every_steps=0",
+            # distinct-3 of a batch is at most 1, so this rule breaks at every step: stop after 2 logged steps
+            "monitor.stop.min_distinct_batch=1.01",
+            "monitor.patience=2",
+        ]
+    )
     return main(cfg)
 
 
@@ -56,9 +72,19 @@ def test_per_step_extras_are_logged(stopped_run):
     run_dir = Path(stopped_run["artifacts"]["metrics"]).parent
     train = [r for r in _rows(run_dir) if "reward" in r]
     assert [r["step"] for r in train] == [1, 2]
-    for key in ("monitor/cap_share", "monitor/rep_intra", "monitor/distinct_group", "monitor/distinct_batch",
-                "monitor/shared_ngrams", "monitor/words_mean", "monitor/kl_to_start", "entropy",
-                "rewards/rm/mean", "rewards/length_range/mean", "rewards/overlong/mean"):
+    for key in (
+        "monitor/cap_share",
+        "monitor/rep_intra",
+        "monitor/distinct_group",
+        "monitor/distinct_batch",
+        "monitor/shared_ngrams",
+        "monitor/words_mean",
+        "monitor/kl_to_start",
+        "entropy",
+        "rewards/rm/mean",
+        "rewards/length_range/mean",
+        "rewards/overlong/mean",
+    ):
         assert key in train[0], key
     # before the first update the LoRA B matrices are zero: the policy is the starting model exactly
     assert train[0]["monitor/kl_to_start"] == pytest.approx(0.0, abs=1e-7)
@@ -85,8 +111,16 @@ def test_top_and_bottom_samples_and_data_order(stopped_run):
 def test_sources_are_mixed_by_weight():
     from rlcw.recipes.grpo import train_prompts
 
-    rows = train_prompts(_cfg(["data.sources.tmas.style=tmas", "data.sources.tmas.weight=3", "data.sources.wp.style=wp",
-                               "data.max_train_prompts=8"]))
+    rows = train_prompts(
+        _cfg(
+            [
+                "data.sources.tmas.style=tmas",
+                "data.sources.tmas.weight=3",
+                "data.sources.wp.style=wp",
+                "data.max_train_prompts=8",
+            ]
+        )
+    )
     assert Counter(r["source"] for r in rows) == {"tmas": 6, "wp": 2}
     assert all(r["style"] == r["source"] for r in rows)
 
@@ -109,8 +143,12 @@ def test_overlap_with_rm_data_is_an_error_naming_the_prompt(tmp_path):
     check_overlap(train, held, [])  # the bundled splits are disjoint
     pairs = tmp_path / "pairs.jsonl"
     leaked = "  " + train[3]["prompt"].upper() + " "  # same words, other case and spacing
-    pairs.write_text(json.dumps({"prompt": "unrelated", "chosen": "a", "rejected": "b"}) + "\n"
-                     + json.dumps({"prompt": leaked, "chosen": "a", "rejected": "b"}) + "\n")
+    pairs.write_text(
+        json.dumps({"prompt": "unrelated", "chosen": "a", "rejected": "b"})
+        + "\n"
+        + json.dumps({"prompt": leaked, "chosen": "a", "rejected": "b"})
+        + "\n"
+    )
     with pytest.raises(RlcwError) as info:
         check_overlap(train, held, [str(pairs)])
     assert train[3]["id"] in str(info.value) and "pairs.jsonl (line 2)" in str(info.value)
@@ -133,12 +171,27 @@ def test_vllm_requested_but_missing_is_a_clear_error(monkeypatch):
 def test_full_fine_tune_logs_kl_against_a_frozen_copy(runs_root, rm_run, tiny_model_dir):
     from rlcw.recipes.grpo import main
 
-    summary = main(_cfg([
-        f"output_dir={runs_root}", "run_name=grpo_full", f"model.name={tiny_model_dir}", "lora.enabled=false",
-        f"reward.rm_path={rm_run['artifacts']['model']}", "train.max_steps=3", "train.batch_size=4",
-        "train.num_generations=2", "train.max_completion_length=8", "train.learning_rate=1e-2", "train.beta=0.0",
-        "eval.every_steps=0", "data.max_train_prompts=4", "reward.specs.length_range.weight=0", "train.log_kl_every=2",
-    ]))
+    summary = main(
+        _cfg(
+            [
+                f"output_dir={runs_root}",
+                "run_name=grpo_full",
+                f"model.name={tiny_model_dir}",
+                "lora.enabled=false",
+                f"reward.rm_path={rm_run['artifacts']['model']}",
+                "train.max_steps=3",
+                "train.batch_size=4",
+                "train.num_generations=2",
+                "train.max_completion_length=8",
+                "train.learning_rate=1e-2",
+                "train.beta=0.0",
+                "eval.every_steps=0",
+                "data.max_train_prompts=4",
+                "reward.specs.length_range.weight=0",
+                "train.log_kl_every=2",
+            ]
+        )
+    )
     assert summary["status"] == "completed"
     train = [r for r in _rows(Path(summary["artifacts"]["metrics"]).parent) if "reward" in r]
     assert "rewards/length_range/mean" not in train[0]  # weight 0 drops the reward

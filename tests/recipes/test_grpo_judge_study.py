@@ -17,15 +17,30 @@ def test_grpo_with_judge_and_study_evaluators(runs_root, rm_run, tiny_model_dir,
 
     script = tmp_path / "always_a.jsonl"
     script.write_text(json.dumps({"reply": "The first is tighter.\nPreferred: A"}) + "\n", encoding="utf-8")
-    cfg = load_config(GRPORecipeConfig, None, [
-        f"output_dir={runs_root}", "run_name=grpo_judge_study", f"model.name={tiny_model_dir}",
-        f"reward.rm_path={rm_run['artifacts']['model']}", "train.max_steps=2", "train.batch_size=4",
-        "train.num_generations=2", "train.max_completion_length=8", "lora.r=4", "data.max_train_prompts=8",
-        "eval.every_steps=2", "eval.num_prompts=3", "eval.max_new_tokens=8",
-        "eval.evaluators.length={}", "eval.evaluators.judge.protocol=litbench",
-        "eval.evaluators.judge.client.kind=scripted", f"eval.evaluators.judge.client.script={script}",
-        "eval.evaluators.study.raters_per_item=1",
-    ])
+    cfg = load_config(
+        GRPORecipeConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            "run_name=grpo_judge_study",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={rm_run['artifacts']['model']}",
+            "train.max_steps=2",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "lora.r=4",
+            "data.max_train_prompts=8",
+            "eval.every_steps=2",
+            "eval.num_prompts=3",
+            "eval.max_new_tokens=8",
+            "eval.evaluators.length={}",
+            "eval.evaluators.judge.protocol=litbench",
+            "eval.evaluators.judge.client.kind=scripted",
+            f"eval.evaluators.judge.client.script={script}",
+            "eval.evaluators.study.raters_per_item=1",
+        ],
+    )
     summary = main(cfg)
     assert summary["status"] == "completed", summary.get("error")
     run_dir = Path(summary["artifacts"]["metrics"]).parent

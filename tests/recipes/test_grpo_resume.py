@@ -23,10 +23,21 @@ KEYS = ("loss", "reward", "rewards/rm/mean", "rewards/length_range/mean", "monit
 
 def _overrides(root: Path, name: str, model: Path, rm: str) -> list[str]:
     return [
-        f"output_dir={root}", f"run_name={name}", f"model.name={model}", f"reward.rm_path={rm}",
-        f"train.max_steps={MAX_STEPS}", "train.save_steps=1", "train.save_total_limit=null", "train.batch_size=4",
-        "train.num_generations=2", "train.max_completion_length=8", "train.learning_rate=1e-2", "lora.r=4",
-        "data.max_train_prompts=8", "eval.every_steps=0", "train.samples_every=0",
+        f"output_dir={root}",
+        f"run_name={name}",
+        f"model.name={model}",
+        f"reward.rm_path={rm}",
+        f"train.max_steps={MAX_STEPS}",
+        "train.save_steps=1",
+        "train.save_total_limit=null",
+        "train.batch_size=4",
+        "train.num_generations=2",
+        "train.max_completion_length=8",
+        "train.learning_rate=1e-2",
+        "lora.r=4",
+        "data.max_train_prompts=8",
+        "eval.every_steps=0",
+        "train.samples_every=0",
     ]
 
 
@@ -37,7 +48,9 @@ def _by_step(path: Path, key: str | None = None) -> dict[int, dict]:
 
 
 def _complete(ckpts: Path) -> list[int]:
-    return sorted(int(p.name.split("-")[1]) for p in ckpts.glob("checkpoint-*") if (p / "trainer_state.json").is_file())
+    return sorted(
+        int(p.name.split("-")[1]) for p in ckpts.glob("checkpoint-*") if (p / "trainer_state.json").is_file()
+    )
 
 
 def test_killed_run_resumes_like_an_uninterrupted_one(runs_root, rm_run, tiny_model_dir):
@@ -50,7 +63,9 @@ def test_killed_run_resumes_like_an_uninterrupted_one(runs_root, rm_run, tiny_mo
     args = _overrides(runs_root, "resume_killed", tiny_model_dir, rm)
     killed_dir = runs_root / "resume_killed"
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    proc = subprocess.Popen([sys.executable, "-m", "rlcw", "grpo", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlcw", "grpo", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not _complete(killed_dir / "checkpoints")[-1:] >= [2]:
         time.sleep(0.05)
@@ -72,7 +87,9 @@ def test_killed_run_resumes_like_an_uninterrupted_one(runs_root, rm_run, tiny_mo
             assert b[step][key] == pytest.approx(a[step][key], rel=1e-5, abs=1e-7), (step, key)
     order_a = _by_step(runs_root / "resume_full" / "samples" / "data_order.jsonl")
     order_b = _by_step(killed_dir / "samples" / "data_order.jsonl")
-    assert [order_b[s]["prompt_ids"] for s in range(1, MAX_STEPS + 1)] == [order_a[s]["prompt_ids"] for s in range(1, MAX_STEPS + 1)]
+    assert [order_b[s]["prompt_ids"] for s in range(1, MAX_STEPS + 1)] == [
+        order_a[s]["prompt_ids"] for s in range(1, MAX_STEPS + 1)
+    ]
     # epochs draw different orders (the sampler is reseeded per epoch, not frozen)
     epoch0 = [i for s in range(1, 5) for i in order_a[s]["prompt_ids"][::2]]
     epoch1 = [i for s in range(5, 8) for i in order_a[s]["prompt_ids"][::2]]

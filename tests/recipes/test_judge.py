@@ -20,8 +20,14 @@ RULES = [
     {"match": "Response A:\nODD", "reply": "Preferred: A or B"},
     {"match": "Response B:\nODD", "reply": "Preferred: A or B"},
     # Agents' Room: position A always wins Overall (a position-biased judge), Plot follows GOOD.
-    {"match": ["[Story A]\nGOOD", "Language Use"], "reply": "Based on my assessment, the better story for each dimension is:\nPlot: A\nOverall: A"},
-    {"match": ["[Story B]\nGOOD", "Language Use"], "reply": "Based on my assessment, the better story for each dimension is:\nPlot: B\nOverall: A"},
+    {
+        "match": ["[Story A]\nGOOD", "Language Use"],
+        "reply": "Based on my assessment, the better story for each dimension is:\nPlot: A\nOverall: A",
+    },
+    {
+        "match": ["[Story B]\nGOOD", "Language Use"],
+        "reply": "Based on my assessment, the better story for each dimension is:\nPlot: B\nOverall: A",
+    },
     # TTCW reference: the candidate in position A is compared with the REFERENCE in B and vice versa.
     {"match": "[Story A]\nBAD", "reply": "Therefore: [[B»A]]"},
     {"match": "[Story B]\nBAD", "reply": "Therefore: [[A»B]]"},
@@ -35,8 +41,16 @@ def files(tmp_path):
     prompts = [f"Write a story about lighthouse number {i}." for i in range(3)]
     out = []
     for system, head in (("good", "GOOD"), ("bad", "BAD")):
-        recs = [{"id": f"{system}-{i}", "prompt": p, "story": f"{head} story {i} " + "word " * (20 if system == "good" else 5),
-                 "system": system, "reference": f"REFERENCE {i}"} for i, p in enumerate(prompts)]
+        recs = [
+            {
+                "id": f"{system}-{i}",
+                "prompt": p,
+                "story": f"{head} story {i} " + "word " * (20 if system == "good" else 5),
+                "system": system,
+                "reference": f"REFERENCE {i}",
+            }
+            for i, p in enumerate(prompts)
+        ]
         write_stories(tmp_path / f"{system}.jsonl", recs)
         out.append(str(tmp_path / f"{system}.jsonl"))
     rules = tmp_path / "rules.jsonl"
@@ -46,9 +60,19 @@ def files(tmp_path):
 
 def _run(tmp_path, files, protocol, *extra):
     stories, rules = files
-    cfg = load_config(JudgeConfig, "configs/judge/scripted.yaml", [
-        f"protocol={protocol}", f"data.stories=[{','.join(stories)}]", f"client.script={rules}",
-        f"output_dir={tmp_path}", f"run_name={protocol}", "n_bootstrap=20", *extra])
+    cfg = load_config(
+        JudgeConfig,
+        "configs/judge/scripted.yaml",
+        [
+            f"protocol={protocol}",
+            f"data.stories=[{','.join(stories)}]",
+            f"client.script={rules}",
+            f"output_dir={tmp_path}",
+            f"run_name={protocol}",
+            "n_bootstrap=20",
+            *extra,
+        ],
+    )
     return main(cfg)
 
 
@@ -74,8 +98,13 @@ def test_agents_room_keeps_parsed_dimensions(tmp_path, files):
     assert res["plot"]["win_rate"] == {"bad": 0.0, "good": 1.0} and res["plot"]["order_consistency"] == 1.0
     assert res["overall"]["win_rate"] == {"bad": 0.5, "good": 0.5} and res["overall"]["order_consistency"] == 0.0
     # Creativity, Development, Language Use were never given: 6 invalid each, nothing ranked
-    assert res["creativity"]["invalid"] == {"judgments": 6, "valid": 0, "invalid": 6, "invalid_share": 1.0,
-                                            "invalid_reasons": {"no verdict": 6}}
+    assert res["creativity"]["invalid"] == {
+        "judgments": 6,
+        "valid": 0,
+        "invalid": 6,
+        "invalid_share": 1.0,
+        "invalid_reasons": {"no verdict": 6},
+    }
     assert res["creativity"]["bradley_terry"] == {}
     assert "invalid 6" in (tmp_path / "agents_room" / "report.md").read_text()
 
@@ -83,12 +112,17 @@ def test_agents_room_keeps_parsed_dimensions(tmp_path, files):
 def test_invalid_replies_are_counted_never_tied(tmp_path, files):
     stories, rules = files
     odd = tmp_path / "odd.jsonl"
-    write_stories(odd, [{"id": "o0", "prompt": "Write a story about lighthouse number 0.", "story": "ODD x", "system": "odd"}])
+    write_stories(
+        odd, [{"id": "o0", "prompt": "Write a story about lighthouse number 0.", "story": "ODD x", "system": "odd"}]
+    )
     s = _run(tmp_path, (stories + [str(odd)], rules), "litbench", "data.baseline=odd")
     # pairs (good, odd) and (bad, odd) on prompt 0, two orders each. good-odd: GOOD rules (valid, good wins);
     # bad-odd: the ODD rules hedge -> 2 invalid, left out: odd's win rate is 0 (not 0.25 as ties would make it)
     assert s["metrics"]["judgments"] == 4 and s["metrics"]["invalid"] == 2
-    assert json.loads((tmp_path / "litbench" / "rankings.json").read_text())["preferred"]["win_rate"] == {"good": 1.0, "odd": 0.0}
+    assert json.loads((tmp_path / "litbench" / "rankings.json").read_text())["preferred"]["win_rate"] == {
+        "good": 1.0,
+        "odd": 0.0,
+    }
 
 
 def test_ttcw_reference_scores(tmp_path, files):
@@ -116,8 +150,13 @@ def test_bad_inputs(tmp_path, files):
         _run(tmp_path, ([stories[0]], rules), "litbench")
     with pytest.raises(RlcwError, match="unknown judge template"):
         _run(tmp_path, files, "litbench", "template=fancy")
-    write_stories(tmp_path / "dup.jsonl", [{"id": "1", "prompt": "p", "story": "s", "system": "z"},
-                                           {"id": "2", "prompt": "p", "story": "t", "system": "z"}])
+    write_stories(
+        tmp_path / "dup.jsonl",
+        [
+            {"id": "1", "prompt": "p", "story": "s", "system": "z"},
+            {"id": "2", "prompt": "p", "story": "t", "system": "z"},
+        ],
+    )
     with pytest.raises(RlcwError, match=r"dup.jsonl:2 field 'prompt'"):
         _run(tmp_path, ([str(tmp_path / "dup.jsonl")], rules), "litbench")
     norefs = tmp_path / "noref.jsonl"
@@ -133,7 +172,9 @@ def test_local_client_is_greedy_and_cached(tmp_path, tiny_model_dir):
     client = make_client(cfg)
     msgs = [[{"role": "user", "content": "Preferred: A or B?"}], [{"role": "user", "content": "Another question"}]]
     first = client.chat_many(msgs, progress=False)
-    assert all(isinstance(r, str) for r in first) and client.stats["calls"] == 2 and client.stats["completion_tokens"] > 0
+    assert (
+        all(isinstance(r, str) for r in first) and client.stats["calls"] == 2 and client.stats["completion_tokens"] > 0
+    )
     fresh = make_client(ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=4))  # no cache: greedy again
     assert fresh.chat(msgs[0]) == first[0]
     assert client.chat(msgs[1]) == first[1] and client.stats["cache_hits"] == 1
@@ -142,7 +183,9 @@ def test_local_client_is_greedy_and_cached(tmp_path, tiny_model_dir):
 def test_local_client_batches_uncached_calls(tmp_path, tiny_model_dir):
     from rlcw.judges.client import ClientConfig, make_client
 
-    cfg = ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=5, concurrency=3, cache_dir=str(tmp_path / "cache"))
+    cfg = ClientConfig(
+        kind="local", model=str(tiny_model_dir), max_tokens=5, concurrency=3, cache_dir=str(tmp_path / "cache")
+    )
     client = make_client(cfg)
     msgs = [[{"role": "user", "content": "q " * n}] for n in (1, 7, 3, 12, 5)]
     client.chat(msgs[2])  # cached before the batch: not generated again

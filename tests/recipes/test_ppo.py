@@ -18,13 +18,32 @@ from rlcw.models import load_causal_lm
 def _cfg(runs_root, rm_run, tiny_model_dir, name, *extra):
     from rlcw.recipes.ppo import PPORecipeConfig
 
-    return load_config(PPORecipeConfig, None, [
-        f"output_dir={runs_root}", f"run_name={name}", f"model.name={tiny_model_dir}",
-        f"reward.rm_path={rm_run['artifacts']['model']}", "reward.specs.length_range.weight=0.5", "train.batch_size=4",
-        "train.minibatch_size=2", "train.micro_batch_size=2", "train.ppo_epochs=2", "train.max_new_tokens=8",
-        "train.learning_rate=1e-2", "train.value_learning_rate=1e-2", "train.save_steps=1", "eval.every_steps=2",
-        "eval.num_prompts=2", "eval.max_new_tokens=8", "lora.r=4", "value.lora.r=4", "data.max_train_prompts=8", *extra,
-    ])
+    return load_config(
+        PPORecipeConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            f"run_name={name}",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={rm_run['artifacts']['model']}",
+            "reward.specs.length_range.weight=0.5",
+            "train.batch_size=4",
+            "train.minibatch_size=2",
+            "train.micro_batch_size=2",
+            "train.ppo_epochs=2",
+            "train.max_new_tokens=8",
+            "train.learning_rate=1e-2",
+            "train.value_learning_rate=1e-2",
+            "train.save_steps=1",
+            "eval.every_steps=2",
+            "eval.num_prompts=2",
+            "eval.max_new_tokens=8",
+            "lora.r=4",
+            "value.lora.r=4",
+            "data.max_train_prompts=8",
+            *extra,
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +64,23 @@ def test_ppo_logs_the_monitors_every_step(ppo_runs):
     straight, _ = ppo_runs
     train = [r for r in _rows(straight) if "reward" in r]
     assert [r["step"] for r in train] == [1, 2, 3]
-    keys = {"reward", "kl", "entropy", "ppo/clipfrac", "ppo/approx_kl", "ppo/value_loss", "ppo/policy_loss",
-            "ppo/explained_variance", "completions/mean_length", "completions/clipped_ratio", "rewards/rm/mean",
-            "rewards/length_range/mean", "monitor/kl_to_start", "monitor/distinct_batch", "monitor/cap_share"}
+    keys = {
+        "reward",
+        "kl",
+        "entropy",
+        "ppo/clipfrac",
+        "ppo/approx_kl",
+        "ppo/value_loss",
+        "ppo/policy_loss",
+        "ppo/explained_variance",
+        "completions/mean_length",
+        "completions/clipped_ratio",
+        "rewards/rm/mean",
+        "rewards/length_range/mean",
+        "monitor/kl_to_start",
+        "monitor/distinct_batch",
+        "monitor/cap_share",
+    }
     assert keys <= set(train[0])
     assert train[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # LoRA B starts at 0: policy == reference at step 1
     assert train[-1]["kl"] != pytest.approx(0.0, abs=1e-6)  # and moves away after updates
@@ -73,7 +106,13 @@ def test_ppo_checkpoint_holds_everything_to_resume(ppo_runs, tiny_model_dir):
     straight, _ = ppo_runs
     ckpt = Path(straight["artifacts"]["checkpoint"])
     assert ckpt.name == "step_000003"
-    for name in ("policy/adapter_config.json", "value.safetensors", "optimizer.pt", "rng_rank0.pt", "trainer_state.json"):
+    for name in (
+        "policy/adapter_config.json",
+        "value.safetensors",
+        "optimizer.pt",
+        "rng_rank0.pt",
+        "trainer_state.json",
+    ):
         assert (ckpt / name).is_file(), name
     assert json.loads((ckpt / "trainer_state.json").read_text())["step"] == 3
     tuned = load_causal_lm(straight["artifacts"]["policy"], merge_lora=True)
@@ -90,6 +129,10 @@ def test_resumed_run_repeats_the_uninterrupted_step(ppo_runs):
     assert [r["step"] for r in b] == [1, 2, 3]  # the resumed run appended step 3 only
     for key in ("reward", "kl", "ppo/policy_loss", "ppo/value_loss", "completions/mean_length"):
         assert b[-1][key] == pytest.approx(a[3][key], rel=1e-4, abs=1e-6), key
-    rolled_a = [json.loads(x) for x in (Path(straight["artifacts"]["samples"]) / "rollouts.jsonl").read_text().splitlines()]
-    rolled_b = [json.loads(x) for x in (Path(resumed["artifacts"]["samples"]) / "rollouts.jsonl").read_text().splitlines()]
+    rolled_a = [
+        json.loads(x) for x in (Path(straight["artifacts"]["samples"]) / "rollouts.jsonl").read_text().splitlines()
+    ]
+    rolled_b = [
+        json.loads(x) for x in (Path(resumed["artifacts"]["samples"]) / "rollouts.jsonl").read_text().splitlines()
+    ]
     assert [r["story"] for r in rolled_b if r["step"] == 3] == [r["story"] for r in rolled_a if r["step"] == 3]

@@ -29,7 +29,9 @@ TARGET = [3, 4, 5, 6]  # "a b c d"
 
 def match_share(prompts, completions, completion_ids, **kwargs) -> list[float]:
     """Delayed reward: share of the 4 target positions the whole answer gets right."""
-    return [sum(1.0 for i, t in enumerate(TARGET) if i < len(ids) and ids[i] == t) / len(TARGET) for ids in completion_ids]
+    return [
+        sum(1.0 for i, t in enumerate(TARGET) if i < len(ids) and ids[i] == t) / len(TARGET) for ids in completion_ids
+    ]
 
 
 def _tiny(tmp_path):
@@ -37,9 +39,19 @@ def _tiny(tmp_path):
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>")
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=2, max_position_embeddings=32, tie_word_embeddings=True, bos_token_id=2,
-                         eos_token_id=1, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        tie_word_embeddings=True,
+        bos_token_id=2,
+        eos_token_id=1,
+        pad_token_id=0,
+    )
     model = LlamaForCausalLM(config)
     model.save_pretrained(tmp_path / "model")
     return model, tok
@@ -56,12 +68,26 @@ def test_ppo_reaches_the_optimum_of_a_delayed_reward(tmp_path):
     torch.nn.init.zeros_(value.head.weight)
     run = RunDir.create(str(tmp_path), "delayed", "ppo", "")
     settings = PPOSettings(
-        max_steps=40, batch_size=32, ppo_epochs=4, minibatch_size=16, micro_batch_size=32, learning_rate=2e-3,
-        value_learning_rate=3e-3, max_new_tokens=4, kl_coef=0.02, gamma=1.0, lam=0.95, vf_coef=0.5,
-        whiten_advantages=False, seed=0, monitor_ngram=None,
+        max_steps=40,
+        batch_size=32,
+        ppo_epochs=4,
+        minibatch_size=16,
+        micro_batch_size=32,
+        learning_rate=2e-3,
+        value_learning_rate=3e-3,
+        max_new_tokens=4,
+        kl_coef=0.02,
+        gamma=1.0,
+        lam=0.95,
+        vf_coef=0.5,
+        whiten_advantages=False,
+        seed=0,
+        monitor_ngram=None,
     )
     trainer = PPOTrainer(policy, value, tok, [match_share], [1.0], settings, run)
-    history = trainer.train([{"id": str(i), "prompt": "x"} for i in range(32)], lambda row: [VOCAB["<bos>"]], lambda row: "x")
+    history = trainer.train(
+        [{"id": str(i), "prompt": "x"} for i in range(32)], lambda row: [VOCAB["<bos>"]], lambda row: "x"
+    )
 
     rewards = [h["reward"] for h in history]
     assert rewards[0] < 0.3  # near-uniform start: about 1/9 per position

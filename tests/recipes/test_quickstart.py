@@ -8,16 +8,35 @@ from rlcw.config import load_config
 def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     from rlcw.recipes.quickstart import QuickstartConfig, main
 
-    cfg = load_config(QuickstartConfig, None, [
-        f"output_dir={tmp_path}", "run_name=qs", f"model.name={tiny_model_dir}",
-        "train_rm.data.max_train_pairs=16", "train_rm.data.max_eval_pairs=8", "train_rm.train.max_steps=2",
-        "train_rm.train.batch_size=4", "train_rm.train.eval_steps=1", "train_rm.rm.max_length=48", "train_rm.lora.r=4",
-        "grpo.train.max_steps=2", "grpo.train.batch_size=4", "grpo.train.num_generations=2",
-        "grpo.train.max_completion_length=6", "grpo.eval.every_steps=1", "grpo.eval.num_prompts=2",
-        "grpo.eval.max_new_tokens=6", "grpo.lora.r=4", "grpo.data.max_train_prompts=4",
-        "generate.data.max_prompts=2", "generate.sampling.max_new_tokens=6",
-        "gates.min_rm_accuracy=0.0", "gates.min_grpo_steps=2",
-    ])
+    cfg = load_config(
+        QuickstartConfig,
+        None,
+        [
+            f"output_dir={tmp_path}",
+            "run_name=qs",
+            f"model.name={tiny_model_dir}",
+            "train_rm.data.max_train_pairs=16",
+            "train_rm.data.max_eval_pairs=8",
+            "train_rm.train.max_steps=2",
+            "train_rm.train.batch_size=4",
+            "train_rm.train.eval_steps=1",
+            "train_rm.rm.max_length=48",
+            "train_rm.lora.r=4",
+            "grpo.train.max_steps=2",
+            "grpo.train.batch_size=4",
+            "grpo.train.num_generations=2",
+            "grpo.train.max_completion_length=6",
+            "grpo.eval.every_steps=1",
+            "grpo.eval.num_prompts=2",
+            "grpo.eval.max_new_tokens=6",
+            "grpo.lora.r=4",
+            "grpo.data.max_train_prompts=4",
+            "generate.data.max_prompts=2",
+            "generate.sampling.max_new_tokens=6",
+            "gates.min_rm_accuracy=0.0",
+            "gates.min_grpo_steps=2",
+        ],
+    )
     summary = main(cfg)
     root = tmp_path / "qs"
     assert summary["status"] == "completed", summary

@@ -23,16 +23,31 @@ PROMPTS = [f"Write about lighthouse number {k}." for k in range(6)]
 
 
 def stories(tmp_path: Path, system: str, marker: str) -> Path:
-    rows = [{"id": f"{system}{k}", "prompt": p, "story": f"{marker} story {k}: the keeper climbs the stairs.", "system": system}
-            for k, p in enumerate(PROMPTS)]
+    rows = [
+        {
+            "id": f"{system}{k}",
+            "prompt": p,
+            "story": f"{marker} story {k}: the keeper climbs the stairs.",
+            "system": system,
+        }
+        for k, p in enumerate(PROMPTS)
+    ]
     return write_stories(tmp_path / f"{system}.jsonl", rows)
 
 
 @pytest.fixture
 def exported(tmp_path):
-    cfg = load_config(StudyExportConfig, None, [
-        f"output_dir={tmp_path}", "run_name=exp", "design.raters_per_item=2", "design.attention_checks=1",
-        f"data.stories=[{stories(tmp_path, 'tuned', 'Bright')},{stories(tmp_path, 'base', 'Dull')}]"])
+    cfg = load_config(
+        StudyExportConfig,
+        None,
+        [
+            f"output_dir={tmp_path}",
+            "run_name=exp",
+            "design.raters_per_item=2",
+            "design.attention_checks=1",
+            f"data.stories=[{stories(tmp_path, 'tuned', 'Bright')},{stories(tmp_path, 'base', 'Dull')}]",
+        ],
+    )
     return export_main(cfg), tmp_path
 
 
@@ -69,16 +84,35 @@ def answer_packets(summary, prefer="tuned", out=None):
             entry = key["items"][item_id]
             label = "B" if entry["kind"] == "attention" else ("A" if entry["A"]["system"] == prefer else "B")
             answers.append({"item_id": item_id, **{d: label for d in DIMENSIONS}})
-        (out / f"answers-{pid}.json").write_text(json.dumps(
-            {"format": "rlcw-study-answers/1", "packet_id": pid, "rater_id": packet["rater_id"], "answers": answers}))
+        (out / f"answers-{pid}.json").write_text(
+            json.dumps(
+                {
+                    "format": "rlcw-study-answers/1",
+                    "packet_id": pid,
+                    "rater_id": packet["rater_id"],
+                    "answers": answers,
+                }
+            )
+        )
     return out
 
 
 def test_ingest_reports_a_unanimous_study(exported):
     summary, tmp = exported
     answers = answer_packets(summary, out=tmp / "answers")
-    result = ingest_main(load_config(StudyIngestConfig, None, [
-        f"output_dir={tmp}", "run_name=ing", f"key={summary['artifacts']['key']}", f"answers=[{answers}]", "n_bootstrap=20"]))
+    result = ingest_main(
+        load_config(
+            StudyIngestConfig,
+            None,
+            [
+                f"output_dir={tmp}",
+                "run_name=ing",
+                f"key={summary['artifacts']['key']}",
+                f"answers=[{answers}]",
+                "n_bootstrap=20",
+            ],
+        )
+    )
     m = result["metrics"]
     assert m["judgements"] == 12 and m["raters"] == 2
     assert m["win_rate/tuned"] == 1.0 and m["win_rate/base"] == 0.0
@@ -94,23 +128,42 @@ def test_ingest_refuses_a_tampered_key(exported):
     key_path = Path(summary["artifacts"]["key"])
     key_path.write_text(key_path.read_text().replace('"tuned"', '"base"', 1))
     with pytest.raises(RlcwError, match="checksum"):
-        ingest_main(load_config(StudyIngestConfig, None, [
-            f"output_dir={tmp}", "run_name=ing", f"key={key_path}", f"answers=[{answers}]"]))
+        ingest_main(
+            load_config(
+                StudyIngestConfig,
+                None,
+                [f"output_dir={tmp}", "run_name=ing", f"key={key_path}", f"answers=[{answers}]"],
+            )
+        )
 
 
 def test_rm_best_worst_pairs_use_the_reward_model(tmp_path, rm_run):
     from rlcw.rewards.bt import BTScorer
 
-    rows = [{"id": f"s{p}{k}", "prompt": f"Prompt {p}", "story": f"Story {k} for {p}. " * (k + 1), "system": "policy"}
-            for p in range(2) for k in range(3)]
+    rows = [
+        {"id": f"s{p}{k}", "prompt": f"Prompt {p}", "story": f"Story {k} for {p}. " * (k + 1), "system": "policy"}
+        for p in range(2)
+        for k in range(3)
+    ]
     path = write_stories(tmp_path / "samples.jsonl", rows)
-    summary = export_main(load_config(StudyExportConfig, None, [
-        f"output_dir={tmp_path}", "run_name=bw", "data.mode=rm_best_worst", f"data.stories=[{path}]",
-        f"data.rm_dir={rm_run['artifacts']['model']}", "design.formats=[csv]"]))
+    summary = export_main(
+        load_config(
+            StudyExportConfig,
+            None,
+            [
+                f"output_dir={tmp_path}",
+                "run_name=bw",
+                "data.mode=rm_best_worst",
+                f"data.stories=[{path}]",
+                f"data.rm_dir={rm_run['artifacts']['model']}",
+                "design.formats=[csv]",
+            ],
+        )
+    )
     scores = BTScorer(rm_run["artifacts"]["model"]).score([r["prompt"] for r in rows], [r["story"] for r in rows])
     expected = {}
     for p in range(2):
-        block = list(zip(scores[3 * p:3 * p + 3], [r["id"] for r in rows[3 * p:3 * p + 3]]))
+        block = list(zip(scores[3 * p : 3 * p + 3], [r["id"] for r in rows[3 * p : 3 * p + 3]], strict=False))
         expected[f"Prompt {p}"] = (max(block)[1], min(block)[1])
     key = json.loads(Path(summary["artifacts"]["key"]).read_text())["items"]
     got = {}
@@ -123,8 +176,16 @@ def test_rm_best_worst_pairs_use_the_reward_model(tmp_path, rm_run):
 
 def test_export_config_errors(tmp_path):
     with pytest.raises(RlcwError, match="data.rm_dir"):
-        export_main(load_config(StudyExportConfig, None, [
-            f"output_dir={tmp_path}", "data.mode=rm_best_worst", f"data.stories=[{stories(tmp_path, 'x', 'X')}]"]))
+        export_main(
+            load_config(
+                StudyExportConfig,
+                None,
+                [f"output_dir={tmp_path}", "data.mode=rm_best_worst", f"data.stories=[{stories(tmp_path, 'x', 'X')}]"],
+            )
+        )
     with pytest.raises(RlcwError, match="two systems"):
-        export_main(load_config(StudyExportConfig, None, [
-            f"output_dir={tmp_path}", f"data.stories=[{stories(tmp_path, 'x', 'X')}]"]))
+        export_main(
+            load_config(
+                StudyExportConfig, None, [f"output_dir={tmp_path}", f"data.stories=[{stories(tmp_path, 'x', 'X')}]"]
+            )
+        )

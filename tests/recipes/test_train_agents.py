@@ -20,8 +20,10 @@ STORIES = [
 
 
 def _write_tmas(path):
-    rows = [{"example_id": f"example_{i:03d}", "inputs": f"Write a tale number {i} of about 40 words.", "targets": s}
-            for i, s in enumerate(STORIES)]
+    rows = [
+        {"example_id": f"example_{i:03d}", "inputs": f"Write a tale number {i} of about 40 words.", "targets": s}
+        for i, s in enumerate(STORIES)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -51,16 +53,27 @@ class Teacher:
             if self.bad:
                 firsts = [f"Something that never happened {k}." for k in range(5)]
             names = ["Exposition", "Rising Action", "Climax", "Falling Action", "Resolution"]
-            out.append("\n".join(f"[{n}] {f}" for n, f in zip(names, firsts)))
+            out.append("\n".join(f"[{n}] {f}" for n, f in zip(names, firsts, strict=False)))
         return out
 
 
 def _cfg(tmp_path, tiny_model_dir, name, agents):
-    return load_config(train_agents.TrainAgentsConfig, None, [
-        f"output_dir={tmp_path}", f"run_name={name}", f"model.name={tiny_model_dir}", "data.format=tmas",
-        f"data.source={_write_tmas(tmp_path / 'tmas-train.jsonl')}", f"train.agents={agents}", "train.max_steps=2",
-        "train.max_length=512", "train.learning_rate=1e-2", "lora.r=2",
-    ])
+    return load_config(
+        train_agents.TrainAgentsConfig,
+        None,
+        [
+            f"output_dir={tmp_path}",
+            f"run_name={name}",
+            f"model.name={tiny_model_dir}",
+            "data.format=tmas",
+            f"data.source={_write_tmas(tmp_path / 'tmas-train.jsonl')}",
+            f"train.agents={agents}",
+            "train.max_steps=2",
+            "train.max_length=512",
+            "train.learning_rate=1e-2",
+            "lora.r=2",
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +88,20 @@ def test_normal_path_match_rate_and_sft_data(good_run):
     assert m["split/verbatim_match_rate"] == 1.0 and m["split/exact"] == 3.0 and m["examples"] == 3.0
     sft = tmp / "good" / "sft"
     climax = [json.loads(x) for x in (sft / "climax.jsonl").read_text().splitlines()]
-    assert len(climax) == 3 and climax[0]["completion"][0]["content"] == "Line 2 of tale 0 begins here. It goes on a little."
+    assert (
+        len(climax) == 3
+        and climax[0]["completion"][0]["content"] == "Line 2 of tale 0 begins here. It goes on a little."
+    )
     user = climax[0]["prompt"][-1]["content"]
-    assert "[Key Plot Points] plot notes 0" in user and "[Rising Action] Line 1 of tale 0" in user and "Line 2 of" not in user
-    assert all((sft / f"{a}.jsonl").is_file() for a in ("conflict", "character", "setting", "plot", "exposition", "resolution"))
+    assert (
+        "[Key Plot Points] plot notes 0" in user
+        and "[Rising Action] Line 1 of tale 0" in user
+        and "Line 2 of" not in user
+    )
+    assert all(
+        (sft / f"{a}.jsonl").is_file()
+        for a in ("conflict", "character", "setting", "plot", "exposition", "resolution")
+    )
 
 
 def test_adapters_changed_weights_and_generate_uses_them(good_run, tiny_model_dir, tokenizer):
@@ -92,11 +115,23 @@ def test_adapters_changed_weights_and_generate_uses_them(good_run, tiny_model_di
         tuned = load_causal_lm(str(adapters / "climax"), merge_lora=True)(input_ids=ids).logits
         base = load_causal_lm(str(tiny_model_dir))(input_ids=ids).logits
     assert not torch.allclose(tuned, base)
-    cfg = load_config(generate.GenerateConfig, tmp / "good" / "adapters.yaml", [
-        f"output_dir={tmp}", "run_name=gen_ft", f"model.name={tiny_model_dir}", "generator=agents_room", "variant=write",
-        "data.format=tmas", f"data.source={tmp / 'tmas-train.jsonl'}", "data.split=train", "data.max_prompts=2",
-        "agents.writing_tokens=4", "agents.context_tokens=1024",
-    ])
+    cfg = load_config(
+        generate.GenerateConfig,
+        tmp / "good" / "adapters.yaml",
+        [
+            f"output_dir={tmp}",
+            "run_name=gen_ft",
+            f"model.name={tiny_model_dir}",
+            "generator=agents_room",
+            "variant=write",
+            "data.format=tmas",
+            f"data.source={tmp / 'tmas-train.jsonl'}",
+            "data.split=train",
+            "data.max_prompts=2",
+            "agents.writing_tokens=4",
+            "agents.context_tokens=1024",
+        ],
+    )
     assert set(cfg.agents.adapters) == {"conflict", "climax"}
     res = generate.main(cfg)
     recs = read_stories(res["artifacts"]["stories"])
@@ -111,4 +146,6 @@ def test_bad_teacher_falls_back_and_says_so(tmp_path, tiny_model_dir):
     rows = [json.loads(x) for x in (tmp_path / "bad" / "sft" / "splits.jsonl").read_text().splitlines()]
     assert {r["method"] for r in rows} == {"proportional"} and all(r["verbatim"] == 0 for r in rows)
     res = [json.loads(x) for x in (tmp_path / "bad" / "sft" / "resolution.jsonl").read_text().splitlines()]
-    assert res[0]["split_method"] == "proportional" and re.match(r"Line 4 of tale 0", res[0]["completion"][0]["content"])
+    assert res[0]["split_method"] == "proportional" and re.match(
+        r"Line 4 of tale 0", res[0]["completion"][0]["content"]
+    )

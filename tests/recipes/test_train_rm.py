@@ -18,7 +18,9 @@ def test_rm_folder_carries_its_contract(rm_run, tiny_model_dir):
     assert spec.pad_token == "<|endoftext|>"
     scorer = BTScorer(model_dir)
     assert scorer.tokenizer.pad_token == "<|endoftext|>" != scorer.tokenizer.eos_token
-    scores = scorer.score(["a prompt", "a prompt"], ["A short story. It ends.", "Another one that is longer. It goes on. Then it ends."])
+    scores = scorer.score(
+        ["a prompt", "a prompt"], ["A short story. It ends.", "Another one that is longer. It goes on. Then it ends."]
+    )
     assert len(scores) == 2 and all(math.isfinite(s) for s in scores) and scores[0] != scores[1]
 
 
@@ -46,6 +48,7 @@ def test_scorer_rejects_a_folder_that_is_not_an_rm(tiny_model_dir):
 
 # --- BT options: margins, truncation, centering, DeepSpeed, resume ---
 
+
 def _cfg(*overrides):
     from rlcw.config import load_config
     from rlcw.recipes.train_rm import TrainRMConfig
@@ -56,12 +59,23 @@ def _cfg(*overrides):
 def test_margins_from_meta_and_upvotes():
     from rlcw.recipes.train_rm import pair_margins, upvote_margin
 
-    pairs = [{"prompt": "", "chosen": "a", "rejected": "b", "meta": {"margin": 0.5, "chosen_upvotes": 99, "rejected_upvotes": 9}}]
+    pairs = [
+        {
+            "prompt": "",
+            "chosen": "a",
+            "rejected": "b",
+            "meta": {"margin": 0.5, "chosen_upvotes": 99, "rejected_upvotes": 9},
+        }
+    ]
     assert pair_margins(pairs, _cfg().rm, "f.jsonl") is None
     assert pair_margins(pairs, _cfg("rm.margin=column").rm, "f.jsonl") == [0.5]
-    assert pair_margins(pairs, _cfg("rm.margin=upvotes", "rm.margin_scale=2").rm, "f.jsonl") == pytest.approx([2 * math.log(10)])
+    assert pair_margins(pairs, _cfg("rm.margin=upvotes", "rm.margin_scale=2").rm, "f.jsonl") == pytest.approx(
+        [2 * math.log(10)]
+    )
     assert upvote_margin(9, 9) == 0.0
-    bad = pairs + [{"prompt": "", "chosen": "a", "rejected": "b", "meta": {"chosen_upvotes": "many", "rejected_upvotes": 1}}]
+    bad = pairs + [
+        {"prompt": "", "chosen": "a", "rejected": "b", "meta": {"chosen_upvotes": "many", "rejected_upvotes": 1}}
+    ]
     with pytest.raises(RlcwError, match=r"f.jsonl:2 field 'meta.chosen_upvotes'"):
         pair_margins(bad, _cfg("rm.margin=upvotes").rm, "f.jsonl")
 
@@ -71,7 +85,10 @@ def test_long_pairs_are_truncated_not_dropped(tokenizer):
     from rlcw.rewards.render import RMSpec
 
     long = " ".join(["word"] * 300)
-    pairs = [{"prompt": "P", "chosen": long + " end.", "rejected": "short."}, {"prompt": "P", "chosen": "tiny.", "rejected": long}]
+    pairs = [
+        {"prompt": "P", "chosen": long + " end.", "rejected": "short."},
+        {"prompt": "P", "chosen": "tiny.", "rejected": long},
+    ]
     ds = build_dataset(pairs, RMSpec(max_length=32), tokenizer, margins=[1.0, 0.0])
     assert len(ds) == 2 and max(len(x) for x in list(ds["chosen_ids"]) + list(ds["rejected_ids"])) == 32
     assert list(ds["margin"]) == [1.0, 0.0]
@@ -92,9 +109,19 @@ def test_centering_and_deepspeed_reach_the_trainer_args(tmp_path):
 def test_bt_resume_continues_from_the_last_checkpoint(runs_root, pairs_run, tiny_model_dir):
     from rlcw.recipes.train_rm import main
 
-    base = [f"output_dir={runs_root}", "run_name=bt_resume", f"model.name={tiny_model_dir}", "data.eval_file=null",
-            f"data.train_file={pairs_run['artifacts']['train']}", "data.max_train_pairs=16", "train.batch_size=4",
-            "train.logging_steps=1", "train.save_steps=2", "rm.max_length=48", "lora.r=4"]
+    base = [
+        f"output_dir={runs_root}",
+        "run_name=bt_resume",
+        f"model.name={tiny_model_dir}",
+        "data.eval_file=null",
+        f"data.train_file={pairs_run['artifacts']['train']}",
+        "data.max_train_pairs=16",
+        "train.batch_size=4",
+        "train.logging_steps=1",
+        "train.save_steps=2",
+        "rm.max_length=48",
+        "lora.r=4",
+    ]
     main(_cfg(*base, "train.max_steps=2"))
     summary = main(_cfg(*base, "train.max_steps=4", "train.resume=true"))
     run_dir = runs_root / "bt_resume"

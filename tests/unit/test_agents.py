@@ -34,17 +34,24 @@ class Scripted:
         return [" ".join([f"<{agent}{i}>"] * self.n) for i in range(len(prompts))]
 
 
-ROWS = [{"id": "a", "prompt": "Write about a fox.", "min_words": 5, "max_words": 9, "reference": "ref"},
-        {"id": "b", "prompt": "Write about a crow."}]
+ROWS = [
+    {"id": "a", "prompt": "Write about a fox.", "min_words": 5, "max_words": 9, "reference": "ref"},
+    {"id": "b", "prompt": "Write about a crow."},
+]
 
 
 def test_scratchpad_renders_labels_in_call_order():
     pad = Scratchpad.start("Write about a fox.")
     pad.add("conflict", "The fox wants the grapes.")
     pad.add("exposition", "Once there was a fox.")
-    assert render(pad.entries) == ("[Creative Writing Task] Write about a fox.\n\n[Central Conflict] The fox wants the grapes."
-                                   "\n\n[Exposition] Once there was a fox.")
-    assert identifiers(pad) == "the Creative Writing Task, the Content Plan (Central Conflict) and the Previous Parts of the Story (Exposition)"
+    assert render(pad.entries) == (
+        "[Creative Writing Task] Write about a fox.\n\n[Central Conflict] The fox wants the grapes."
+        "\n\n[Exposition] Once there was a fox."
+    )
+    assert (
+        identifiers(pad)
+        == "the Creative Writing Task, the Content Plan (Central Conflict) and the Previous Parts of the Story (Exposition)"
+    )
     with pytest.raises(RlcwError, match="unknown agent"):
         pad.add("editor", "x")
 
@@ -58,7 +65,9 @@ def test_fit_halves_the_longest_section_plan_keeps_start_story_keeps_end():
     text, warnings = fit(pad, budget=17, count_tokens=WORDS)
     assert "[Key Plot Points] p1 p2 p3 p4 [...]" in text and "e1 e2 e3 e4" in text
     assert len(warnings) == 1 and "from 8 to 4 words" in warnings[0]
-    text, _ = fit(pad, budget=13, count_tokens=WORDS)  # plot again (15), then the story section, keeping its end (14), plot (13)
+    text, _ = fit(
+        pad, budget=13, count_tokens=WORDS
+    )  # plot again (15), then the story section, keeping its end (14), plot (13)
     assert "[Exposition] [...] e3 e4" in text
     with pytest.raises(RlcwError, match="task alone"):
         fit(pad, budget=3, count_tokens=WORDS)
@@ -87,12 +96,23 @@ def test_fixed_order_and_replaceable_orchestrator():
 def test_plan_write_calls_nine_agents_in_paper_order_batched():
     backend = Scripted()
     recs = run_variant(ROWS, backend, "plan_write", AgentCaps(planning=7, writing=11), context_tokens=10_000)
-    assert [c[0] for c in backend.calls] == ["conflict", "character", "setting", "plot", "exposition", "rising_action",
-                                             "climax", "falling_action", "resolution"]
+    assert [c[0] for c in backend.calls] == [
+        "conflict",
+        "character",
+        "setting",
+        "plot",
+        "exposition",
+        "rising_action",
+        "climax",
+        "falling_action",
+        "resolution",
+    ]
     assert all(len(c[1]) == 2 for c in backend.calls)  # both stories in each call
     assert [c[2] for c in backend.calls] == [7] * 4 + [11] * 5
     rec = recs[0]
-    assert rec["story"].split("\n") == [f"<{a}0> <{a}0> <{a}0>" for a in ("exposition", "rising_action", "climax", "falling_action", "resolution")]
+    assert rec["story"].split("\n") == [
+        f"<{a}0> <{a}0> <{a}0>" for a in ("exposition", "rising_action", "climax", "falling_action", "resolution")
+    ]
     assert rec["system"] == "agents_room:plan_write" and rec["reference"] == "ref" and rec["max_words"] == 9
     assert [e["label"] for e in rec["meta"]["scratchpad"]][:2] == ["Creative Writing Task", "Central Conflict"]
     assert rec["meta"]["agent_calls"] == 9 and rec["meta"]["warnings"] == []
@@ -100,21 +120,36 @@ def test_plan_write_calls_nine_agents_in_paper_order_batched():
     assert "[Key Plot Points] <plot1>" in climax_prompt and "[Rising Action] <rising_action1>" in climax_prompt
 
 
-@pytest.mark.parametrize(("variant", "agents"), [("e2e", ["e2e"]), ("plan", ["conflict", "character", "setting", "plot", "finalizer"]),
-                                                  ("write", ["exposition", "rising_action", "climax", "falling_action", "resolution"])])
+@pytest.mark.parametrize(
+    ("variant", "agents"),
+    [
+        ("e2e", ["e2e"]),
+        ("plan", ["conflict", "character", "setting", "plot", "finalizer"]),
+        ("write", ["exposition", "rising_action", "climax", "falling_action", "resolution"]),
+    ],
+)
 def test_other_variants(variant, agents):
     backend = Scripted()
     recs = run_variant(ROWS[:1], backend, variant, AgentCaps(), context_tokens=10_000)
     assert [c[0] for c in backend.calls] == agents
-    assert recs[0]["story"].count("\n") == len([a for a in agents if a not in ("conflict", "character", "setting", "plot")]) - 1
+    assert (
+        recs[0]["story"].count("\n")
+        == len([a for a in agents if a not in ("conflict", "character", "setting", "plot")]) - 1
+    )
     if variant == "e2e":
         assert backend.calls[0][1] == ["Write about a fox."]
 
 
 def test_small_context_shortens_and_warns_and_custom_orchestrator():
     backend = Scripted(words_per_answer=40)
-    recs = run_variant(ROWS[:1], backend, "plan_write", AgentCaps(planning=5, writing=5), context_tokens=150,
-                       orchestrator=FixedOrder(["plot", "exposition", "resolution"]))
+    recs = run_variant(
+        ROWS[:1],
+        backend,
+        "plan_write",
+        AgentCaps(planning=5, writing=5),
+        context_tokens=150,
+        orchestrator=FixedOrder(["plot", "exposition", "resolution"]),
+    )
     assert [c[0] for c in backend.calls] == ["plot", "exposition", "resolution"]
     warnings = recs[0]["meta"]["warnings"]
     assert warnings and warnings[0].startswith("resolution: shortened [")
@@ -141,12 +176,20 @@ class ScriptedClient:
 
 def test_server_backend_sends_chat_messages_with_caps():
     client = ScriptedClient()
-    recs = run_variant(ROWS, ServerBackend(client, "be brief", temperature=0.5), "plan", AgentCaps(planning=9, finalizer=33),
-                       context_tokens=4000, seed=3)
+    recs = run_variant(
+        ROWS,
+        ServerBackend(client, "be brief", temperature=0.5),
+        "plan",
+        AgentCaps(planning=9, finalizer=33),
+        context_tokens=4000,
+        seed=3,
+    )
     assert len(client.seen) == 10  # 5 agents x 2 stories
     messages, max_tokens, temperature, seed = client.seen[-1]
     assert messages[0] == {"role": "system", "content": "be brief"} and messages[1]["role"] == "user"
-    assert "write the complete story" in messages[1]["content"] and "[Key Plot Points] answer" in messages[1]["content"]
+    assert (
+        "write the complete story" in messages[1]["content"] and "[Key Plot Points] answer" in messages[1]["content"]
+    )
     assert (max_tokens, temperature) == (33, 0.5) and [s[1] for s in client.seen[:2]] == [9, 9]
     assert recs[1]["story"] == "answer 10"
 

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from rlcw.agents.synthetic import locate_sections, parse_split, proportional_starts, split_prompt, teacher_planning_prompt
+from rlcw.agents.synthetic import (
+    locate_sections,
+    parse_split,
+    proportional_starts,
+    split_prompt,
+    teacher_planning_prompt,
+)
 
-STORY = ("\tAnna woke early. She packed.\n\tThe train left at noon. Rain fell hard on it.\n\tAt the bridge the train stopped. "
-         "Anna jumped down.\n\tPolice came. They asked questions.\n\tAnna went home. She slept.")
-GOOD = ("[Exposition] Anna woke early.\n[Rising Action] The train left at noon.\n[Climax] At the bridge the train stopped.\n"
-        "[Falling Action] Police came.\n[Resolution] Anna went home.")
+STORY = (
+    "\tAnna woke early. She packed.\n\tThe train left at noon. Rain fell hard on it.\n\tAt the bridge the train stopped. "
+    "Anna jumped down.\n\tPolice came. They asked questions.\n\tAnna went home. She slept."
+)
+GOOD = (
+    "[Exposition] Anna woke early.\n[Rising Action] The train left at noon.\n[Climax] At the bridge the train stopped.\n"
+    "[Falling Action] Police came.\n[Resolution] Anna went home."
+)
 
 
 def test_teacher_prompts_carry_the_gold_story():
@@ -19,7 +29,9 @@ def test_teacher_prompts_carry_the_gold_story():
 
 def test_parse_split_reads_headers_in_several_layouts():
     assert parse_split(GOOD)["falling_action"] == "Police came."
-    loose = parse_split('Sure!\n**Rising Action:** "The train left at noon."\nclimax - At the bridge the train stopped.')
+    loose = parse_split(
+        'Sure!\n**Rising Action:** "The train left at noon."\nclimax - At the bridge the train stopped.'
+    )
     assert loose == {"rising_action": "The train left at noon.", "climax": "At the bridge the train stopped."}
 
 
@@ -43,7 +55,10 @@ def test_bad_teacher_falls_back_to_proportional_split():
     sections, method, found = locate_sections(STORY, parse_split(answer))
     assert (method, found) == ("proportional", 0)
     # lines of 5, 9, 8, 5, 5 words: each boundary is the line start closest to k/5 of 32 words -> one line per section
-    assert sections["rising_action"] == "The train left at noon. Rain fell hard on it." and sections["falling_action"] == "Police came. They asked questions."
+    assert (
+        sections["rising_action"] == "The train left at noon. Rain fell hard on it."
+        and sections["falling_action"] == "Police came. They asked questions."
+    )
     out_of_order = GOOD.replace("[Climax] At the bridge the train stopped.", "[Climax] Anna went home.")
     assert locate_sections(STORY, parse_split(out_of_order), fallback="proportional")[1] == "proportional"
 

@@ -11,7 +11,7 @@ from rlcw.cli import run as rlcw_run
 from rlcw.errors import RlcwError
 from rlcw.metrics.agreement import fleiss_kappa, group_agreement, kendall_tau_b, pairwise_accuracy, spearman
 
-SQRT3_2 = math.sqrt(3) / 2      # 1.5 / sqrt(1.5 * 2): one tie among three items
+SQRT3_2 = math.sqrt(3) / 2  # 1.5 / sqrt(1.5 * 2): one tie among three items
 TAU_B_ONE_TIE = 2 / math.sqrt(6)  # nc=2, nd=0, n0=3, one tied pair in one variable
 
 
@@ -26,7 +26,7 @@ def test_human_tie_uses_average_ranks_and_tau_b():
     human, judge = [1, 1, 2], [1, 2, 3]
     assert spearman(human, judge) == pytest.approx(SQRT3_2)
     assert kendall_tau_b(human, judge) == pytest.approx(TAU_B_ONE_TIE)
-    assert pairwise_accuracy(human, judge, "half") == 1.0      # tied pair skipped, 2/2
+    assert pairwise_accuracy(human, judge, "half") == 1.0  # tied pair skipped, 2/2
     assert pairwise_accuracy(human, judge, "strict") == 1.0
     assert pairwise_accuracy(human, judge, "exact") == pytest.approx(2 / 3)
 
@@ -49,16 +49,24 @@ def test_constant_group_counts_as_zero_and_has_no_accuracy():
         pairwise_accuracy([1, 2], [1, 2], "lenient")
 
 
-ROWS = [("g1", "X", 1, 1), ("g1", "Y", 2, 3), ("g1", "Z", 3, 2),
-        ("g2", "X", 1, 1), ("g2", "Y", 1, 2), ("g2", "Z", 2, 3),
-        ("g3", "X", 2, 1), ("g3", "Y", 2, 2), ("g3", "Z", 2, 3)]
+ROWS = [
+    ("g1", "X", 1, 1),
+    ("g1", "Y", 2, 3),
+    ("g1", "Z", 3, 2),
+    ("g2", "X", 1, 1),
+    ("g2", "Y", 1, 2),
+    ("g2", "Z", 2, 3),
+    ("g3", "X", 2, 1),
+    ("g3", "Y", 2, 2),
+    ("g3", "Z", 2, 3),
+]
 
 
 def test_group_means_are_unweighted_and_constant_group_counts_as_zero():
     r = group_agreement(ROWS)
     assert r["mean_spearman"] == pytest.approx((0.5 + SQRT3_2 + 0.0) / 3)
     assert r["mean_kendall"] == pytest.approx((1 / 3 + TAU_B_ONE_TIE + 0.0) / 3)
-    assert r["mean_pairwise_accuracy"] == pytest.approx((2 / 3 + 1.0) / 2)   # g3 has no countable pair
+    assert r["mean_pairwise_accuracy"] == pytest.approx((2 / 3 + 1.0) / 2)  # g3 has no countable pair
     assert r["groups"]["g3"]["pairwise_accuracy"] is None
 
 
@@ -99,15 +107,18 @@ def test_cli_json(tmp_path, capsys):
     assert "mean (unweighted)" in table and "system-level" in table and "tie rule: half" in table
 
 
-@pytest.mark.parametrize("body, where", [
-    ("group,item,human\n", "scores.csv:1"),
-    ("group,item,human_score,judge_score\ng,a,1,2\ng,b,high,2\n", "scores.csv:3 field 'human_score'"),
-    ("group,item,human_score,judge_score\ng,a,1,\n", "scores.csv:2 field 'judge_score'"),
-    ("group,item,human_score,judge_score\n,a,1,2\n", "scores.csv:2 field 'group'"),
-    ("group,item,human_score,judge_score\ng,a,1,2\ng,a,2,2\n", "scores.csv:3 field 'item'"),
-    ("group,item,human_score,judge_score\ng,a,1,2,9\n", "scores.csv:2"),
-    ("group,item,human_score,judge_score\ng,a,nan,2\n", "scores.csv:2 field 'human_score'"),
-])
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        ("group,item,human\n", "scores.csv:1"),
+        ("group,item,human_score,judge_score\ng,a,1,2\ng,b,high,2\n", "scores.csv:3 field 'human_score'"),
+        ("group,item,human_score,judge_score\ng,a,1,\n", "scores.csv:2 field 'judge_score'"),
+        ("group,item,human_score,judge_score\n,a,1,2\n", "scores.csv:2 field 'group'"),
+        ("group,item,human_score,judge_score\ng,a,1,2\ng,a,2,2\n", "scores.csv:3 field 'item'"),
+        ("group,item,human_score,judge_score\ng,a,1,2,9\n", "scores.csv:2"),
+        ("group,item,human_score,judge_score\ng,a,nan,2\n", "scores.csv:2 field 'human_score'"),
+    ],
+)
 def test_cli_bad_rows_name_line_and_column(tmp_path, body, where):
     with pytest.raises(RlcwError) as err:
         rlcw_run(["agreement", str(_csv(tmp_path, body))])

@@ -33,8 +33,14 @@ def test_ties_are_half_a_win():
 
 def test_three_systems_consistent_with_the_model_recover_it():
     # counts drawn exactly from sA=log2, sB=0, sC=-log2: A-B 2:1, B-C 2:1, A-C 4:1
-    comps = ([("A", "B", 1.0)] * 2 + [("B", "A", 1.0)] + [("B", "C", 1.0)] * 2 + [("C", "B", 1.0)]
-             + [("A", "C", 1.0)] * 4 + [("C", "A", 1.0)])
+    comps = (
+        [("A", "B", 1.0)] * 2
+        + [("B", "A", 1.0)]
+        + [("B", "C", 1.0)] * 2
+        + [("C", "B", 1.0)]
+        + [("A", "C", 1.0)] * 4
+        + [("C", "A", 1.0)]
+    )
     s = bt_strengths(comps, n_bootstrap=0, l2=0.0)
     assert [s[k]["strength"] for k in "ABC"] == pytest.approx([math.log(2), 0.0, -math.log(2)], abs=1e-6)
     assert win_probability(s, "A", "C") == pytest.approx(0.8, abs=1e-6)

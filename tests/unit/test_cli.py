@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from rlcw import cli
-import importlib
-
 from rlcw.cli import COMMANDS, is_built, main, planned, run
 from rlcw.errors import RlcwError
 

@@ -34,8 +34,14 @@ def chars_as_tokens(texts: list[str]) -> list[int]:
 
 def post(title: str, stories: list[tuple]) -> dict:
     """A posts-layout row from (text, votes, time) triples."""
-    return {"post_title": title, "post_text": "", "post_scores": 1, "comment_texts": [s[0] for s in stories],
-            "comment_scores": [s[1] for s in stories], "comment_times": [s[2] for s in stories]}
+    return {
+        "post_title": title,
+        "post_text": "",
+        "post_scores": 1,
+        "comment_texts": [s[0] for s in stories],
+        "comment_scores": [s[1] for s in stories],
+        "comment_times": [s[2] for s in stories],
+    }
 
 
 def raw_rows() -> list[tuple[int, dict]]:
@@ -43,16 +49,24 @@ def raw_rows() -> list[tuple[int, dict]]:
     t = lambda n: T_TEST + n * DAY  # noqa: E731
     rows = [
         # P1: a..e pairable (60 words); f..h fail a story filter; i..m are malformed stories.
-        post("[WP] P1", [
-            (text("a"), 100, d(10)), (text("b"), 80, d(5)), (text("c"), 50, d(3)),
-            (text("d"), 20, (d(12)) * 1000),  # milliseconds
-            (text("e"), "10", "2020-01-04T00:00:00Z"),  # = d(3): numeric string, ISO time
-            (text("f"), 5, d(1)),  # < 10 upvotes
-            (text("g", 40), 50, d(1)),  # < 50 words
-            (text("h", 60, "x" * 200), 50, d(1)),  # 60 words of 200 chars: ~3000 "tokens"
-            ("[removed]", 50, d(1)), (text("j"), "abc", d(1)), (text("k"), 50, "not a date"),
-            ("   ", 50, d(1)), (text("m"), None, d(1)),
-        ]),
+        post(
+            "[WP] P1",
+            [
+                (text("a"), 100, d(10)),
+                (text("b"), 80, d(5)),
+                (text("c"), 50, d(3)),
+                (text("d"), 20, (d(12)) * 1000),  # milliseconds
+                (text("e"), "10", "2020-01-04T00:00:00Z"),  # = d(3): numeric string, ISO time
+                (text("f"), 5, d(1)),  # < 10 upvotes
+                (text("g", 40), 50, d(1)),  # < 50 words
+                (text("h", 60, "x" * 200), 50, d(1)),  # 60 words of 200 chars: ~3000 "tokens"
+                ("[removed]", 50, d(1)),
+                (text("j"), "abc", d(1)),
+                (text("k"), 50, "not a date"),
+                ("   ", 50, d(1)),
+                (text("m"), None, d(1)),
+            ],
+        ),
         {**post("[WP] ragged", [(text("r1"), 50, d(1)), (text("r2"), 50, d(2))]), "comment_scores": [50]},
         {**post("[WP] malformed", [(text("r3"), 50, d(1))]), "comment_texts": "not a list"},
         {k: v for k, v in post("[WP] no times", [(text("r4"), 50, d(1))]).items() if k != "comment_times"},
@@ -79,31 +93,46 @@ def curated():
     rules = Rules(max_tokens=2048)
     test = curate_split(posts, rules, chars_as_tokens, seed=0, start=TEST_FROM)
     ex_stories, ex_prompts = split_hashes(test.pairs)
-    train = curate_split(posts, rules, chars_as_tokens, seed=0, end=TRAIN_BEFORE, exclude_stories=ex_stories, exclude_prompts=ex_prompts)
+    train = curate_split(
+        posts, rules, chars_as_tokens, seed=0, end=TRAIN_BEFORE, exclude_stories=ex_stories, exclude_prompts=ex_prompts
+    )
     return layout, drops, train, test
 
 
 def test_malformed_rows_and_stories_are_counted_by_name(curated):
     layout, drops, _, _ = curated
     assert layout == "posts"
-    assert drops == Counter({
-        "ragged_comment_lists": 1, "malformed_comment_lists": 1, "missing_field": 1, "empty_prompt": 1,
-        "deleted_story": 1, "non_numeric_upvotes": 1, "bad_timestamp": 1, "empty_story": 1, "missing_upvotes": 1,
-    })
+    assert drops == Counter(
+        {
+            "ragged_comment_lists": 1,
+            "malformed_comment_lists": 1,
+            "missing_field": 1,
+            "empty_prompt": 1,
+            "deleted_story": 1,
+            "non_numeric_upvotes": 1,
+            "bad_timestamp": 1,
+            "empty_story": 1,
+            "missing_upvotes": 1,
+        }
+    )
 
 
 def test_train_counts_after_each_rule(curated):
     _, _, train, _ = curated
     # 23 parseable stories: P1 a..h (8), P2 3, P3 2, P4 3, P5 2, T1 2, T2 3.
     assert train.counts == {
-        "stories": 23, "date_window": 17,  # minus 5 test stories and g2
-        "min_upvotes": 16, "min_words": 15, "max_tokens": 14,  # minus f, g, h
+        "stories": 23,
+        "date_window": 17,  # minus 5 test stories and g2
+        "min_upvotes": 16,
+        "min_words": 15,
+        "max_tokens": 14,  # minus f, g, h
         "duplicates": 13,  # minus x (a's text under P2)
         "split_overlap": 10,  # minus P3's two stories (prompt) and q1 (story)
         "candidate_pairs": 12,  # P1: C(5,2)=10, P2: 1, P4: 1
         "upvote_gap": 10,  # a-b 20%, q2-q3 17%
         "later_is_better": 6,  # a-d, b-d, c-d earlier; c-e same time
-        "per_post_cap": 6, "length_balance": 6,
+        "per_post_cap": 6,
+        "length_balance": 6,
     }
     assert train.drops["duplicate_story"] == 1
     assert train.drops["prompt_in_other_split"] == 2 and train.drops["story_in_other_split"] == 1
@@ -164,8 +193,18 @@ def test_curate_split_balances_length_biased_posts():
     rows = []
     for i in range(100):
         longer = i < 70
-        rows.append((i + 1, post(f"[WP] {i}", [(text(f"w{i}", 90 if longer else 60), 50, T0 + 2 * DAY),
-                                             (text(f"l{i}", 60 if longer else 90), 20, T0 + DAY)])))
+        rows.append(
+            (
+                i + 1,
+                post(
+                    f"[WP] {i}",
+                    [
+                        (text(f"w{i}", 90 if longer else 60), 50, T0 + 2 * DAY),
+                        (text(f"l{i}", 60 if longer else 90), 20, T0 + DAY),
+                    ],
+                ),
+            )
+        )
     posts, _ = read_posts(rows, "bias.jsonl")
     res = curate_split(posts, Rules(max_tokens=None), None, seed=0)
     assert chosen_longer_share(res.diffs_before) == pytest.approx(0.7)
@@ -174,10 +213,22 @@ def test_curate_split_balances_length_biased_posts():
 
 def test_pairs_layout_keep_and_regroup():
     def row(c, r, cu, ru, tc, tr):
-        return {"prompt": "[WP] same", "chosen_story": text(c), "rejected_story": text(r), "chosen_upvotes": cu,
-                "rejected_upvotes": ru, "chosen_timestamp": tc, "rejected_timestamp": tr}
+        return {
+            "prompt": "[WP] same",
+            "chosen_story": text(c),
+            "rejected_story": text(r),
+            "chosen_upvotes": cu,
+            "rejected_upvotes": ru,
+            "chosen_timestamp": tc,
+            "rejected_timestamp": tr,
+        }
+
     a, b, c = datetime(2020, 1, 3), "2020-01-02T00:00:00", 1577836800  # A posted last, C first (2020-01-01)
-    rows = list(enumerate([row("A", "B", 100, 20, a, b), row("A", "C", 100, "n/a", a, c), row("B", "C", 20, 10, b, c)], start=1))
+    rows = list(
+        enumerate(
+            [row("A", "B", 100, 20, a, b), row("A", "C", 100, "n/a", a, c), row("B", "C", 20, 10, b, c)], start=1
+        )
+    )
     drops: Counter = Counter()
     posts, layout = read_posts(rows, "pairs.jsonl", "auto", drops)
     assert layout == "pairs" and drops == Counter({"non_numeric_upvotes": 1}) and len(posts) == 3
@@ -197,17 +248,36 @@ def test_layout_mismatch_names_file_row_and_key():
         read_posts([(1, {"prompt": "p"})], "p.jsonl", "pairs")
 
 
-@pytest.mark.parametrize("value,want", [(12, 12), ("12", 12), (12.0, 12), ("  7 ", 7), (None, "missing_upvotes"),
-                                        ("", "missing_upvotes"), (float("nan"), "missing_upvotes"), ("abc", "non_numeric_upvotes"),
-                                        (True, "non_numeric_upvotes"), (1.5, "non_numeric_upvotes"), ([3], "non_numeric_upvotes")])
+@pytest.mark.parametrize(
+    "value,want",
+    [
+        (12, 12),
+        ("12", 12),
+        (12.0, 12),
+        ("  7 ", 7),
+        (None, "missing_upvotes"),
+        ("", "missing_upvotes"),
+        (float("nan"), "missing_upvotes"),
+        ("abc", "non_numeric_upvotes"),
+        (True, "non_numeric_upvotes"),
+        (1.5, "non_numeric_upvotes"),
+        ([3], "non_numeric_upvotes"),
+    ],
+)
 def test_parse_upvotes(value, want):
     assert parse_upvotes(value) == want
 
 
 def test_parse_time_accepts_seconds_ms_iso_and_datetimes():
     want = datetime(2021, 5, 6, 7, 8, 9, tzinfo=timezone.utc).timestamp()
-    for value in (want, int(want) * 1000, str(int(want)), "2021-05-06T07:08:09Z", "2021-05-06 07:08:09",
-                  datetime(2021, 5, 6, 7, 8, 9)):
+    for value in (
+        want,
+        int(want) * 1000,
+        str(int(want)),
+        "2021-05-06T07:08:09Z",
+        "2021-05-06 07:08:09",
+        datetime(2021, 5, 6, 7, 8, 9),
+    ):
         assert parse_time(value) == pytest.approx(want)
     assert parse_time("yesterday") == "bad_timestamp" and parse_time(None) == "missing_timestamp"
     assert parse_time(float("inf")) == "bad_timestamp"

@@ -24,14 +24,20 @@ def make_echo(options, context):
 
 
 def test_builtins_by_name_share_the_loaded_scorer():
-    evs = build_evaluators({"rm": {}, "length": {}, "repetition": {}, "judge": {"enabled": False}},
-                           {"rm_path": "rm", "scorer": FakeScorer(), "run_dir": "x", "seed": 0})
+    evs = build_evaluators(
+        {"rm": {}, "length": {}, "repetition": {}, "judge": {"enabled": False}},
+        {"rm_path": "rm", "scorer": FakeScorer(), "run_dir": "x", "seed": 0},
+    )
     assert [e.name for e in evs] == ["rm", "length", "repetition"]
     assert isinstance(evs[0], RMScoreEvaluator) and isinstance(evs[1], LengthEvaluator)
     cands = [{"id": "a", "prompt": "p", "story": "one two three", "min_words": 2, "max_words": 4}]
     base = [{"id": "a", "prompt": "p", "story": "one", "min_words": 2, "max_words": 4}]
     out = run_evaluators(evs, cands, base, None)
-    assert out["eval/rm/score"] == 3.0 and out["eval/rm/baseline_score"] == 1.0 and out["eval/rm/win_rate_vs_baseline"] == 1.0
+    assert (
+        out["eval/rm/score"] == 3.0
+        and out["eval/rm/baseline_score"] == 1.0
+        and out["eval/rm/win_rate_vs_baseline"] == 1.0
+    )
     assert out["eval/length/in_range"] == 1.0
 
 

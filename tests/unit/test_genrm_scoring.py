@@ -47,15 +47,20 @@ class FakeJudge(torch.nn.Module):
 
 
 def make_scorer(tokenizer, cot=False, batch_size=4):
-    spec = RMSpec(type="genrm", system_prompt=GENRM_SYSTEM_PROMPT, max_length=256, extra={"cot": cot, "max_rationale_tokens": 16})
+    spec = RMSpec(
+        type="genrm", system_prompt=GENRM_SYSTEM_PROMPT, max_length=256, extra={"cot": cot, "max_rationale_tokens": 16}
+    )
     return GenRMScorer("unused", batch_size=batch_size, model=FakeJudge(tokenizer), tokenizer=tokenizer, spec=spec)
 
 
 def test_verdict_probability_is_read_after_the_prefix_and_renormalised(tokenizer):
     scorer = make_scorer(tokenizer)
     # different story lengths in one batch: right padding must not move the read position
-    got = scorer.prefer_ordered(["p", "p", "p"], [APPLE, f"{FIG} and more words here", APPLE],
-                                [FIG, APPLE, f"{FIG} plus a long tail of extra words"])
+    got = scorer.prefer_ordered(
+        ["p", "p", "p"],
+        [APPLE, f"{FIG} and more words here", APPLE],
+        [FIG, APPLE, f"{FIG} plus a long tail of extra words"],
+    )
     assert got == pytest.approx([0.8, 0.3, 0.8], abs=1e-6)
 
 
@@ -74,7 +79,12 @@ def test_cot_verdict_parsing_and_missing_prefix(tokenizer, monkeypatch):
 
 
 def test_average_orders_handles_missing_verdicts():
-    assert average_orders([0.8, None, 0.9, None], [0.3, 0.4, None, None]) == [pytest.approx(0.75), pytest.approx(0.6), 0.9, None]
+    assert average_orders([0.8, None, 0.9, None], [0.3, 0.4, None, None]) == [
+        pytest.approx(0.75),
+        pytest.approx(0.6),
+        0.9,
+        None,
+    ]
 
 
 def test_groups_whole_and_split():
@@ -99,7 +109,11 @@ def test_group_comparisons_counts():
 
 def test_win_rates_hand_example():
     # (0 vs 1): 0 wins 0.8; (0 vs 2): 0 wins 0.6; (1 vs 2): no verdict
-    assert win_rates(3, [(0, 1), (0, 2), (1, 2)], [0.8, 0.6, None]) == [pytest.approx(0.7), pytest.approx(0.2), pytest.approx(0.4)]
+    assert win_rates(3, [(0, 1), (0, 2), (1, 2)], [0.8, 0.6, None]) == [
+        pytest.approx(0.7),
+        pytest.approx(0.2),
+        pytest.approx(0.4),
+    ]
 
 
 class QualityScorer:
@@ -107,7 +121,7 @@ class QualityScorer:
 
     def prefer(self, prompts, a, b):
         q = lambda s: float(s.split("=")[1])  # noqa: E731
-        return [q(x) / (q(x) + q(y)) for x, y in zip(a, b)]
+        return [q(x) / (q(x) + q(y)) for x, y in zip(a, b, strict=False)]
 
 
 def test_reward_all_pairs_and_reference():
@@ -125,7 +139,9 @@ def test_reward_all_pairs_and_reference():
 def test_reward_groupmates_checks_groups_and_conversational_prompts():
     reward = GenRMReward("unused", mode="groupmates", k=1, num_generations=2, scorer=QualityScorer())
     chat = lambda t: [{"role": "system", "content": "s"}, {"role": "user", "content": t}]  # noqa: E731
-    got = reward([chat("a"), chat("a")], [[{"role": "assistant", "content": "q=1"}], [{"role": "assistant", "content": "q=3"}]])
+    got = reward(
+        [chat("a"), chat("a")], [[{"role": "assistant", "content": "q=1"}], [{"role": "assistant", "content": "q=3"}]]
+    )
     assert got == pytest.approx([0.25, 0.75])
     with pytest.raises(RlcwError, match="groups are not whole"):
         reward([chat("a"), chat("b")], ["q=1", "q=2"])

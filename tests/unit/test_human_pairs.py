@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from rlcw.data.human_pairs import build_human_pairs, common_budget, cut_to_budget, human_vs_model_pair, read_model_stories
+from rlcw.data.human_pairs import (
+    build_human_pairs,
+    common_budget,
+    cut_to_budget,
+    human_vs_model_pair,
+    read_model_stories,
+)
 from rlcw.data.records import validate_preference
 from rlcw.errors import RlcwError
 
@@ -41,7 +47,11 @@ def test_layout_is_flattened_on_both_sides():
 
 def test_pair_cut_to_the_same_sentence_length():
     pair, reason, budget = human_vs_model_pair(HUMAN, MODEL_TWO, tolerance=0.3, min_words=5, max_words=10)
-    assert (pair, reason, budget) == (("One two three. Four five six seven.", "The cat sat on the mat today."), None, 10)
+    assert (pair, reason, budget) == (
+        ("One two three. Four five six seven.", "The cat sat on the mat today."),
+        None,
+        10,
+    )
 
 
 def test_pair_dropped_when_cut_lengths_differ_beyond_tolerance():
@@ -67,11 +77,15 @@ def _rec(i: int, system: str, story: str = MODEL_TWO) -> dict:
 def test_build_splits_by_prompt_and_counts_drops():
     recs = [_rec(i, s) for i in range(30) for s in ("base", "tuned")] + [_rec(99, "base", "a b c")]
     train, held, stats = build_human_pairs(recs, tolerance=0.3, min_words=5, max_words=10, eval_fraction=0.5, seed=3)
-    assert stats.stories == 61 and stats.pairs == 60 == len(train) + len(held) and dict(stats.dropped) == {"too_short": 1}
+    assert (
+        stats.stories == 61 and stats.pairs == 60 == len(train) + len(held) and dict(stats.dropped) == {"too_short": 1}
+    )
     assert train and held and not {p["prompt"] for p in train} & {p["prompt"] for p in held}
     for p in train + held:
         validate_preference(p)
-        assert p["chosen"] == "One two three. Four five six seven." and p["rejected"] == "The cat sat on the mat today."
+        assert (
+            p["chosen"] == "One two three. Four five six seven." and p["rejected"] == "The cat sat on the mat today."
+        )
         assert p["meta"]["kind"] == "human_vs_model" and p["meta"]["chosen_system"] == "human"
         assert p["source"] == f"human_vs_model:{p['meta']['rejected_system']}"
     assert stats.chosen_words == stats.rejected_words == [7] * 60

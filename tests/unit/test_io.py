@@ -17,8 +17,8 @@ from rlcw.io import (
     read_table,
 )
 
-
 # --- writers ---
+
 
 def test_atomic_write_text_creates_parents_and_leaves_no_temp_files(tmp_path):
     target = tmp_path / "a" / "b" / "out.txt"
@@ -60,6 +60,7 @@ def test_append_jsonl_appends_lines(tmp_path):
 
 
 # --- read_jsonl ---
+
 
 def test_read_jsonl_skips_blank_lines_and_numbers_lines_from_one(tmp_path):
     path = tmp_path / "d.jsonl"
@@ -129,6 +130,7 @@ def test_jsonl_round_trip_with_unicode_line_separators(tmp_path, char):
 
 
 # --- read_table ---
+
 
 def test_read_table_jsonl_uses_line_numbers(tmp_path):
     path = tmp_path / "t.jsonl"

@@ -6,8 +6,14 @@ import math
 
 import pytest
 
-from rlcw.judges.aggregate import (invalid_counts, length_controlled_win_rate, order_consistency, oriented,
-                                   summarize_judgments, win_rates)
+from rlcw.judges.aggregate import (
+    invalid_counts,
+    length_controlled_win_rate,
+    order_consistency,
+    oriented,
+    summarize_judgments,
+    win_rates,
+)
 from rlcw.judges.client import ClientConfig, make_client
 from rlcw.judges.protocols import Pair, judge_side_by_side, judge_ttcw, pair_outcomes, ttcw_story_scores
 from rlcw.judges.templates import TTCW_TESTS, load_template
@@ -38,15 +44,27 @@ def test_oriented_and_win_rates():
 
 def _row(pid, order, a, b, value, dim="preferred"):
     v = {"value": value, "valid": value is not None, "reason": None if value else "hedge: 'a or b'"}
-    return {"prompt_id": pid, "order": order, "system_a": a, "system_b": b, "words_a": 10, "words_b": 10, "verdicts": {dim: v}}
+    return {
+        "prompt_id": pid,
+        "order": order,
+        "system_a": a,
+        "system_b": b,
+        "words_a": 10,
+        "words_b": 10,
+        "verdicts": {dim: v},
+    }
 
 
 def test_order_consistency_and_invalid_counts():
     rows = [
-        _row("p1", 0, "x", "y", "A"), _row("p1", 1, "y", "x", "B"),   # x wins twice: consistent
-        _row("p2", 0, "x", "y", "A"), _row("p2", 1, "y", "x", "A"),   # position A wins twice: inconsistent
-        _row("p3", 0, "x", "y", "Same"), _row("p3", 1, "y", "x", "Same"),  # tie twice: consistent
-        _row("p4", 0, "x", "y", "A"), _row("p4", 1, "y", "x", None),  # one order invalid: not counted
+        _row("p1", 0, "x", "y", "A"),
+        _row("p1", 1, "y", "x", "B"),  # x wins twice: consistent
+        _row("p2", 0, "x", "y", "A"),
+        _row("p2", 1, "y", "x", "A"),  # position A wins twice: inconsistent
+        _row("p3", 0, "x", "y", "Same"),
+        _row("p3", 1, "y", "x", "Same"),  # tie twice: consistent
+        _row("p4", 0, "x", "y", "A"),
+        _row("p4", 1, "y", "x", None),  # one order invalid: not counted
     ]
     assert order_consistency(rows, "preferred") == (pytest.approx(2 / 3), 3)
     inv = invalid_counts(rows, "preferred")
@@ -73,8 +91,16 @@ def test_side_by_side_judges_both_orders():
         return "Preferred: A" if text.index("LONGER STORY") < text.index("SHORT") else "Preferred: B"
 
     client = make_client(ClientConfig(kind="scripted"), script=judge)
-    rows = judge_side_by_side(client, load_template("litbench_minimal"), [Pair("p", "Prompt", "x", "LONGER STORY", "y", "SHORT")], progress=False)
-    assert [(r["order"], r["system_a"], r["verdicts"]["preferred"]["value"]) for r in rows] == [(0, "x", "A"), (1, "y", "B")]
+    rows = judge_side_by_side(
+        client,
+        load_template("litbench_minimal"),
+        [Pair("p", "Prompt", "x", "LONGER STORY", "y", "SHORT")],
+        progress=False,
+    )
+    assert [(r["order"], r["system_a"], r["verdicts"]["preferred"]["value"]) for r in rows] == [
+        (0, "x", "A"),
+        (1, "y", "B"),
+    ]
     assert pair_outcomes(rows, "preferred") == [("x", "y", 1.0, 2, 1), ("y", "x", 0.0, 1, 2)]
     assert "Writing prompt:\nPrompt" in seen[0]
 
@@ -88,8 +114,12 @@ def test_ttcw_reference_pass_rule_and_hybrid():
     story = {"prompt_id": "p", "prompt": "P", "story": "cand", "system": "x"}
     rows = judge_ttcw(client, "ttcw_hybrid", [story], {"p": "ref"}, test_ids=[1, 2, 9], progress=False)
     assert [(r["test"], r["protocol"], r["candidate_score"]) for r in rows] == [
-        (9, "ttcw_baseline", 1.0), (1, "ttcw_reference", 1.0), (1, "ttcw_reference", -1.0),
-        (2, "ttcw_reference", 0.0), (2, "ttcw_reference", -2.0)]
+        (9, "ttcw_baseline", 1.0),
+        (1, "ttcw_reference", 1.0),
+        (1, "ttcw_reference", -1.0),
+        (2, "ttcw_reference", 0.0),
+        (2, "ttcw_reference", -2.0),
+    ]
     [score] = ttcw_story_scores(rows)
     assert score["score"] == 2 and score["tests_run"] == 3 and score["tests"] == {"1": True, "2": False, "9": True}
 
@@ -98,10 +128,21 @@ def test_ttcw_invalid_test_is_counted_not_failed():
     replies = iter(["[[A>B]]", "no label here"])
     client = make_client(ClientConfig(kind="scripted"), script=lambda m: next(replies))
     story = {"prompt_id": "p", "prompt": "P", "story": "cand", "system": "x"}
-    [score] = ttcw_story_scores(judge_ttcw(client, "ttcw_reference", [story], {"p": "ref"}, test_ids=[5], progress=False))
-    assert score == {"system": "x", "prompt_id": "p", "score": 0, "tests_run": 1, "invalid_tests": 1, "tests": {"5": None}}
+    [score] = ttcw_story_scores(
+        judge_ttcw(client, "ttcw_reference", [story], {"p": "ref"}, test_ids=[5], progress=False)
+    )
+    assert score == {
+        "system": "x",
+        "prompt_id": "p",
+        "score": 0,
+        "tests_run": 1,
+        "invalid_tests": 1,
+        "tests": {"5": None},
+    }
 
 
 def test_ttcw_has_fourteen_tests_in_four_dimensions():
     assert [t[0] for t in TTCW_TESTS] == list(range(1, 15))
-    assert [sum(1 for t in TTCW_TESTS if t[1] == d) for d in ("Fluency", "Flexibility", "Originality", "Elaboration")] == [5, 3, 3, 3]
+    assert [
+        sum(1 for t in TTCW_TESTS if t[1] == d) for d in ("Fluency", "Flexibility", "Originality", "Elaboration")
+    ] == [5, 3, 3, 3]

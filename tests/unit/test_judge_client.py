@@ -26,14 +26,21 @@ def _scripted(tmp_path=None, script=None, **kw):
 def test_cache_key_depends_on_model_tag_messages_and_params():
     base = cache_key("m", "v1", MSG, {"max_tokens": 8})
     assert base == cache_key("m", "v1", [dict(MSG[0])], {"max_tokens": 8})
-    others = [cache_key("m2", "v1", MSG, {"max_tokens": 8}), cache_key("m", "v2", MSG, {"max_tokens": 8}),
-              cache_key("m", "v1", [{"role": "user", "content": "x"}], {"max_tokens": 8}), cache_key("m", "v1", MSG, {"max_tokens": 9})]
+    others = [
+        cache_key("m2", "v1", MSG, {"max_tokens": 8}),
+        cache_key("m", "v2", MSG, {"max_tokens": 8}),
+        cache_key("m", "v1", [{"role": "user", "content": "x"}], {"max_tokens": 8}),
+        cache_key("m", "v1", MSG, {"max_tokens": 9}),
+    ]
     assert len({base, *others}) == 5
 
 
 def test_cached_replies_make_no_new_calls(tmp_path):
     client = _scripted(tmp_path, script=lambda m: "Preferred: A")
-    assert client.chat_many([MSG, MSG, [{"role": "user", "content": "2"}]], cache_tag="v1", progress=False) == ["Preferred: A"] * 3
+    assert (
+        client.chat_many([MSG, MSG, [{"role": "user", "content": "2"}]], cache_tag="v1", progress=False)
+        == ["Preferred: A"] * 3
+    )
     assert client.stats["calls"] == 2 and client.stats["cache_hits"] == 1  # the repeat inside the batch hit the cache
     again = _scripted(tmp_path, script=lambda m: pytest.fail("called the model for a cached item"))
     assert again.chat(MSG, cache_tag="v1") == "Preferred: A" and again.stats["calls"] == 0
@@ -89,10 +96,20 @@ class _Fake(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         type(self).seen.append((time.time(), self.headers.get("authorization"), body))
         status, headers = type(self).plan.pop(0) if type(self).plan else (200, {})
-        payload = {"error": {"message": "busy"}} if status != 200 else {
-            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Preferred: B"}}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}}
+        payload = (
+            {"error": {"message": "busy"}}
+            if status != 200
+            else {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Preferred: B"}}
+                ],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+            }
+        )
         data = json.dumps(payload).encode()
         self.send_response(status)
         for k, v in {"content-type": "application/json", "content-length": str(len(data)), **headers}.items():
@@ -117,13 +134,26 @@ def fake_server():
 def test_retries_429_with_retry_after_then_5xx(fake_server, tmp_path, monkeypatch):
     monkeypatch.setenv("RLCW_TEST_KEY", "sk-secret-123")
     _Fake.plan = [(429, {"retry-after": "0.3"}), (503, {})]
-    cfg = ClientConfig(base_url=fake_server, model="judge", api_key_env="RLCW_TEST_KEY", retry_base_s=0.01,
-                       max_retries=3, cache_dir=str(tmp_path))
+    cfg = ClientConfig(
+        base_url=fake_server,
+        model="judge",
+        api_key_env="RLCW_TEST_KEY",
+        retry_base_s=0.01,
+        max_retries=3,
+        cache_dir=str(tmp_path),
+    )
     client = make_client(cfg)
     assert client.chat(MSG, max_tokens=5) == "Preferred: B"
     times = [t for t, *_ in _Fake.seen]
     assert len(times) == 3 and times[1] - times[0] >= 0.3  # waited as the server asked
-    assert client.stats == {"calls": 1, "requests": 3, "cache_hits": 0, "retries": 2, "prompt_tokens": 11, "completion_tokens": 3}
+    assert client.stats == {
+        "calls": 1,
+        "requests": 3,
+        "cache_hits": 0,
+        "retries": 2,
+        "prompt_tokens": 11,
+        "completion_tokens": 3,
+    }
     assert _Fake.seen[0][1] == "Bearer sk-secret-123" and _Fake.seen[0][2]["temperature"] == 0.0
     assert all(b"sk-secret-123" not in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
 
@@ -138,7 +168,9 @@ def test_client_errors_do_not_retry(fake_server):
 
 def test_gives_up_after_max_retries_on_5xx(fake_server):
     _Fake.plan = [(500, {})] * 3
-    client = make_client(ClientConfig(base_url=fake_server, model="judge", api_key_env=None, retry_base_s=0.01, max_retries=2))
+    client = make_client(
+        ClientConfig(base_url=fake_server, model="judge", api_key_env=None, retry_base_s=0.01, max_retries=2)
+    )
     with pytest.raises(RlcwError, match="HTTP 500 after 3 attempts"):
         client.chat(MSG)
     assert len(_Fake.seen) == 3

@@ -14,20 +14,35 @@ from rlcw.judges.templates import LITBENCH_TEMPLATES, builtin_templates, load_te
 
 
 def test_builtin_templates_load_and_render():
-    assert {f"litbench_{t}" for t in LITBENCH_TEMPLATES} | {"agents_room", "agents_room_brief", "ttcw_baseline", "ttcw_reference"} == set(builtin_templates())
+    assert {f"litbench_{t}" for t in LITBENCH_TEMPLATES} | {
+        "agents_room",
+        "agents_room_brief",
+        "ttcw_baseline",
+        "ttcw_reference",
+    } == set(builtin_templates())
     for name in builtin_templates():
         tpl = load_template(name)
-        assert tpl.version and tpl.protocol == ("litbench" if name.startswith("litbench") else name.removesuffix("_brief"))
+        assert tpl.version and tpl.protocol == (
+            "litbench" if name.startswith("litbench") else name.removesuffix("_brief")
+        )
     msgs = load_template("writerly").render(prompt="P {x}", story_a="story {with} braces", story_b="B")
-    assert msgs[-1]["role"] == "user" and "story {with} braces" in msgs[-1]["content"] and "Preferred: [A or B]" in msgs[-1]["content"]
+    assert (
+        msgs[-1]["role"] == "user"
+        and "story {with} braces" in msgs[-1]["content"]
+        and "Preferred: [A or B]" in msgs[-1]["content"]
+    )
 
 
 def test_user_template_file(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("protocol: litbench\nversion: mine-v1\nsystem: Be terse.\nuser: 'A={story_a} B={story_b}. Preferred: A or B'\n")
+    path.write_text(
+        "protocol: litbench\nversion: mine-v1\nsystem: Be terse.\nuser: 'A={story_a} B={story_b}. Preferred: A or B'\n"
+    )
     tpl = load_template(str(path), "litbench")
-    assert tpl.render(story_a="x", story_b="y") == [{"role": "system", "content": "Be terse."},
-                                                    {"role": "user", "content": "A=x B=y. Preferred: A or B"}]
+    assert tpl.render(story_a="x", story_b="y") == [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "A=x B=y. Preferred: A or B"},
+    ]
     (tmp_path / "bad.yaml").write_text("protocol: litbench\nversion: v\nuser: 'only {story_a}'\n")
     with pytest.raises(RlcwError, match=r"lacks placeholder.*story_b"):
         load_template(str(tmp_path / "bad.yaml"))
@@ -61,8 +76,15 @@ def test_judge_evaluator_vs_baseline(tmp_path):
     ev = make_judge_evaluator({"protocol": "litbench", "client": {"kind": "scripted"}}, {"script": _prefers_longer})
     assert ev.name == "judge"
     cands = [{"id": str(i), "prompt": f"p{i}", "story": "a much longer story", "system": "run@5"} for i in range(3)]
-    base = [{"id": str(i), "prompt": f"p{i}", "story": "short" if i < 2 else "an even longer story here", "system": "baseline"}
-            for i in range(3)]
+    base = [
+        {
+            "id": str(i),
+            "prompt": f"p{i}",
+            "story": "short" if i < 2 else "an even longer story here",
+            "system": "baseline",
+        }
+        for i in range(3)
+    ]
     out = ev.evaluate(cands, base, tmp_path)
     # candidate longer on 2 prompts (wins both orders), shorter on 1 (loses both): 4 of 6 -> 2/3
     assert out["win_rate"] == pytest.approx(2 / 3) and out["judgments"] == 6 and out["invalid"] == 0
@@ -84,8 +106,10 @@ def test_registered_in_the_rl_evaluator_registry(tmp_path):
 
     rules = tmp_path / "rules.jsonl"
     rules.write_text('{"reply": "Preferred: A"}\n')  # always the story shown first
-    [ev] = build_evaluators({"judge": {"protocol": "litbench", "client": {"kind": "scripted", "script": str(rules)}}},
-                            {"run_dir": tmp_path, "seed": 0})
+    [ev] = build_evaluators(
+        {"judge": {"protocol": "litbench", "client": {"kind": "scripted", "script": str(rules)}}},
+        {"run_dir": tmp_path, "seed": 0},
+    )
     cands = [{"id": "1", "prompt": "p", "story": "new", "system": "run@1"}]
     base = [{"id": "1", "prompt": "p", "story": "old", "system": "baseline"}]
     out = run_evaluators([ev], cands, base, tmp_path)

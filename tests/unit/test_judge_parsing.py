@@ -9,26 +9,26 @@ from rlcw.judges.parsing import parse_likert, parse_preference, parse_side_by_si
 
 # (reply, expected value or None, expected reason prefix when invalid)
 PREFERENCE_CASES = [
-    ("Reasoning: B builds tension.\nPreferred: B", "B", None),                       # the paper's format
-    ("**Preferred:** **A**", "A", None),                                              # markdown bold
-    ("preferred :   b", "B", None),                                                   # case and spacing
-    ("Preferred: [A]", "A", None),                                                    # brackets
-    ("Preferred: Response B", "B", None),                                             # "Response B"
-    ("Preferred: Story A.", "A", None),                                               # "Story A" + full stop
-    ("2. Preferred: A (it would get more upvotes)", "A", None),                       # numbered + parenthesis
-    ('```json\n{"reasoning": "vivid", "preferred": "B"}\n```', "B", None),            # JSON in a fence
-    ("Preferred: A\n...\nPreferred: A", "A", None),                                   # identical repeat counts once
-    ("Preferred: A\nPreferred: B", None, "conflicting"),                              # two different verdicts
-    ("Preferred: [A or B]", None, "hedge"),                                           # template echoed
-    ("Preferred: A/B", None, "hedge"),                                                # slash hedge
-    ("Preferred: both are good", None, "hedge"),                                      # "both"
-    ("Preferred: C", None, "unknown label"),                                          # unknown label
-    ("Preferred: Tie", None, "unknown label"),                                        # no tie label in LitBench
-    ("I think the first one is better.", None, "no verdict"),                         # no verdict
-    ("", None, "no verdict"),                                                         # empty reply
-    ("Preferred: a story with more tension", None, "no verdict"),                     # lowercase prose, not a label
-    ('{"preferred": "A"}\nPreferred: B', None, "conflicting"),                        # JSON and text disagree
-    ("Reasoning: ... Preferred:", None, "no verdict"),                                # key without value
+    ("Reasoning: B builds tension.\nPreferred: B", "B", None),  # the paper's format
+    ("**Preferred:** **A**", "A", None),  # markdown bold
+    ("preferred :   b", "B", None),  # case and spacing
+    ("Preferred: [A]", "A", None),  # brackets
+    ("Preferred: Response B", "B", None),  # "Response B"
+    ("Preferred: Story A.", "A", None),  # "Story A" + full stop
+    ("2. Preferred: A (it would get more upvotes)", "A", None),  # numbered + parenthesis
+    ('```json\n{"reasoning": "vivid", "preferred": "B"}\n```', "B", None),  # JSON in a fence
+    ("Preferred: A\n...\nPreferred: A", "A", None),  # identical repeat counts once
+    ("Preferred: A\nPreferred: B", None, "conflicting"),  # two different verdicts
+    ("Preferred: [A or B]", None, "hedge"),  # template echoed
+    ("Preferred: A/B", None, "hedge"),  # slash hedge
+    ("Preferred: both are good", None, "hedge"),  # "both"
+    ("Preferred: C", None, "unknown label"),  # unknown label
+    ("Preferred: Tie", None, "unknown label"),  # no tie label in LitBench
+    ("I think the first one is better.", None, "no verdict"),  # no verdict
+    ("", None, "no verdict"),  # empty reply
+    ("Preferred: a story with more tension", None, "no verdict"),  # lowercase prose, not a label
+    ('{"preferred": "A"}\nPreferred: B', None, "conflicting"),  # JSON and text disagree
+    ("Reasoning: ... Preferred:", None, "no verdict"),  # key without value
 ]
 
 
@@ -45,15 +45,15 @@ def test_preference(reply, value, reason):
 
 LIKERT_CASES = [
     ("A: earned ending ... Therefore: [[A»B]]", 2, None),
-    ("`[[A>>B]]`", 2, None),                     # ASCII double arrow
-    ("[[B≫A]]", -2, None),                       # unicode much-greater
-    ("[[ B > A ]]", -1, None),                   # spacing
-    ("[A=B]", 0, None),                          # single brackets
+    ("`[[A>>B]]`", 2, None),  # ASCII double arrow
+    ("[[B≫A]]", -2, None),  # unicode much-greater
+    ("[[ B > A ]]", -1, None),  # spacing
+    ("[A=B]", 0, None),  # single brackets
     ("**[[A>B]]** and again [[A>B]]", 1, None),  # identical repeat
-    ('{"verdict": "B>A"}', -1, None),            # JSON, bare label
+    ('{"verdict": "B>A"}', -1, None),  # JSON, bare label
     ("[[A»B]] or maybe [[A>B]]", None, "conflicting"),
     ("Options: [[A»B]], [[A>B]], [[A=B]], [[B>A]], [[B»A]]", None, "conflicting"),  # instruction echoed
-    ("[[A<B]]", None, "unknown label"),          # not one of the five labels
+    ("[[A<B]]", None, "unknown label"),  # not one of the five labels
     ("[[A>A]]", None, "unknown label"),
     ("Story A is slightly better.", None, "no verdict"),
 ]
@@ -94,7 +94,12 @@ def _values(reply: str) -> dict:
 
 def test_side_by_side_paper_example_runs_together():
     assert _values("Plot:ACreativity:BDevelopment:SameLanguage Use:AOverall:A") == {
-        "plot": "A", "creativity": "B", "development": "Same", "language_use": "A", "overall": "A"}
+        "plot": "A",
+        "creativity": "B",
+        "development": "Same",
+        "language_use": "A",
+        "overall": "A",
+    }
 
 
 def test_side_by_side_keeps_dimensions_that_parse():
@@ -105,7 +110,12 @@ def test_side_by_side_keeps_dimensions_that_parse():
     )
     parsed = parse_side_by_side(reply)
     assert {k: v.value for k, v in parsed.items()} == {
-        "plot": "A", "creativity": "Same", "development": "B", "language_use": None, "overall": None}
+        "plot": "A",
+        "creativity": "Same",
+        "development": "B",
+        "language_use": None,
+        "overall": None,
+    }
     assert parsed["language_use"].reason.startswith("hedge")
     assert parsed["overall"].reason.startswith("unknown label")
     assert parsed["overall"].raw == reply

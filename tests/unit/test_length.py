@@ -5,13 +5,18 @@ import pytest
 from rlcw.rewards.length import LengthReward, OverlongReward, length_penalty, overlong_penalty, range_fits_cap
 
 
-@pytest.mark.parametrize("words,expected", [
-    (50, 0.0), (40, 0.0), (60, 0.0),  # inside and on the edges of 40-60
-    (35, -0.25),  # 5 short / width 20
-    (70, -0.5),  # 10 over / 20
-    (100, -2.0),  # 40 over / 20 = 2.0, at the clip
-    (0, -2.0),  # 40 short / 20 = 2.0
-])
+@pytest.mark.parametrize(
+    "words,expected",
+    [
+        (50, 0.0),
+        (40, 0.0),
+        (60, 0.0),  # inside and on the edges of 40-60
+        (35, -0.25),  # 5 short / width 20
+        (70, -0.5),  # 10 over / 20
+        (100, -2.0),  # 40 over / 20 = 2.0, at the clip
+        (0, -2.0),  # 40 short / 20 = 2.0
+    ],
+)
 def test_length_penalty_is_the_distance_in_range_widths(words, expected):
     assert length_penalty(words, 40, 60, clip=2.0) == pytest.approx(expected)
 
@@ -28,11 +33,17 @@ def test_a_group_that_misses_the_range_still_gets_graded_signal():
     assert got == pytest.approx([-2.0, -1.0, -0.5, 0.0])
 
 
-@pytest.mark.parametrize("tokens,expected", [
-    (0, 0.0), (80, 0.0),  # up to max - buffer = 80: free
-    (85, -0.25), (90, -0.5), (100, -1.0),  # linear over the last 20 tokens
-    (120, -1.0),  # beyond the cap stays at -1
-])
+@pytest.mark.parametrize(
+    "tokens,expected",
+    [
+        (0, 0.0),
+        (80, 0.0),  # up to max - buffer = 80: free
+        (85, -0.25),
+        (90, -0.5),
+        (100, -1.0),  # linear over the last 20 tokens
+        (120, -1.0),  # beyond the cap stays at -1
+    ],
+)
 def test_overlong_penalty_is_soft_in_the_buffer(tokens, expected):
     assert overlong_penalty(tokens, max_tokens=100, buffer=20) == pytest.approx(expected)
 
@@ -53,7 +64,11 @@ def test_range_fits_cap():
 
 def test_length_reward_reads_rows_and_chat_completions():
     reward = LengthReward(clip=2.0)
-    completions = [[{"role": "assistant", "content": "w " * 35}], [{"role": "assistant", "content": "w " * 50}], "w " * 10]
+    completions = [
+        [{"role": "assistant", "content": "w " * 35}],
+        [{"role": "assistant", "content": "w " * 50}],
+        "w " * 10,
+    ]
     got = reward(["p"] * 3, completions, min_words=[40, 40, None], max_words=[60, 60, None])
     assert got == pytest.approx([-0.25, 0.0, 0.0])
     assert reward.__name__ == "length_range"

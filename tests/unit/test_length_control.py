@@ -7,7 +7,13 @@ import math
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, length_feature, load_length_fit, save_length_fit
+from rlcw.rewards.length_control import (
+    LENGTH_CONTROL_FILE,
+    fit_length_fit,
+    length_feature,
+    load_length_fit,
+    save_length_fit,
+)
 
 
 def test_fit_on_words_by_hand():

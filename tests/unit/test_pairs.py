@@ -10,8 +10,10 @@ from rlcw.data.pairs import build_corruption_pairs, chunk_story, is_eval_story, 
 from rlcw.data.records import read_stories, validate_preference
 from rlcw.metrics.text import split_sentences
 
-TEN = " ".join(f"Sentence number {w} is here." for w in
-               ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])
+TEN = " ".join(
+    f"Sentence number {w} is here."
+    for w in ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+)
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +124,8 @@ def test_unmatched_build_keeps_more_pairs(stories):
 def test_eval_story_text_does_not_leak_into_train_pairs(built, stories):
     train, held, _ = built
     eval_ids = {p["meta"]["story_id"] for p in held}
-    eval_sentences = {s for st in stories if st["id"] in eval_ids for s in split_sentences(st["story"]) if len(s.split()) >= 8}
+    eval_sentences = {
+        s for st in stories if st["id"] in eval_ids for s in split_sentences(st["story"]) if len(s.split()) >= 8
+    }
     leaked = [s for s in eval_sentences if any(s in p["rejected"] for p in train)]
     assert not leaked, f"{len(leaked)} eval sentences appear in train pairs, e.g. {leaked[0]!r}"

@@ -11,7 +11,9 @@ from rlcw.rewards.bt import length_batches
 def test_outcomes_and_accuracy():
     assert pw.pair_outcomes([2, 0.1, 1], [1, 0.3, 1]) == [1.0, 0.0, 0.5]
     assert pw.pairwise_accuracy([2, 0.1, 1], [1, 0.3, 1]) == pytest.approx(0.5)
-    assert pw.length_baseline_accuracy([{"chosen": "a b c", "rejected": "a"}, {"chosen": "a", "rejected": "a b"}]) == 0.5
+    assert (
+        pw.length_baseline_accuracy([{"chosen": "a b c", "rejected": "a"}, {"chosen": "a", "rejected": "a b"}]) == 0.5
+    )
 
 
 def test_length_direction_and_means():

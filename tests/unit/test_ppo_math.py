@@ -169,4 +169,6 @@ def test_prompt_batches_cover_each_pass_once_and_split_ranks():
     seen = [i for step in (0, 1) for rank in (0, 1) for i in prompt_batch(6, 3, step, seed=0, rank=rank, world=2)]
     assert len(seen) == 12 and sorted(seen[:6]) == list(range(6)) and sorted(seen[6:]) == list(range(6))
     assert prompt_batch(6, 3, 1, seed=0) == prompt_batch(6, 3, 1, seed=0)  # a function of the step: resumable
-    assert prompt_batch(6, 3, 0, seed=0) + prompt_batch(6, 3, 1, seed=0) != prompt_batch(6, 3, 0, seed=1) + prompt_batch(6, 3, 1, seed=1)
+    assert prompt_batch(6, 3, 0, seed=0) + prompt_batch(6, 3, 1, seed=0) != prompt_batch(
+        6, 3, 0, seed=1
+    ) + prompt_batch(6, 3, 1, seed=1)

@@ -30,6 +30,7 @@ def _assert_located(exc: RlcwError, path: Path, line: int, field: str) -> None:
 
 # --- stories ---
 
+
 def test_validate_story_keeps_known_fields():
     rec = validate_story({**STORY, "source": "x", "step": 3, "min_words": 5, "max_words": 9})
     assert rec == {**STORY, "source": "x", "step": 3, "min_words": 5, "max_words": 9}
@@ -103,6 +104,7 @@ def test_bundled_stories_all_validate():
 
 
 # --- preferences ---
+
 
 def test_validate_preference_allows_empty_prompt():
     assert validate_preference({**PAIR, "prompt": ""})["prompt"] == ""
@@ -199,7 +201,11 @@ def test_load_preferences_trl_conversational_layout(tmp_path):
 
 
 def test_load_preferences_conversational_without_assistant_is_empty_error(tmp_path):
-    row = {"prompt": "P", "chosen": [{"role": "user", "content": "x"}], "rejected": [{"role": "assistant", "content": "y"}]}
+    row = {
+        "prompt": "P",
+        "chosen": [{"role": "user", "content": "x"}],
+        "rejected": [{"role": "assistant", "content": "y"}],
+    }
     path = _jsonl(tmp_path / "conv.jsonl", [row])
     with pytest.raises(RlcwError) as info:
         load_preferences(str(path))

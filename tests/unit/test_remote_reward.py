@@ -19,10 +19,12 @@ def _remote(handler, urls=("http://a:1", "http://b:2"), **kw) -> RemoteReward:
 
 def _length_server(calls: list):
     """A fake server whose reward is the completion's length; records (host, n items)."""
+
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         calls.append((request.url.host, len(body["completions"])))
         return httpx.Response(200, json={"rewards": [float(len(c)) for c in body["completions"]]})
+
     return handler
 
 
@@ -61,14 +63,17 @@ def test_retries_move_to_next_url_then_succeed():
     assert calls == ["a", "b"]
 
 
-@pytest.mark.parametrize("response", [
-    httpx.Response(200, text="not json"),
-    httpx.Response(200, json={"rewards": [1.0, 2.0]}),          # wrong length
-    httpx.Response(200, json={"rewards": ["high"]}),             # not a number
-    httpx.Response(200, text='{"rewards": [NaN]}'),              # not finite
-    httpx.Response(200, json={"scores": [1.0]}),                 # wrong field
-    httpx.Response(503, json={"error": "busy"}),
-])
+@pytest.mark.parametrize(
+    "response",
+    [
+        httpx.Response(200, text="not json"),
+        httpx.Response(200, json={"rewards": [1.0, 2.0]}),  # wrong length
+        httpx.Response(200, json={"rewards": ["high"]}),  # not a number
+        httpx.Response(200, text='{"rewards": [NaN]}'),  # not finite
+        httpx.Response(200, json={"scores": [1.0]}),  # wrong field
+        httpx.Response(503, json={"error": "busy"}),
+    ],
+)
 def test_garbage_or_server_errors_raise_after_retries(response):
     calls: list = []
 

@@ -17,6 +17,7 @@ LONG_STORY = " ".join(f"Word{i} went home." for i in range(150)) + " THE END."
 
 # --- spec ---
 
+
 def test_default_spec_checks():
     spec = RMSpec()
     assert spec.check() is spec
@@ -34,8 +35,15 @@ def test_check_rejects_bad_values(change, word):
 
 def test_save_and_load_spec_round_trip(tmp_path):
     spec = RMSpec(
-        type="bt", base_model="some/base", input_template="plain", include_prompt=False, system_prompt="Judge.",
-        max_length=256, truncation_side="right", pad_token="<pad>", extra={"note": "x", "n": 2},
+        type="bt",
+        base_model="some/base",
+        input_template="plain",
+        include_prompt=False,
+        system_prompt="Judge.",
+        max_length=256,
+        truncation_side="right",
+        pad_token="<pad>",
+        extra={"note": "x", "n": 2},
     )
     path = save_spec(spec, tmp_path / "rm")
     assert path == tmp_path / "rm" / SPEC_FILE
@@ -67,6 +75,7 @@ def test_load_spec_missing_file(tmp_path):
 
 # --- rendering ---
 
+
 def test_render_chat_with_prompt(tokenizer):
     text = render_rm_text(RMSpec(), tokenizer, PROMPT, STORY)
     assert f"<|im_start|>user\n{PROMPT}<|im_end|>" in text
@@ -93,10 +102,13 @@ def test_render_plain_and_story_templates(tokenizer):
     plain = render_rm_text(RMSpec(input_template="plain"), tokenizer, f"  {PROMPT} ", f"\n{STORY}\n")
     assert plain == f"Prompt: {PROMPT}\n\nStory: {STORY}{eos}"
     assert render_rm_text(RMSpec(input_template="story"), tokenizer, PROMPT, STORY + "  ") == STORY + eos
-    assert render_rm_text(RMSpec(input_template="plain", include_prompt=False), tokenizer, PROMPT, STORY) == STORY + eos
+    assert (
+        render_rm_text(RMSpec(input_template="plain", include_prompt=False), tokenizer, PROMPT, STORY) == STORY + eos
+    )
 
 
 # --- encoding and truncation ---
+
 
 def test_encode_short_text_is_not_truncated(tokenizer):
     spec = RMSpec(max_length=4096)
@@ -145,6 +157,7 @@ def test_load_spec_broken_json_is_an_rlcw_error(tmp_path):
 
 # --- generative RM layout ---
 
+
 def _genrm(**kw):
     from rlcw.rewards.render import GENRM_SYSTEM_PROMPT
 
@@ -177,7 +190,9 @@ def test_genrm_prompt_is_cut_per_story_within_max_length(tokenizer):
     ids = encode_genrm_prompt(_genrm(max_length=256), tokenizer, PROMPT, long_a, "Short B story.")
     text = tokenizer.decode(ids)
     assert len(ids) <= 256
-    assert "ALPHA-END." in text and "Short B story." in text  # left truncation keeps the long story's ending; B untouched
+    assert (
+        "ALPHA-END." in text and "Short B story." in text
+    )  # left truncation keeps the long story's ending; B untouched
     assert text.endswith("<|im_start|>assistant\n") and "[Story B]" in text and "Decide which one" in text
     with pytest.raises(RlcwError, match="leaves no room"):
         encode_genrm_prompt(_genrm(max_length=40), tokenizer, PROMPT, "a", "b")

@@ -8,11 +8,14 @@ from rlcw.rewards.length import LengthReward, OverlongReward
 
 
 def test_specs_build_callables_with_weights_names_and_defaults():
-    funcs, weights = build_rewards({
-        "range": {"type": "length_range", "weight": 2.0, "clip": 1.0},
-        "ov": {"type": "overlong", "weight": 0.5, "buffer": 4},
-        "off": {"type": "length_range", "weight": 0},
-    }, defaults={"max_tokens": 16, "rm_path": "unused"})
+    funcs, weights = build_rewards(
+        {
+            "range": {"type": "length_range", "weight": 2.0, "clip": 1.0},
+            "ov": {"type": "overlong", "weight": 0.5, "buffer": 4},
+            "off": {"type": "length_range", "weight": 0},
+        },
+        defaults={"max_tokens": 16, "rm_path": "unused"},
+    )
     assert weights == [2.0, 0.5]
     assert isinstance(funcs[0], LengthReward) and funcs[0].clip == 1.0 and funcs[0].__name__ == "range"
     assert isinstance(funcs[1], OverlongReward) and funcs[1].max_tokens == 16 and funcs[1].buffer == 4

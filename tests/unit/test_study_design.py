@@ -19,7 +19,12 @@ def rec(prompt, system, story, rid=None):
 
 
 def test_best_worst_picks_extremes_per_prompt_and_skips_single_samples():
-    samples = [rec("p1", "m", "s1", "a"), rec("p1", "m", "s2", "b"), rec("p1", "m", "s3", "c"), rec("p2", "m", "t1", "d")]
+    samples = [
+        rec("p1", "m", "s1", "a"),
+        rec("p1", "m", "s2", "b"),
+        rec("p1", "m", "s3", "c"),
+        rec("p2", "m", "t1", "d"),
+    ]
     pairs = best_worst_pairs(samples, [0.2, 0.9, -1.0, 5.0])
     assert len(pairs) == 1
     assert (pairs[0]["first"]["id"], pairs[0]["second"]["id"]) == ("b", "c")
@@ -39,8 +44,15 @@ def test_system_pairs_match_prompts_and_all_pairs_counts():
 
 
 def _pairs(n):
-    return [{"prompt": f"p{k}", "kind": "systems", "first": rec(f"p{k}", "tuned", f"T{k}"),
-             "second": rec(f"p{k}", "base", f"B{k}")} for k in range(n)]
+    return [
+        {
+            "prompt": f"p{k}",
+            "kind": "systems",
+            "first": rec(f"p{k}", "tuned", f"T{k}"),
+            "second": rec(f"p{k}", "base", f"B{k}"),
+        }
+        for k in range(n)
+    ]
 
 
 def test_blinding_is_seeded_random_and_the_key_holds_identities(tmp_path):

@@ -13,8 +13,16 @@ from rlcw.study.evaluator import make_study_evaluator
 
 
 def records(system, step=None):
-    return [{"id": f"{system}{k}", "prompt": f"prompt {k}", "story": f"{system} tale {k}", "system": system,
-             **({"step": step} if step is not None else {})} for k in range(7)]
+    return [
+        {
+            "id": f"{system}{k}",
+            "prompt": f"prompt {k}",
+            "story": f"{system} tale {k}",
+            "system": system,
+            **({"step": step} if step is not None else {}),
+        }
+        for k in range(7)
+    ]
 
 
 def test_evaluator_exports_a_packet_per_step(tmp_path):
@@ -27,7 +35,9 @@ def test_evaluator_exports_a_packet_per_step(tmp_path):
     folder = tmp_path / "study" / "step_000020"
     key = read_key(folder / "key.json")
     assert key["study"] == "grpo-step_000020"
-    assert {frozenset((e["A"]["system"], e["B"]["system"])) for e in key["items"].values()} == {frozenset({"policy", "base"})}
+    assert {frozenset((e["A"]["system"], e["B"]["system"])) for e in key["items"].values()} == {
+        frozenset({"policy", "base"})
+    }
     assert len(list((folder / "packets" / "html").glob("*.html"))) == 4
     assert not (folder / "packets" / "packets.csv").exists()
 
@@ -36,7 +46,10 @@ def test_same_system_name_is_relabelled_and_no_baseline_exports_nothing(tmp_path
     ev = make_study_evaluator({}, {})
     ev.evaluate(records("model"), records("model"), tmp_path)
     key = json.loads((tmp_path / "study" / "eval_001" / "key.json").read_text())
-    assert {e["A"]["system"] for e in key["items"].values()} | {e["B"]["system"] for e in key["items"].values()} == {"candidate", "model"}
+    assert {e["A"]["system"] for e in key["items"].values()} | {e["B"]["system"] for e in key["items"].values()} == {
+        "candidate",
+        "model",
+    }
     assert ev.evaluate(records("model"), [], tmp_path) == {"pairs": 0.0}
 
 

@@ -14,9 +14,22 @@ from rlcw.recipes.summarize import cli, collect, columns, to_markdown
 
 def _summary(folder: Path, name: str, metrics: dict, status: str = "completed") -> None:
     (folder / name).mkdir(parents=True)
-    (folder / name / "summary.json").write_text(json.dumps({
-        "command": "train-rm", "run_name": name, "status": status, "started_at": 0.0, "finished_at": 5.0,
-        "wall_time_s": 5.0, "git_sha": None, "metrics": metrics, "artifacts": {}, "error": None}))
+    (folder / name / "summary.json").write_text(
+        json.dumps(
+            {
+                "command": "train-rm",
+                "run_name": name,
+                "status": status,
+                "started_at": 0.0,
+                "finished_at": 5.0,
+                "wall_time_s": 5.0,
+                "git_sha": None,
+                "metrics": metrics,
+                "artifacts": {},
+                "error": None,
+            }
+        )
+    )
 
 
 def test_table_from_summaries_and_sweep(tmp_path):
@@ -24,13 +37,28 @@ def test_table_from_summaries_and_sweep(tmp_path):
     _summary(tmp_path, "s-001", {"eval/accuracy": 0.5}, status="failed")
     (tmp_path / "s-000" / "checkpoints" / "x").mkdir(parents=True)  # summaries inside checkpoints are skipped
     (tmp_path / "s-000" / "checkpoints" / "x" / "summary.json").write_text("{}")
-    (tmp_path / "sweep.json").write_text(json.dumps({"runs": [
-        {"index": 0, "run_name": "s-000", "overrides": {"lora.r": 8}},
-        {"index": 1, "run_name": "s-001", "overrides": {"lora.r": 16}}]}))
+    (tmp_path / "sweep.json").write_text(
+        json.dumps(
+            {
+                "runs": [
+                    {"index": 0, "run_name": "s-000", "overrides": {"lora.r": 8}},
+                    {"index": 1, "run_name": "s-001", "overrides": {"lora.r": 16}},
+                ]
+            }
+        )
+    )
     assert cli([str(tmp_path), "--out", str(tmp_path / "t")]) == 0
     rows = list(csv.DictReader((tmp_path / "t.csv").open()))
     assert [r["run"] for r in rows] == ["s-000", "s-001"]
-    assert list(rows[0]) == ["run", "command", "status", "wall_time_s", "override:lora.r", "eval/accuracy", "train/loss"]
+    assert list(rows[0]) == [
+        "run",
+        "command",
+        "status",
+        "wall_time_s",
+        "override:lora.r",
+        "eval/accuracy",
+        "train/loss",
+    ]
     assert (rows[0]["override:lora.r"], rows[0]["eval/accuracy"], rows[0]["train/loss"]) == ("8", "0.75", "0.5")
     assert (rows[1]["status"], rows[1]["train/loss"]) == ("failed", "")  # blank where a run lacks a metric
     md = (tmp_path / "t.md").read_text().splitlines()

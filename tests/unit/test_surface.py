@@ -9,8 +9,17 @@ import pytest
 from rlcw.cli import run
 from rlcw.errors import RlcwError
 from rlcw.metrics.surface import (
-    ARTICLES, PRONOUNS, inter_trigram_rep_pcts, intra_trigram_rep_pct, markdown_table, paragraphs,
-    prompt_trigram_overlap, rouge_l, sentence_start_pct, system_metrics, unique_pct,
+    ARTICLES,
+    PRONOUNS,
+    inter_trigram_rep_pcts,
+    intra_trigram_rep_pct,
+    markdown_table,
+    paragraphs,
+    prompt_trigram_overlap,
+    rouge_l,
+    sentence_start_pct,
+    system_metrics,
+    unique_pct,
 )
 
 STORY = "\tThe cat sat. He ran away.\n\tA dog barked loudly.\n\n"
@@ -23,7 +32,9 @@ def test_paragraphs_are_non_empty_lines():
 def test_sentence_starts():
     assert sentence_start_pct(STORY, ARTICLES) == pytest.approx(200 / 3)  # The, A of 3 sentences
     assert sentence_start_pct(STORY, PRONOUNS) == pytest.approx(100 / 3)  # He
-    assert sentence_start_pct('"It was late," she said. His hat fell.', PRONOUNS) == pytest.approx(50.0)  # quote skipped; "his" is not counted
+    assert sentence_start_pct('"It was late," she said. His hat fell.', PRONOUNS) == pytest.approx(
+        50.0
+    )  # quote skipped; "his" is not counted
     assert sentence_start_pct("", ARTICLES) == 0.0
 
 
@@ -61,7 +72,11 @@ def test_system_metrics_and_table():
     table = markdown_table({"e2e": m, "human": system_metrics([{"story": "x y z", "prompt": "p"}])})
     lines = table.splitlines()
     assert lines[0].startswith("| system | stories | words |") and "rouge_l" in lines[0]
-    assert lines[2].startswith("| e2e | 2 | 4 |") and lines[3].startswith("| human | 1 | 3 |") and lines[3].endswith("| - |")
+    assert (
+        lines[2].startswith("| e2e | 2 | 4 |")
+        and lines[3].startswith("| human | 1 | 3 |")
+        and lines[3].endswith("| - |")
+    )
 
 
 def _write(path, rows):
@@ -74,15 +89,22 @@ def test_cli_json_groups_systems_across_files(tmp_path, capsys):
     b = _write(tmp_path / "b.jsonl", [{"id": "1", "prompt": "p", "story": "A b c. A d e.\nF g h.", "system": "pw"}])
     assert run(["surface", str(a), str(b), "--json", "--out", str(tmp_path / "t.json")]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert list(out) == ["e2e", "pw"] and out["pw"]["paragraphs"] == 2.0 and out["pw"]["article_pct"] == pytest.approx(200 / 3)
+    assert (
+        list(out) == ["e2e", "pw"]
+        and out["pw"]["paragraphs"] == 2.0
+        and out["pw"]["article_pct"] == pytest.approx(200 / 3)
+    )
     assert json.loads((tmp_path / "t.json").read_text()) == out
 
 
-@pytest.mark.parametrize(("row", "field"), [
-    ({"id": "1", "prompt": "p", "system": "s"}, "story"),
-    ({"id": "1", "prompt": "p", "story": 42, "system": "s"}, "story"),
-    ({"id": "1", "prompt": ["p"], "story": "x", "system": "s"}, "prompt"),
-])
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ({"id": "1", "prompt": "p", "system": "s"}, "story"),
+        ({"id": "1", "prompt": "p", "story": 42, "system": "s"}, "story"),
+        ({"id": "1", "prompt": ["p"], "story": "x", "system": "s"}, "prompt"),
+    ],
+)
 def test_cli_bad_story_file_names_line_and_field(tmp_path, row, field):
     path = _write(tmp_path / "bad.jsonl", [{"id": "0", "prompt": "p", "story": "ok", "system": "s"}, row])
     with pytest.raises(RlcwError) as info:
@@ -92,7 +114,9 @@ def test_cli_bad_story_file_names_line_and_field(tmp_path, row, field):
 
 @pytest.mark.needs_data
 def test_calibration_on_human_validation_stories(tmas_dir, capsys):
-    assert run(["surface", "--tmas", str(tmas_dir), "--tmas-split", "train", "--tmas-split", "validation", "--json"]) == 0
+    assert (
+        run(["surface", "--tmas", str(tmas_dir), "--tmas-split", "train", "--tmas-split", "validation", "--json"]) == 0
+    )
     human = json.loads(capsys.readouterr().out)["human"]
     # Table 2 Humans row (test split): close for the length and sentence-start columns
     assert human["stories"] == 175 and "rouge_l" not in human

@@ -29,32 +29,52 @@ def test_expand_product_and_zip():
 
 
 def test_format_value_is_yaml_flow():
-    assert [sw.format_value(v) for v in (True, None, 3, 1e-4, "abc", [1, "a"], {"k": 1})] == \
-        ["true", "null", "3", "0.0001", "abc", '[1, "a"]', '{"k": 1}']
+    assert [sw.format_value(v) for v in (True, None, 3, 1e-4, "abc", [1, "a"], {"k": 1})] == [
+        "true",
+        "null",
+        "3",
+        "0.0001",
+        "abc",
+        '[1, "a"]',
+        '{"k": 1}',
+    ]
 
 
 def test_load_sweep_names_runs_and_argv(tmp_path):
-    path = _file(tmp_path, "name: t\ncommand: build-pairs\noutput_dir: OUT\noverrides: [data.eval_fraction=0.2]\n"
-                           "grid: {seed: [0, 1]}\nzip: {data.chunk_sentences: [3, 4], data.tolerance: [0.1, 0.2]}\n")
+    path = _file(
+        tmp_path,
+        "name: t\ncommand: build-pairs\noutput_dir: OUT\noverrides: [data.eval_fraction=0.2]\n"
+        "grid: {seed: [0, 1]}\nzip: {data.chunk_sentences: [3, 4], data.tolerance: [0.1, 0.2]}\n",
+    )
     s = sw.load_sweep(path)
     assert [r["run_name"] for r in s.runs] == ["t-000", "t-001", "t-002", "t-003"]
-    assert s.argv(s.runs[3]) == ["build-pairs", "data.eval_fraction=0.2", "seed=1", "data.chunk_sentences=4",
-                                 "data.tolerance=0.2", "output_dir=OUT/t", "run_name=t-003"]
+    assert s.argv(s.runs[3]) == [
+        "build-pairs",
+        "data.eval_fraction=0.2",
+        "seed=1",
+        "data.chunk_sentences=4",
+        "data.tolerance=0.2",
+        "output_dir=OUT/t",
+        "run_name=t-003",
+    ]
 
 
-@pytest.mark.parametrize("text, words", [
-    ("name: t\ncommand: build-pairs\ngrid: {data.chunk_sentence: [3]}\n", "data.chunk_sentence"),   # misspelt key
-    ("name: t\ncommand: build-pairs\ngrid: {seed: [0, many]}\n", "seed"),                          # wrong type in run 1
-    ("name: t\ncommand: build-pairs\noverrides: [nosuch=1]\n", "nosuch"),
-    ("name: t\ncommand: build-pairz\n", "build-pairz"),
-    ("name: t\ncommand: summarize\n", "not a command with a config"),
-    ("name: t\ncommand: build-pairs\nzip: {seed: [0, 1], data.tolerance: [0.1]}\n", "same length"),
-    ("name: t\ncommand: build-pairs\ngrid: {run_name: [a, b]}\n", "cannot be swept"),
-    ("name: t\ncommand: build-pairs\ngrid: {seed: []}\n", "non-empty list"),
-    ("name: t\ncommand: build-pairs\ngird: {seed: [0]}\n", "unknown sweep key 'gird'"),
-    ("command: build-pairs\n", "'name' is required"),
-    ("name: a b\ncommand: build-pairs\n", "letters, digits"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("name: t\ncommand: build-pairs\ngrid: {data.chunk_sentence: [3]}\n", "data.chunk_sentence"),  # misspelt key
+        ("name: t\ncommand: build-pairs\ngrid: {seed: [0, many]}\n", "seed"),  # wrong type in run 1
+        ("name: t\ncommand: build-pairs\noverrides: [nosuch=1]\n", "nosuch"),
+        ("name: t\ncommand: build-pairz\n", "build-pairz"),
+        ("name: t\ncommand: summarize\n", "not a command with a config"),
+        ("name: t\ncommand: build-pairs\nzip: {seed: [0, 1], data.tolerance: [0.1]}\n", "same length"),
+        ("name: t\ncommand: build-pairs\ngrid: {run_name: [a, b]}\n", "cannot be swept"),
+        ("name: t\ncommand: build-pairs\ngrid: {seed: []}\n", "non-empty list"),
+        ("name: t\ncommand: build-pairs\ngird: {seed: [0]}\n", "unknown sweep key 'gird'"),
+        ("command: build-pairs\n", "'name' is required"),
+        ("name: a b\ncommand: build-pairs\n", "letters, digits"),
+    ],
+)
 def test_bad_sweeps_fail_before_anything_runs(tmp_path, monkeypatch, text, words):
     ran = []
     monkeypatch.setattr(sw.subprocess, "run", lambda *a, **k: ran.append(a))

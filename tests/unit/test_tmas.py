@@ -12,20 +12,23 @@ from rlcw.data.tmas import content_hash, load_tmas, prompt_rows
 from rlcw.errors import RlcwError
 
 
-@pytest.mark.parametrize(("prompt", "expected"), [
-    ("The story should be between 1,300 and 1,350 words.", (1300, 1350)),
-    ("Write a 1,300 - 1,400 word short story about a party.", (1300, 1400)),
-    ("Keep the word count between 1,400 and 1,500.", (1400, 1500)),  # no "words" after the numbers
-    ("The word count should be between 1,200 and 1.250.", (1200, 1250)),  # "1.250" typo
-    ("Keep the word count under 850.", (680, 850)),  # one-sided: band of 2 x 10% below
-    ("It should be no more than 1150 words.", (920, 1150)),
-    ("The word count should be at least 900.", (900, 1080)),
-    ("Make sure it is over 1000 words in length.", (1000, 1200)),
-    ("The story should be about 950 words and be funny.", (855, 1045)),
-    ("Write a 1,400 word story about someone trapped.", (1260, 1540)),
-    ("Word count should be about 1100 to 1200 words.", (1100, 1200)),
-    ("A story with 2 dogs and 300 cats.", None),  # numbers that are not a length
-])
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("The story should be between 1,300 and 1,350 words.", (1300, 1350)),
+        ("Write a 1,300 - 1,400 word short story about a party.", (1300, 1400)),
+        ("Keep the word count between 1,400 and 1,500.", (1400, 1500)),  # no "words" after the numbers
+        ("The word count should be between 1,200 and 1.250.", (1200, 1250)),  # "1.250" typo
+        ("Keep the word count under 850.", (680, 850)),  # one-sided: band of 2 x 10% below
+        ("It should be no more than 1150 words.", (920, 1150)),
+        ("The word count should be at least 900.", (900, 1080)),
+        ("Make sure it is over 1000 words in length.", (1000, 1200)),
+        ("The story should be about 950 words and be funny.", (855, 1045)),
+        ("Write a 1,400 word story about someone trapped.", (1260, 1540)),
+        ("Word count should be about 1100 to 1200 words.", (1100, 1200)),
+        ("A story with 2 dogs and 300 cats.", None),  # numbers that are not a length
+    ],
+)
 def test_parse_word_range_phrasings(prompt, expected):
     assert parse_word_range(prompt) == expected
 
@@ -35,7 +38,11 @@ def _write(path, rows):
     return path
 
 
-ROW = {"example_id": "example_000", "inputs": "Write a story of about 100 words about a fox.", "targets": "\tThe fox ran.\n\tIt stopped."}
+ROW = {
+    "example_id": "example_000",
+    "inputs": "Write a story of about 100 words about a fox.",
+    "targets": "\tThe fox ran.\n\tIt stopped.",
+}
 
 
 def test_folder_splits_are_keyed_by_split_and_id(tmp_path):
@@ -61,7 +68,9 @@ def test_content_hash_changes_with_text():
     assert content_hash("a", "b") != content_hash("a", "c") and len(content_hash("a", "b")) == 16
 
 
-@pytest.mark.parametrize(("bad", "key"), [({"targets": None}, "targets"), ({"inputs": 3}, "inputs"), ({"targets": "  "}, "targets")])
+@pytest.mark.parametrize(
+    ("bad", "key"), [({"targets": None}, "targets"), ({"inputs": 3}, "inputs"), ({"targets": "  "}, "targets")]
+)
 def test_bad_rows_name_file_line_and_key(tmp_path, bad, key):
     path = _write(tmp_path / "x-train.jsonl", [ROW, {**ROW, "example_id": "e1", **bad}])
     with pytest.raises(RlcwError) as info:
