@@ -13,12 +13,14 @@ Only rank 0 writes (`is_main_process`); writes are atomic.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlcw.errors import RlcwError
 from rlcw.io import append_jsonl, atomic_write_json, atomic_write_text
 
 SUMMARY_SCHEMA = {
@@ -35,6 +37,53 @@ SUMMARY_SCHEMA = {
 }
 
 
+RESUME_MODES = ("false", "true", "auto")
+# A checkpoint folder is complete once its trainer_state.json exists: HF Trainer (`checkpoint-N`) and
+# rlcw's PPO (`step_NNNNNN`, see rlcw.rl.ppo_checkpoint) both write it last.
+_CHECKPOINT_NAME = re.compile(r"(?:checkpoint-|step_)(\d+)")
+
+
+def last_checkpoint(folder: str | Path) -> Path | None:
+    """The complete checkpoint with the highest step in `folder` (None when there is none)."""
+    found = []
+    for p in Path(folder).glob("*"):
+        m = _CHECKPOINT_NAME.fullmatch(p.name)
+        if m and (p / "trainer_state.json").is_file():
+            found.append((int(m.group(1)), p))
+    return max(found)[1] if found else None
+
+
+def resume_mode(value: str | bool) -> str:
+    """`train.resume` as one of RESUME_MODES (YAML booleans read as 'true' / 'false')."""
+    mode = str(value).lower()
+    if mode not in RESUME_MODES:
+        raise RlcwError(
+            f"train.resume={value!r} is not one of {', '.join(RESUME_MODES)}",
+            hint="false: start fresh; true: continue from the last checkpoint (error if none); auto: continue if one exists",
+        )
+    return mode
+
+
+def resume_checkpoint(value: str | bool, folder: str | Path) -> Path | None:
+    """What `train.resume` means for every training stage.
+
+    false -> None (start fresh); true -> the last complete checkpoint, an error when there is none;
+    auto -> the last complete checkpoint when there is one, else None.
+    """
+    mode = resume_mode(value)
+    if mode == "false":
+        return None
+    last = last_checkpoint(folder)
+    if last is None and mode == "true":
+        raise RlcwError(
+            "train.resume=true but there is no complete checkpoint",
+            where=str(folder),
+            hint="checkpoints are written every train.save_steps (0 = never); use train.resume=auto to start fresh "
+            "when there is none, or train.resume=false",
+        )
+    return last
+
+
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -46,7 +95,13 @@ def git_sha() -> str | None:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         if sha.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -84,7 +139,9 @@ class RunDir:
         if is_main_process():
             append_jsonl(self.path / "metrics.jsonl", {"step": step, "time": time.time(), **metrics})
 
-    def write_summary(self, status: str, metrics: dict | None = None, artifacts: dict | None = None, error: str | None = None) -> dict:
+    def write_summary(
+        self, status: str, metrics: dict | None = None, artifacts: dict | None = None, error: str | None = None
+    ) -> dict:
         done = status != "running"
         now = time.time()
         summary = {
