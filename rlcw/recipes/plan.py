@@ -59,6 +59,7 @@ class Plan:
     trainable: int
     lines: list[str]
     units: tuple[str, str] = ("prompts", "completions")  # what a step counts: (items, sequences)
+    notes: tuple[str, ...] = ()  # what validation could not check here
 
 
 def command_for(config_file: str | None, command: str | None) -> str:
@@ -246,7 +247,7 @@ def colocated_rms(specs: dict, default_path: str, override: str | None) -> dict[
         path = spec.get("rm_path", default_path)
         found = override or M.find_config(path)
         if found is None:
-            out[f"reward '{name}' ({path}): size unknown, plan.rm_model_config=PATH"] = 0
+            out[f"reward '{name}' ({path})"] = 0
             continue
         shape = M.load_shape(found)
         # train-rm saves fp32 weights and BTScorer/GenRMScorer load them as saved
@@ -273,17 +274,13 @@ def plan_ppo(cfg, opts: PlanOptions) -> Plan:
     precision = precision_of(cfg.model.dtype, opts.precision)
     extras = colocated_rms(cfg.reward.specs, cfg.reward.rm_path, opts.rm_model_config)
     value_path = cfg.value.path or (cfg.reward.rm_path if cfg.value.init == "rm" else cfg.model.name)
-    found = (
-        opts.rm_model_config
-        if cfg.value.init == "rm"
-        else (M.find_config(value_path) and str(M.find_config(value_path)))
-    )
+    found = (opts.rm_model_config if cfg.value.init == "rm" else None) or M.find_config(value_path)
     if found or cfg.value.init == "policy":
         v = M.load_shape(found) if found else shape
         vt = trainable_params(v, cfg.value.lora, "score") if cfg.value.backbone == "lora" else v.hidden
         extras["value model (fp32 weights, AdamW on its LoRA + head)"] = 4 * v.params("score") + 16 * vt
     else:
-        extras[f"value model ({value_path}): size unknown, plan.rm_model_config=PATH"] = 0
+        extras[f"value model ({value_path})"] = 0
     lines = [f"data: {counted}"] if n is None else [f"training prompts: {n}"]
     return _finish("ppo", geo, 0, shape, trainable_params(shape, cfg.lora), precision, extras, opts, lines, "lm")
 
@@ -368,7 +365,8 @@ def render(plan: Plan, opts: PlanOptions, precision: str) -> str:
         )
     if plan.extras:
         out.append("also on every GPU:")
-        out += [f"  {name}: {M.gib(b)}" for name, b in plan.extras.items()]
+        unknown = "size unknown: no config.json there (plan.rm_model_config=PATH)"
+        out += [f"  {name}: {M.gib(b) if b else unknown}" for name, b in plan.extras.items()]
     total = plan.states[plan.stage].total + sum(plan.extras.values())
     left = opts.gpu_memory_gib * M.GIB - total
     out.append(f"total before activations: {M.gib(total)}; left for activations and the CUDA context: {M.gib(left)}")
@@ -383,9 +381,10 @@ def render(plan: Plan, opts: PlanOptions, precision: str) -> str:
 
 
 def make_plan(command: str, cfg, opts: PlanOptions) -> Plan:
-    """The plan of a loaded recipe config (validation first)."""
-    validate_recipe(command, cfg)
-    return {"grpo": plan_grpo, "ppo": plan_ppo, "train-rm": plan_train_rm}[command](cfg, opts)
+    """The plan of a loaded recipe config (the recipe's validation first)."""
+    notes = validate_recipe(command, cfg)
+    plan = {"grpo": plan_grpo, "ppo": plan_ppo, "train-rm": plan_train_rm}[command](cfg, opts)
+    return dataclasses.replace(plan, notes=tuple(notes))
 
 
 def cli(argv: list[str]) -> int:
@@ -407,9 +406,8 @@ def cli(argv: list[str]) -> int:
     command = command_for(config, command)
     module, cls = PLANNABLE[command]
     cfg = load_config(getattr(importlib.import_module(module), cls), config, theirs)
-    notes = validate_recipe(command, cfg)
-    plan = {"grpo": plan_grpo, "ppo": plan_ppo, "train-rm": plan_train_rm}[command](cfg, opts)
+    plan = make_plan(command, cfg, opts)
     print(render(plan, opts, precision_of(cfg.model.dtype, opts.precision)))
-    for note in notes:
+    for note in plan.notes:
         print(f"note: {note}")
     return 0
