@@ -126,7 +126,7 @@ def test_invalid_replies_are_counted_never_tied(tmp_path, files):
 
 
 def test_ttcw_reference_scores(tmp_path, files):
-    s = _run(tmp_path, files, "ttcw_reference", "ttcw_tests=[1,2,3]")
+    s = _run(tmp_path, files, "ttcw_reference", "ttcw_test_ids=[1,2,3]")
     # BAD vs reference: [[B»A]] as A -> -2, [[A»B]] as B -> -2: every test fails -> 0 of 3.
     # GOOD vs reference: [[A=B]] both orders -> mean 0 -> passes: 3 of 3.
     assert s["metrics"]["mean_score/good"] == 3.0 and s["metrics"]["mean_score/bad"] == 0.0
@@ -135,7 +135,7 @@ def test_ttcw_reference_scores(tmp_path, files):
 
 
 def test_ttcw_hybrid_uses_baseline_for_originality(tmp_path, files):
-    s = _run(tmp_path, files, "ttcw_hybrid", "ttcw_tests=[1,9]")
+    s = _run(tmp_path, files, "ttcw_hybrid", "ttcw_test_ids=[1,9]")
     # test 9 by the baseline ("Answer: Yes" -> pass for both), test 1 against the reference as above
     assert s["metrics"]["mean_score/good"] == 2.0 and s["metrics"]["mean_score/bad"] == 1.0
     rows = [json.loads(x) for x in (tmp_path / "ttcw_hybrid" / "verdicts.jsonl").read_text().splitlines()]

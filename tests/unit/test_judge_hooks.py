@@ -18,6 +18,7 @@ def test_builtin_templates_load_and_render():
         "agents_room",
         "agents_room_brief",
         "ttcw_baseline",
+        "ttcw_original",
         "ttcw_reference",
     } == set(builtin_templates())
     for name in builtin_templates():
