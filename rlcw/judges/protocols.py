@@ -179,10 +179,12 @@ def judge_ttcw(
     progress: bool = True,
 ) -> list[dict]:
     """TTCW verdict rows for story records (`references`: prompt_id -> reference story text; `tests`: the
-    tests with background from `load_ttcw_tests`, needed by the original template)."""
+    tests with background from `load_ttcw_tests`, needed by the original template, which is then the
+    default for the Yes/No tests of every method)."""
     chosen = _tests(test_ids, tests)
     if baseline_template is None:
-        name = "ttcw_original" if protocol == "ttcw_original" else "ttcw_baseline"
+        with_background = tests is not None and all(t.background for t in tests)
+        name = "ttcw_original" if protocol == "ttcw_original" or with_background else "ttcw_baseline"
         baseline_template = load_template(name, name)
     if baseline_template.protocol == "ttcw_original" and not all(t.background for t in chosen):
         raise ValueError(
