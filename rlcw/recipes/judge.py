@@ -57,7 +57,7 @@ from rlcw.judges.protocols import (
 )
 from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
 from rlcw.judges.templates import load_template, load_ttcw_tests
-from rlcw.metrics.pairwise import first_position_rate
+from rlcw.metrics.pairwise import averaged_preference, first_position_rate, prob_outcomes
 from rlcw.recipes.common import stage_run
 
 
@@ -196,21 +196,29 @@ def position_bias(rows: list[dict], dimension: str) -> float | None:
 
 
 def logprob_summary(rows: list[dict], dimension: str) -> dict:
-    """Mean label probability margin, and per pair P(system_1 better) averaged over both orders."""
+    """Mean label-probability margin, and the verdict with both orders averaged: per pair P(system x
+    better) = (P_x shown first wins + 1 - P_y shown first wins) / 2 (Same counts half), and per system
+    the share of its pairs that average in its favour (0.5 at exactly 0.5) and its mean P."""
     margins = [r["verdicts"][dimension]["margin"] for r in rows if r["verdicts"][dimension].get("margin") is not None]
-    by_pair: dict[tuple[str, str, str], list[float]] = {}
+    first_wins: dict[tuple[str, str, str], dict[str, float]] = {}
     for r in rows:
         probs = r["verdicts"][dimension].get("probs")
         if probs:
-            first, second = sorted((r["system_a"], r["system_b"]))
-            p_a = probs["A"] + probs.get("Same", 0.0) / 2  # P(story A better), Same split evenly
-            by_pair.setdefault((r["prompt_id"], first, second), []).append(p_a if r["system_a"] == first else 1 - p_a)
-    averaged = [sum(v) / len(v) for v in by_pair.values() if len(v) == 2]
+            key = (r["prompt_id"], *sorted((r["system_a"], r["system_b"])))
+            first_wins.setdefault(key, {})[r["system_a"]] = probs["A"] + probs.get("Same", 0.0) / 2
+    keys = [k for k, v in first_wins.items() if len(v) == 2]
+    p_x = averaged_preference([first_wins[k][k[1]] for k in keys], [first_wins[k][k[2]] for k in keys])
+    outcomes = prob_outcomes([float(p) for p in p_x])
+    per_system: dict[str, list[tuple[float, float]]] = {}
+    for (_, x, y), p, o in zip(keys, p_x, outcomes, strict=True):
+        per_system.setdefault(x, []).append((float(p), o))
+        per_system.setdefault(y, []).append((1.0 - float(p), 1.0 - o))
     return {
         "mean_margin": _mean(margins),
-        "pairs_both_orders": len(averaged),
-        "mean_p_first_system": _mean(averaged),
-        "pair_probs": {"|".join(k): sum(v) / len(v) for k, v in by_pair.items() if len(v) == 2},
+        "pairs_both_orders": len(keys),
+        "averaged_win_rate": {s: _mean([o for _, o in v]) for s, v in sorted(per_system.items())},
+        "mean_p_better": {s: _mean([p for p, _ in v]) for s, v in sorted(per_system.items())},
+        "pair_probs": {"|".join(k): float(p) for k, p in zip(keys, p_x, strict=True)},
     }
 
 
@@ -334,9 +342,13 @@ def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) 
             )
             if "logprobs" in res:
                 lp = res["logprobs"]
+                rates = ", ".join(
+                    f"{sys} {lp['averaged_win_rate'][sys]:.3f} (mean P {lp['mean_p_better'][sys]:.3f})"
+                    for sys in lp["averaged_win_rate"]
+                )
                 lines.append(
-                    f"Logprob verdicts ({dim}): mean probability margin {lp['mean_margin']:.3f}; "
-                    f"{lp['pairs_both_orders']} pairs averaged over both orders."
+                    f"Logprob verdicts ({dim}): mean probability margin {lp['mean_margin']:.3f}; with both orders "
+                    f"averaged over {lp['pairs_both_orders']} pairs, win rate {rates or 'n/a'}."
                 )
         else:
             inv = res["invalid"]

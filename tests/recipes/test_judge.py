@@ -333,3 +333,36 @@ def test_local_logprob_verdicts_are_never_invalid(tmp_path, files, tiny_model_di
     assert again["metrics"]["calls"] == 0  # logprob verdicts are cached too
     with pytest.raises(RlcwError, match="pairwise"):
         _run(tmp_path, files, "ttcw_baseline", *extra)
+
+
+def _prob_row(pid, a, b, probs):
+    top = max(probs, key=probs.get)
+    return {
+        "prompt_id": pid,
+        "system_a": a,
+        "system_b": b,
+        "verdicts": {"d": {"value": top, "valid": True, "probs": probs, "margin": 0.1}},
+    }
+
+
+def test_logprob_summary_averages_both_orders_by_hand():
+    from rlcw.recipes.judge import logprob_summary, position_bias
+
+    rows = [
+        _prob_row("p1", "x", "y", {"A": 0.8, "B": 0.2}),  # x first: P(x) 0.8
+        _prob_row("p1", "y", "x", {"A": 0.6, "B": 0.4}),  # y first: P(y) 0.6 -> P(x better) = (0.8 + 0.4) / 2 = 0.6
+        _prob_row("p2", "x", "y", {"A": 0.5, "B": 0.1, "Same": 0.4}),  # P(x first wins) = 0.5 + 0.4 / 2 = 0.7
+        _prob_row("p2", "y", "x", {"A": 0.9, "B": 0.1}),  # -> P(x better) = (0.7 + 0.1) / 2 = 0.4
+        _prob_row("p3", "x", "y", {"A": 0.9, "B": 0.1}),  # one order only: not averaged
+    ]
+    s = logprob_summary(rows, "d")
+    assert s["pairs_both_orders"] == 2
+    assert s["pair_probs"] == pytest.approx({"p1|x|y": 0.6, "p2|x|y": 0.4})
+    assert s["averaged_win_rate"] == {"x": 0.5, "y": 0.5}
+    assert s["mean_p_better"] == pytest.approx({"x": 0.5, "y": 0.5})
+    # first-position share over valid verdicts: A, A, A, A, A -> 1.0; with a B and a Same and an invalid one:
+    assert position_bias(rows, "d") == 1.0
+    rows[0]["verdicts"]["d"]["value"] = "B"
+    rows[1]["verdicts"]["d"]["value"] = "Same"
+    rows[2]["verdicts"]["d"] = {"value": None, "valid": False}
+    assert position_bias(rows, "d") == pytest.approx((0 + 0.5 + 1 + 1) / 4)
