@@ -346,7 +346,7 @@ def _prob_row(pid, a, b, probs):
 
 
 def test_logprob_summary_averages_both_orders_by_hand():
-    from rlcw.recipes.judge import logprob_summary, position_bias
+    from rlcw.judges.position import logprob_summary, position_bias
 
     rows = [
         _prob_row("p1", "x", "y", {"A": 0.8, "B": 0.2}),  # x first: P(x) 0.8
