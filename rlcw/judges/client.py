@@ -20,8 +20,9 @@ next position, renormalised over the labels (local models; OpenAI-compatible ser
 `kind=replay` answers from stored replies (`replies=FILE`: rlcw's verdicts.jsonl or any jsonl of
 {"request_key" or "request_id" (or "key"/"id"), "raw"/"reply"/"response"}) and never calls a model.
 
-The OpenAI client retries timeouts, connection errors, 5xx and 429 with exponential backoff, honouring a server's Retry-After, and passes
-`max_completion_tokens`, `response_format` and `extra_body` through. The API key is read from the
+The OpenAI client retries timeouts, connection errors, 5xx and 429 with exponential backoff,
+honouring a server's Retry-After, and passes `max_completion_tokens`, `response_format` and
+`extra_body` through. The API key is read from the
 environment variable named by `api_key_env`, never logged or written anywhere, and never sent
 to a plain-http URL outside this machine unless `allow_insecure_key=true`.
 `temperature`, `max_tokens` and `seed` left at None in a call take the config's values.
