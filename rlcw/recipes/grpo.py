@@ -427,10 +427,7 @@ def kl_reference(cfg: GRPORecipeConfig):
 
 def main(cfg: GRPORecipeConfig) -> dict:
     validate(cfg)
-    train_rows, held_out = (
-        train_prompts(cfg),
-        eval_prompts(cfg),
-    )  # prompt files only: bad data fails before the run folder
+    train_rows, held_out = train_prompts(cfg), eval_prompts(cfg)  # prompt files only: before the run folder
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
     with stage_run(cfg, "grpo") as run:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")

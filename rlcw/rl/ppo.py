@@ -42,6 +42,8 @@ from rlcw.runs import RunDir
 
 @dataclass
 class PPOSettings:
+    """Hyperparameters of the loop; also `rlcw ppo`'s `train.*` config section, as is."""
+
     max_steps: int = 20
     batch_size: int = 8  # prompts (= responses) per step per process
     ppo_epochs: int = 2
