@@ -145,7 +145,8 @@ class GRPORecipeConfig:
 
 
 def validate(cfg: GRPORecipeConfig) -> None:
-    """Every check of the config that needs no model: run before the run folder is written."""
+    """Every check of the config that needs no model: run before the run folder is written (vLLM's presence
+    on this machine is `check_vllm`, also before it)."""
     t = cfg.train
     if t.batch_size % t.num_generations:
         raise RlcwError(
@@ -154,7 +155,8 @@ def validate(cfg: GRPORecipeConfig) -> None:
             hint="GRPO scores each prompt's group of num_generations completions inside one batch",
         )
     resume_mode(t.resume)
-    check_vllm(t)
+    if t.vllm_mode not in ("colocate", "server"):
+        raise RlcwError(f"unknown vllm_mode '{t.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
     check_fast_rollout(cfg)
     check_agents(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
@@ -427,6 +429,7 @@ def kl_reference(cfg: GRPORecipeConfig):
 
 def main(cfg: GRPORecipeConfig) -> dict:
     validate(cfg)
+    check_vllm(cfg.train)  # this machine, not the config (rlcw plan validates a vLLM config on a CPU box)
     train_rows, held_out = train_prompts(cfg), eval_prompts(cfg)  # prompt files only: before the run folder
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
     with stage_run(cfg, "grpo") as run:

@@ -1,8 +1,10 @@
 """Every shipped grpo, ppo and dpo config runs main() on the tiny model: the YAML users start from,
 with overrides only for size (steps, batch, caps, prompt counts) and paths (model, RM, pairs, output).
 
-All their inputs exist offline (bundled prompts, the pairs and RM the session fixtures build), so
-none is only validated; a new file under configs/grpo|ppo|dpo must be added to CONFIGS."""
+The CPU configs' inputs exist offline (bundled prompts, the pairs and RM the session fixtures
+build), so they run; the cluster configs name hub models, GPUs and LitBench prompt files, so they
+are only validated (`validate(cfg)`, no model). A new file under configs/grpo|ppo|dpo must be added
+to SIZE or HUB_ONLY."""
 
 from __future__ import annotations
 
@@ -56,13 +58,24 @@ SIZE = {
     ],
 }
 CONFIGS = sorted(SIZE)
+HUB_ONLY = ["grpo/litbench_1node.yaml", "grpo/litbench_2node.yaml", "ppo/litbench_1node.yaml"]
+RECIPE_CLASS = {"grpo": "GRPORecipeConfig", "ppo": "PPORecipeConfig", "dpo": "DPORecipeConfig"}
 
 
-def test_every_shipped_rl_config_is_run_here():
+def test_every_shipped_rl_config_is_run_or_validated_here():
     shipped = {
         f"{p.parent.name}/{p.name}" for d in ("grpo", "ppo", "dpo") for p in (ROOT / "configs" / d).glob("*.yaml")
     }
-    assert shipped == set(CONFIGS)
+    assert shipped == set(CONFIGS) | set(HUB_ONLY)
+
+
+@pytest.mark.parametrize("name", HUB_ONLY)
+def test_cluster_config_validates(name):
+    import importlib
+
+    stage = name.split("/")[0]
+    module = importlib.import_module(f"rlcw.recipes.{stage}")
+    module.validate(load_config(getattr(module, RECIPE_CLASS[stage]), ROOT / "configs" / name))
 
 
 def _paths(name: str, root: Path, model: Path, rm: str, pairs: dict) -> list[str]:
@@ -82,7 +95,7 @@ def test_shipped_config_runs(name, runs_root, tiny_model_dir, rm_run, pairs_run)
 
     stage = name.split("/")[0]
     module = importlib.import_module(f"rlcw.recipes.{stage}")
-    cls = getattr(module, {"grpo": "GRPORecipeConfig", "ppo": "PPORecipeConfig", "dpo": "DPORecipeConfig"}[stage])
+    cls = getattr(module, RECIPE_CLASS[stage])
     overrides = (
         _paths(name, runs_root, tiny_model_dir, rm_run["artifacts"]["model"], pairs_run["artifacts"]) + SIZE[name]
     )
