@@ -5,7 +5,7 @@
     tracker.log({"train/loss": 0.3, "monitor/words": 120.0}, step=5)
     tracker.close()
 
-Offline-safe: wandb runs in whatever `WANDB_MODE` says (`offline` writes under `<run_dir>/wandb`
+TensorBoard event files go to `<run_dir>/tensorboard/` (the run-folder contract). Offline-safe: wandb runs in whatever `WANDB_MODE` says (`offline` writes under `<run_dir>/wandb`
 and never touches the network; sync later with `wandb sync`); trackio writes a local database.
 
 What reaches a tracker is checked against rlcw's threat model (anyone may read what a tracker
@@ -135,7 +135,7 @@ class Tracker:
         if "tensorboard" in self.names:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(self.run_dir / "tb"))
+            self._tb = SummaryWriter(str(self.run_dir / "tensorboard"))  # the run folder's `tensorboard/`
         if "wandb" in self.names:
             self._wandb = self._start_wandb(payload)
         if "trackio" in self.names:
@@ -174,6 +174,7 @@ class Tracker:
         if self._tb is not None:
             for key, value in scalars.items():
                 self._tb.add_scalar(key, value, step)
+            self._tb.flush()  # a killed run keeps what it logged
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
         if self._trackio is not None:

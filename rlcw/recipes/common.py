@@ -4,7 +4,8 @@ Sections (`model.*`, `lora.*`, and for grpo, ppo and dpo `data.*` prompts, `rewa
 `monitor.*`) are plain dataclasses; recipes translate them into library arguments in their own
 builder functions. One meaning per key: held-out prompts are `eval.prompts` / `eval.split`, the
 RM is `reward.rm_path` (dpo, which has no reward: `eval.evaluators.rm.rm_path`), resuming is
-`train.resume: false | true | auto` (rlcw.runs.resume_checkpoint).
+`train.resume: false | true | auto` (rlcw.runs.resume_checkpoint), trackers are `train.report_to`
+(`stage_tracker`; TRL/HF's own `report_to` is always "none"), mixed precision is `train.bf16` (`check_bf16`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlcw.config import to_yaml
-from rlcw.data.prompts import find_overlap, load_prompts, mix_sources
+from rlcw.config import to_dict, to_yaml
+from rlcw.data.prompts import COLUMN_OPTIONS, find_overlap, load_prompt_column, load_prompts, mix_sources, source_rows
 from rlcw.errors import RlcwError
+from rlcw.generation import chat_messages
 from rlcw.io import read_table
 from rlcw.models import EMBEDDED_ALIAS
 from rlcw.rewards.length import range_fits_cap
-from rlcw.runs import RunDir
+from rlcw.runs import RunDir, is_main_process
+from rlcw.tracking import Tracker, parse_report_to
 
 # Linear layers of Llama/Qwen/Mistral-style decoder blocks (what "all-linear" means there).
 DECODER_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -73,7 +76,9 @@ class PromptSection:
     prompts: str = "bundled"  # "bundled" or a jsonl/csv/parquet file of prompt rows (default for every source)
     train_split: str | None = "train"
     max_train_prompts: int | None = None  # size of the (mixed) training set; None = every row once
-    # name -> {prompts: file (default data.prompts), style: tmas|wp (keep only that style), weight: float, split}
+    # name -> {prompts: file (default data.prompts), style: tmas|wp (keep only that style), weight: float, split};
+    # or {style: column, prompts: jsonl/csv/parquet/HF dataset, column: prompt, id_column, hf_split, weight}: any
+    # prompt column, plain text or a conversation (used as the chat prompt as it is, system turn included)
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
     fit_to_cap: str = "warn"  # filter | error | warn | ignore: prompts whose max_words cannot fit the completion cap
     tokens_per_word: float = 1.4
@@ -102,6 +107,7 @@ class EvalSection:
     every_steps: int = 10  # 0 disables periodic evaluation
     prompts: str | None = None  # held-out prompt file; None = data.prompts (grpo, ppo) or the bundled prompts (dpo)
     split: str | None = "eval"
+    column: str | None = None  # read eval.prompts as any table/HF dataset with this prompt column (split ignored)
     num_prompts: int = 8
     max_new_tokens: int = 96
     temperature: float = 0.8
@@ -148,9 +154,8 @@ def train_prompts(data: PromptSection, cap: int, seed: int) -> list[dict]:
         return rows[: data.max_train_prompts or None]
     pools, weights = {}, {}
     for name, spec in data.sources.items():
-        rows = load_prompts(spec.get("prompts", data.prompts), spec.get("split", data.train_split))
-        if spec.get("style"):
-            rows = [r for r in rows if r["style"] == spec["style"]]
+        check_source(name, spec)
+        rows = source_rows(spec, data.prompts, spec.get("split", data.train_split))
         rows = fit_to_cap(rows, cap, data.fit_to_cap, data.tokens_per_word, f"'{name}'")
         if not rows:
             raise RlcwError(f"no prompts of style '{spec.get('style')}'", where=f"data.sources.{name}")
@@ -162,8 +167,39 @@ def train_prompts(data: PromptSection, cap: int, seed: int) -> list[dict]:
 
 def held_out_prompts(data: PromptSection, ev: EvalSection, cap: int) -> list[dict]:
     """Every held-out prompt row (`eval.prompts` at `eval.split`), fitted to `cap` tokens as data.fit_to_cap says."""
-    rows = load_prompts(ev.prompts or data.prompts, ev.split)
-    return fit_to_cap(rows, cap, data.fit_to_cap, data.tokens_per_word, "held-out")
+    return fit_to_cap(eval_prompt_rows(ev, data.prompts), cap, data.fit_to_cap, data.tokens_per_word, "held-out")
+
+
+def eval_prompt_rows(ev: EvalSection, default: str) -> list[dict]:
+    """Held-out prompt rows: rlcw prompt rows of `eval.prompts` (or `default`) at `eval.split`, or with
+    `eval.column` that column of any table or HF dataset (rlcw.data.prompts.load_prompt_column)."""
+    if ev.column:
+        return load_prompt_column(ev.prompts or default, column=ev.column)
+    return load_prompts(ev.prompts or default, ev.split)
+
+
+def prompt_messages(row: dict, system_prompt: str | None) -> list[dict]:
+    """The chat prompt of a prompt row: its own conversation (a conversational `style: column` cell) as it
+    is, else `model.system_prompt` + the prompt as the user turn."""
+    return row.get("messages") or chat_messages(system_prompt, row["prompt"])
+
+
+def check_source(name: str, spec: dict) -> None:
+    """One `data.sources.<name>` entry's options (errors name `data.sources.<name>`); reads no file."""
+    where = f"data.sources.{name}"
+    unknown = sorted(set(spec) - set(COLUMN_OPTIONS))
+    if unknown:
+        raise RlcwError(f"unknown option '{unknown[0]}'", where=where, hint=f"options: {', '.join(COLUMN_OPTIONS)}")
+    column_only = sorted(set(spec) & {"column", "id_column", "hf_split"})
+    if spec.get("style") == "column":
+        if not spec.get("prompts"):
+            raise RlcwError(
+                "style: column needs `prompts`", where=where, hint="a jsonl/csv/parquet file or a dataset id"
+            )
+    elif column_only:
+        raise RlcwError(
+            f"'{column_only[0]}' applies to style: column only", where=where, hint="add style: column, or drop it"
+        )
 
 
 def check_overlap(train_rows: list[dict], held_out: list[dict], files: list[str]) -> None:
@@ -197,13 +233,7 @@ def validate_rl_sections(data: PromptSection | None, monitor: MonitorSection | N
             hint=f"one of {', '.join(FIT_MODES)}",
         )
     for name, spec in (data.sources if data is not None else {}).items():
-        unknown = set(spec) - {"prompts", "style", "weight", "split"}
-        if unknown:
-            raise RlcwError(
-                f"unknown option '{sorted(unknown)[0]}'",
-                where=f"data.sources.{name}",
-                hint="options: prompts, style, weight, split",
-            )
+        check_source(name, spec)
     if monitor is not None:
         validate_rules(monitor.warn, "monitor.warn")
         validate_rules(monitor.stop, "monitor.stop")
@@ -230,6 +260,45 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def validate_train_keys(report_to: list[str] | str, bf16: bool) -> None:
+    """`train.report_to` names known trackers (an RlcwError listing them otherwise) and `train.bf16` is a bool."""
+    parse_report_to(report_to)
+    if not isinstance(bf16, bool):
+        raise RlcwError(f"train.bf16 must be true or false, got {bf16!r}", where="train.bf16")
+
+
+def check_bf16(bf16: bool) -> None:
+    """This machine against `train.bf16=true` (run in main, not validate: `rlcw plan` checks GPU configs on CPU boxes).
+
+    A CUDA device without bf16 is an error (the HF trainer would refuse later, after loading the model); without
+    CUDA it is a warning: the HF trainer autocasts to bf16 on CPU, which runs but was slower than fp32 on this
+    project's CPUs (FIELD-NOTES), and is emulated on CPUs without AVX512-BF16/AMX."""
+    import torch
+
+    if not bf16:
+        return
+    if torch.cuda.is_available():
+        if not torch.cuda.is_bf16_supported():
+            raise RlcwError(
+                f"train.bf16=true but {torch.cuda.get_device_name()} has no bf16 support",
+                where="train.bf16",
+                hint="train.bf16=false (fp32), or a GPU with bf16 (Ampere or newer)",
+            )
+        return
+    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    print(
+        f"[rlcw] warning: train.bf16=true without a GPU: bf16 autocast on a CPU {'with' if native else 'WITHOUT'} "
+        "native bf16; usually slower than fp32 on CPU (train.bf16=false)",
+        flush=True,
+    )
+
+
+def stage_tracker(cfg, run: RunDir, report_to: list[str] | str) -> Tracker:
+    """The run's trackers (`train.report_to`, rank 0 only; other ranks get a no-op one), sent the resolved config."""
+    names = report_to if is_main_process() else "none"
+    return Tracker(names, run.path, run_name=run.path.name, config=to_dict(cfg))
 
 
 def tensorboard_dir(run: RunDir) -> str:

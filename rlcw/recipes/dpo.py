@@ -15,7 +15,11 @@ judge, ...), as in grpo; held-out prompts are `eval.prompts` (default: the bundl
 `eval.split`. Every config check runs in `validate` before the run folder is written. Checkpoints `checkpoints/checkpoint-N` every `train.save_steps` (a PEFT adapter that
 `load_causal_lm` loads), the final adapter in `checkpoints/final`; `train.resume=true` continues
 from the newest complete checkpoint (an error when there is none), `auto` when there is one. What it does not do: sample new pairs from the policy
-(online/iterative DPO) or score pairs with an RM: the labels are the file's.
+(online/iterative DPO) or score pairs with an RM: the labels are the file's. Trackers:
+`train.report_to` (tensorboard | wandb | trackio | none; default [tensorboard] into `<run>/tensorboard/`)
+gets TRL's metrics and the `eval/...` rows through rlcw.tracking (checked for secrets; TRL's own
+`report_to` is "none"). Precision: `train.bf16` (default false = fp32) is TRL's bf16 mixed-precision flag
+(a GPU without bf16 is an error, a CPU a warning); weights load as `model.dtype`.
 
     rlcw dpo --config configs/dpo/cpu.yaml data.train_file=runs/build_pairs/pairs/train.jsonl
     rlcw dpo --config configs/dpo/cpu.yaml train.resume=true      # after a crash or kill
@@ -24,13 +28,13 @@ from the newest complete checkpoint (an error when there is none), `auto` when t
 from __future__ import annotations
 
 import math
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from rlcw.data.preferences import load_preferences
-from rlcw.data.prompts import load_prompts
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.models import load_causal_lm, load_tokenizer, save_lora_checkpoint
@@ -38,10 +42,13 @@ from rlcw.recipes.common import (
     EvalSection,
     LoraSection,
     ModelConfig,
+    check_bf16,
+    eval_prompt_rows,
     lora_config,
     stage_run,
-    tensorboard_dir,
+    stage_tracker,
     validate_rl_sections,
+    validate_train_keys,
 )
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
@@ -70,6 +77,8 @@ class DPOTrainSection:
     save_steps: int = 10  # 0 = only the final adapter (then a killed run cannot resume)
     save_total_limit: int | None = None  # None = keep every checkpoint (the study evaluates each)
     resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
+    bf16: bool = False  # TRL bf16 mixed precision (GPU); weights load as model.dtype
 
 
 def dpo_eval_section() -> EvalSection:
@@ -132,6 +141,7 @@ def validate(cfg: DPORecipeConfig) -> None:
         )
     resume_mode(t.resume)
     validate_rl_sections(None, None, cfg.eval.evaluators if cfg.eval.every_steps else {})
+    validate_train_keys(t.report_to, t.bf16)
 
 
 def build_args(cfg: DPORecipeConfig, run, has_eval_pairs: bool):
@@ -155,10 +165,10 @@ def build_args(cfg: DPORecipeConfig, run, has_eval_pairs: bool):
         save_strategy="steps" if t.save_steps else "no",
         save_steps=t.save_steps or 500,
         save_total_limit=t.save_total_limit,
-        bf16=False,
+        bf16=t.bf16,
         gradient_checkpointing=False,
         use_cpu=not torch.cuda.is_available(),
-        report_to=["tensorboard"],
+        report_to="none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
         seed=cfg.seed,
         data_seed=cfg.seed,
         disable_tqdm=False,
@@ -180,16 +190,13 @@ def load_models(cfg: DPORecipeConfig):
 
 def main(cfg: DPORecipeConfig) -> dict:
     validate(cfg)
-    with stage_run(cfg, "dpo") as run:
+    check_bf16(cfg.train.bf16)
+    with stage_run(cfg, "dpo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         train_pairs = load_preferences(cfg.data.train_file, limit=cfg.data.max_pairs)
         eval_pairs = (
             load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
         )
-        eval_rows = (
-            load_prompts(cfg.eval.prompts or "bundled", cfg.eval.split)[: cfg.eval.num_prompts]
-            if cfg.eval.every_steps
-            else []
-        )
+        eval_rows = eval_prompt_rows(cfg.eval, "bundled")[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
         checkpoint = resume_checkpoint(cfg.train.resume, run.checkpoints)
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
@@ -199,7 +206,6 @@ def main(cfg: DPORecipeConfig) -> dict:
         )
         model, ref = load_models(cfg)
         args = build_args(cfg, run, bool(eval_pairs))
-        tensorboard_dir(run)
         e = cfg.eval
         sampler = story_sampler(
             tokenizer,
@@ -211,7 +217,7 @@ def main(cfg: DPORecipeConfig) -> dict:
             batch_size=e.batch_size,
             seed=cfg.seed,
         )
-        periodic = PeriodicEvalCallback(run, sampler, evaluators, e.every_steps)
+        periodic = PeriodicEvalCallback(run, sampler, evaluators, e.every_steps, tracker)
         from trl import DPOTrainer
 
         trainer = DPOTrainer(
@@ -224,7 +230,7 @@ def main(cfg: DPORecipeConfig) -> dict:
             peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers)
             if cfg.lora.enabled
             else None,
-            callbacks=[JsonlMetricsCallback(run), periodic],
+            callbacks=[JsonlMetricsCallback(run, tracker), periodic],
         )
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         pair_eval = final_pair_eval(trainer) if eval_pairs else {}

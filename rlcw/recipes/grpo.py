@@ -18,6 +18,12 @@ when there is none), `auto` continues when there is one. Every config check runs
 before the run folder is written or anything loads. The TRL extension (hooks, per-step extras) is
 rlcw.rl.grpo_trainer. What it does not do: PPO (`rlcw ppo`).
 
+Trackers: `train.report_to` (list of tensorboard | wandb | trackio | none; default [tensorboard], written to
+`<run>/tensorboard/`) receives TRL's metrics (HF key layout `train/...`) and the `eval/...` rows through
+rlcw.tracking, which refuses anything holding a secret; TRL's own `report_to` is "none". Precision:
+`train.bf16` (default false = fp32) is the HF/TRL bf16 mixed-precision flag (the cluster configs set it; a
+GPU without bf16 is an error, a CPU a warning); the weights load as `model.dtype`.
+
 Agents' Room rollouts (`agents.variant=e2e|plan|write|plan_write`; default none = one plain
 completion per prompt): each rewarded story is written by that variant with the policy playing the
 agents (rlcw.agents.rl). The trained sequence is one agent's call (`agents.train_agent`, or `cycle`:
@@ -41,6 +47,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +55,7 @@ import torch
 
 from rlcw.agents.variants import AgentCaps
 from rlcw.errors import RlcwError
-from rlcw.generation import apply_chat_template_file, chat_messages
+from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
 from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common import (
@@ -58,13 +65,16 @@ from rlcw.recipes.common import (
     MonitorSection,
     PromptSection,
     RewardSection,
+    check_bf16,
     check_overlap,
     held_out_prompts,
     lora_config,
+    prompt_messages,
     rm_scorer,
     stage_run,
-    tensorboard_dir,
+    stage_tracker,
     validate_rl_sections,
+    validate_train_keys,
 )
 from rlcw.recipes.common import train_prompts as mixed_train_prompts
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
@@ -111,6 +121,8 @@ class GRPOTrainSection:
     vllm_gpu_memory_utilization: float = 0.3
     # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json (launch with torchrun; see slurm/README.md)
     deepspeed: str | None = None
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
+    bf16: bool = False  # HF/TRL bf16 mixed precision (GPU configs); weights load as model.dtype
 
 
 @dataclass
@@ -160,6 +172,7 @@ def validate(cfg: GRPORecipeConfig) -> None:
     check_fast_rollout(cfg)
     check_agents(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
+    validate_train_keys(t.report_to, t.bf16)
 
 
 def check_vllm(t: GRPOTrainSection) -> None:
@@ -282,7 +295,7 @@ def build_dataset(rows: list[dict], system_prompt: str):
 
     keys = {"min_words": "min_words", "max_words": "max_words", "prompt_id": "id", "source": "source"}
     return Dataset.from_list(
-        [{"prompt": chat_messages(system_prompt, r["prompt"]), **{k: r[v] for k, v in keys.items()}} for r in rows]
+        [{"prompt": prompt_messages(r, system_prompt), **{k: r[v] for k, v in keys.items()}} for r in rows]
     )
 
 
@@ -331,10 +344,10 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
         save_strategy="steps" if t.save_steps else "no",
         save_steps=t.save_steps or 500,
         save_total_limit=t.save_total_limit,
-        bf16=False,
+        bf16=t.bf16,
         gradient_checkpointing=False,
         use_cpu=not torch.cuda.is_available(),
-        report_to=["tensorboard"],
+        report_to="none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
         seed=cfg.seed,
         data_seed=cfg.seed,
         disable_tqdm=False,
@@ -430,9 +443,10 @@ def kl_reference(cfg: GRPORecipeConfig):
 def main(cfg: GRPORecipeConfig) -> dict:
     validate(cfg)
     check_vllm(cfg.train)  # this machine, not the config (rlcw plan validates a vLLM config on a CPU box)
+    check_bf16(cfg.train.bf16)
     train_rows, held_out = train_prompts(cfg), eval_prompts(cfg)  # prompt files only: before the run folder
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
-    with stage_run(cfg, "grpo") as run:
+    with stage_run(cfg, "grpo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
         funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
@@ -444,14 +458,13 @@ def main(cfg: GRPORecipeConfig) -> dict:
         }
         evaluators = build_evaluators(cfg.eval.evaluators, context)
         sampler = build_sampler(cfg, tokenizer, held_out[: cfg.eval.num_prompts])
-        periodic = PeriodicEvalCallback(run, sampler, evaluators, cfg.eval.every_steps)
+        periodic = PeriodicEvalCallback(run, sampler, evaluators, cfg.eval.every_steps, tracker)
         m = cfg.monitor
         monitor = MonitorCallback(m.warn, m.stop, m.patience, m.min_steps, run)
         model = load_causal_lm(cfg.model.name, cfg.model.dtype)
         peft = lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers) if cfg.lora.enabled else None
         funcs, extra = rollout_hooks(cfg, tokenizer, funcs)
         args = build_args(cfg, run, weights)
-        tensorboard_dir(run)
         from rlcw.rl.grpo_trainer import RlcwGRPOTrainer
 
         t = cfg.train
@@ -462,7 +475,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             train_dataset=build_dataset(train_rows, cfg.model.system_prompt),
             processing_class=tokenizer,
             peft_config=peft,
-            callbacks=[monitor, JsonlMetricsCallback(run), periodic],
+            callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic],
             run=run,
             monitor_ngram=m.ngram if m.enabled else None,
             log_kl_every=max(1, t.log_kl_every) if t.log_kl_to_start else 0,

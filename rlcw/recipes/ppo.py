@@ -17,6 +17,11 @@ folder is written. Checkpoints in `<run>/checkpoints/step_XXXXXX` (policy adapte
 optimizer, RNG, step); `train.resume=true` continues from the last (an error when there is none),
 `auto` continues when there is one. The final adapter is
 `<run>/checkpoints/final` (loadable by every command's `model.name`).
+Trackers: `train.report_to` (tensorboard | wandb | trackio | none; default [tensorboard] into
+`<run>/tensorboard/`) gets every step's stats and the `eval/...` rows through rlcw.tracking (checked for
+secrets). Precision: `train.bf16` (default false = fp32) runs the loop's prepared policy and value forwards
+under accelerate's bf16 autocast (`mixed_precision="bf16"`; rollout sampling stays in `model.dtype`); a GPU
+without bf16 is an error, a CPU a warning.
 What not: full fine-tuning (the reference is the adapter-disabled policy, so LoRA is required),
 adaptive KL control, vLLM rollouts.
 
@@ -26,10 +31,11 @@ adaptive KL control, vLLM rollouts.
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass, field
 
 from rlcw.errors import RlcwError
-from rlcw.generation import apply_chat_template_file, chat_messages
+from rlcw.generation import apply_chat_template_file
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
 from rlcw.recipes.common import (
     EvalSection,
@@ -38,13 +44,17 @@ from rlcw.recipes.common import (
     MonitorSection,
     PromptSection,
     RewardSection,
+    check_bf16,
     check_overlap,
     held_out_prompts,
     lora_config,
+    prompt_messages,
     rm_scorer,
     stage_run,
+    stage_tracker,
     train_prompts,
     validate_rl_sections,
+    validate_train_keys,
 )
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
@@ -65,13 +75,21 @@ class ValueSection:
 
 
 @dataclass
+class PPOTrainSection(PPOSettings):
+    """`train.*`: the loop's settings (rlcw.rl.ppo.PPOSettings) and what the recipe does around the loop."""
+
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
+    bf16: bool = False  # accelerate bf16 autocast of the prepared policy/value forwards (GPU configs)
+
+
+@dataclass
 class PPORecipeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: PromptSection = field(default_factory=PromptSection)
     reward: RewardSection = field(default_factory=RewardSection)
     lora: LoraSection = field(default_factory=LoraSection)
     value: ValueSection = field(default_factory=ValueSection)
-    train: PPOSettings = field(default_factory=PPOSettings)  # the library's settings are the section (+ train.resume)
+    train: PPOTrainSection = field(default_factory=PPOTrainSection)  # the library's settings + report_to, bf16
     eval: EvalSection = field(default_factory=lambda: EvalSection(max_new_tokens=64))
     monitor: MonitorSection = field(default_factory=MonitorSection)
     output_dir: str = "runs"
@@ -104,6 +122,15 @@ def validate(cfg: PPORecipeConfig) -> None:
     if v.backbone not in ("lora", "frozen"):
         raise RlcwError(f"unknown value.backbone '{v.backbone}'", where="value.backbone", hint="use lora or frozen")
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
+    validate_train_keys(t.report_to, t.bf16)
+
+
+def build_accelerator(cfg: PPORecipeConfig):
+    """The loop's accelerator: CPU when there is no GPU, bf16 autocast when `train.bf16`."""
+    import torch
+    from accelerate import Accelerator
+
+    return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if cfg.train.bf16 else "no")
 
 
 def build_policy(cfg: PPORecipeConfig):
@@ -161,13 +188,14 @@ def build_sampler(cfg: PPORecipeConfig, tokenizer, eval_rows: list[dict]):
 
 def main(cfg: PPORecipeConfig) -> dict:
     validate(cfg)
+    check_bf16(cfg.train.bf16)
     train_rows = train_prompts(
         cfg.data, cfg.train.max_new_tokens, cfg.seed
     )  # prompt files only: before the run folder
     held_out = held_out_prompts(cfg.data, cfg.eval, cfg.eval.max_new_tokens)
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
     eval_rows = held_out[: cfg.eval.num_prompts]
-    with stage_run(cfg, "ppo") as run:
+    with stage_run(cfg, "ppo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
         funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
@@ -178,7 +206,8 @@ def main(cfg: PPORecipeConfig) -> dict:
             cfg.eval.evaluators,
             {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer},
         )
-        periodic = PeriodicEval(run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps)
+        sampler = build_sampler(cfg, tokenizer, eval_rows)
+        periodic = PeriodicEval(run, sampler, evaluators, cfg.eval.every_steps, tracker)
         monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
         trainer = PPOTrainer(
             policy,
@@ -188,22 +217,24 @@ def main(cfg: PPORecipeConfig) -> dict:
             weights,
             cfg.train,
             run,
+            accelerator=build_accelerator(cfg),
             base_spec=cfg.model.name,
             monitor=monitor,
             seed=cfg.seed,
             monitor_ngram=cfg.monitor.ngram if cfg.monitor.enabled else None,
+            tracker=tracker,
         )
 
         def encode(row: dict) -> list[int]:
             text = tokenizer.apply_chat_template(
-                chat_messages(cfg.model.system_prompt, row["prompt"]), tokenize=False, add_generation_prompt=True
+                prompt_messages(row, cfg.model.system_prompt), tokenize=False, add_generation_prompt=True
             )
             return tokenizer(text, add_special_tokens=False)["input_ids"]
 
         history = trainer.train(
             train_rows,
             encode,
-            lambda row: chat_messages(cfg.model.system_prompt, row["prompt"]),
+            lambda row: prompt_messages(row, cfg.model.system_prompt),
             periodic=periodic,
             resume=resume_checkpoint(cfg.train.resume, run.checkpoints) is not None,
             columns=("min_words", "max_words", "source", "id"),

@@ -3,8 +3,8 @@
 Baseline samples come once from the starting model (step 0, before any update); every
 `every_steps` and at the end, rank 0 samples the held-out prompts with the current policy
 (same seed as the baseline), saves them as story records in `<run>/samples/step_XXXXXX.jsonl`,
-runs the evaluators and logs `eval/<evaluator>/<metric>` to metrics.jsonl and the trainer's
-loggers (TensorBoard). Other ranks wait at a barrier.
+runs the evaluators and logs `eval/<evaluator>/<metric>` to metrics.jsonl and the `train.report_to`
+trackers (the `tracker` argument, rlcw.tracking.Tracker). Other ranks wait at a barrier.
 """
 
 from __future__ import annotations
@@ -62,8 +62,10 @@ class PeriodicEval:
     `sample(model, step) -> story records`; evaluators follow `rlcw.rl.evaluation.Evaluator`.
     Used by `PeriodicEvalCallback` (TRL/transformers trainers) and by rlcw's own PPO loop."""
 
-    def __init__(self, run: RunDir, sample: Callable, evaluators: list, every_steps: int):
+    def __init__(self, run: RunDir, sample: Callable, evaluators: list, every_steps: int, tracker=None):
+        """`tracker`: rlcw.tracking.Tracker (or anything with `log(metrics, step)`) the eval rows also go to."""
         self.run, self.sample, self.evaluators, self.every_steps = run, sample, evaluators, every_steps
+        self.tracker = tracker
         self.baseline: list[dict] = []
         self.history: list[dict] = []
         self._last_step = -1
@@ -78,16 +80,10 @@ class PeriodicEval:
             metrics = run_evaluators(self.evaluators, stories, self.baseline, self.run.samples)
             self.history.append({"step": step, **metrics})
             self.run.log(step, metrics)
-            self._tensorboard(step, metrics)
+            if self.tracker is not None:
+                self.tracker.log(metrics, step)
         self._last_step = step
         _barrier()
-
-    def _tensorboard(self, step: int, metrics: dict) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-
-        with SummaryWriter(str(self.run.path / "tensorboard" / "eval")) as writer:
-            for key, value in metrics.items():
-                writer.add_scalar(key, value, step)
 
     def begin(self, model, step: int, is_main: bool) -> None:
         """At the start of training (step > 0 on resume: reload the baseline, sample nothing)."""
@@ -111,8 +107,8 @@ class PeriodicEval:
 class PeriodicEvalCallback(TrainerCallback):
     """`PeriodicEval` as a transformers `TrainerCallback`."""
 
-    def __init__(self, run: RunDir, sample: Callable, evaluators: list, every_steps: int):
-        self.periodic = PeriodicEval(run, sample, evaluators, every_steps)
+    def __init__(self, run: RunDir, sample: Callable, evaluators: list, every_steps: int, tracker=None):
+        self.periodic = PeriodicEval(run, sample, evaluators, every_steps, tracker)
 
     @property
     def baseline(self) -> list[dict]:

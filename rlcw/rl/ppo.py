@@ -5,7 +5,8 @@ One step = sample one response per prompt -> score with TRL-signature reward fun
 old log-probs, reference log-probs (same model, adapter disabled: no second copy), values ->
 rewards (-kl_coef * KL per token + score on the last token) -> GAE -> `ppo_epochs` passes over
 shuffled minibatches (micro-batched), clipped policy + value losses, one gradient clip and
-optimizer step per minibatch. Rank 0 logs every step to metrics.jsonl and TensorBoard.
+optimizer step per minibatch. Rank 0 logs every step to metrics.jsonl and the `tracker` (rlcw.tracking.Tracker:
+TensorBoard, wandb, trackio as `train.report_to` says).
 
     trainer = PPOTrainer(policy, value, tokenizer, funcs, weights, PPOSettings(...), run)
     trainer.train(prompt_rows, render=lambda row: token_ids, periodic=PeriodicEval(...))
@@ -100,8 +101,10 @@ class PPOTrainer:
         monitor=None,
         seed: int = 0,
         monitor_ngram: int | None = 3,
+        tracker=None,
     ):
-        """`monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.rl.monitors.MonitorCallback);
+        """`tracker`: rlcw.tracking.Tracker (anything with `log(metrics, step)`) every step's stats also go to;
+        `monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.rl.monitors.MonitorCallback);
         `monitor_ngram`: n of the reward-hacking statistics (rlcw.rl.monitors) every step, None = off."""
         from accelerate import Accelerator
 
@@ -117,7 +120,7 @@ class PPOTrainer:
         self.policy, self.value, self.optimizer = self.acc.prepare(policy, value, optimizer)
         self.step, self.monitor, self.stop_reason = 0, monitor, None
         self.eos_ids = [tokenizer.eos_token_id]
-        self._writer = None
+        self.tracker = tracker
 
     # -- one step ------------------------------------------------------------------------------
     def _unwrapped(self):
@@ -324,8 +327,6 @@ class PPOTrainer:
         bar.close()
         if periodic is not None:
             periodic.end(self._unwrapped(), self.step, acc.is_main_process)
-        if self._writer is not None:
-            self._writer.close()
         return history
 
     def _reduce(self, stats: dict) -> dict:
@@ -340,13 +341,8 @@ class PPOTrainer:
             return
         clean = {k: v for k, v in stats.items() if not math.isnan(v)}
         self.run.log(self.step, clean)
-        if self._writer is None:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._writer = SummaryWriter(str(self.run.path / "tensorboard"))
-        for k, v in clean.items():
-            self._writer.add_scalar(k, v, self.step)
-        self._writer.flush()
+        if self.tracker is not None:
+            self.tracker.log(clean, self.step)
         self._log_extremes(rows)
 
     def _log_extremes(self, rows: list[dict]) -> None:

@@ -71,7 +71,7 @@ def test_tensorboard_scalars_on_disk(tmp_path):
     tracker.log({"train/loss": 0.5, "note": "skipped", "flag": True}, step=1)
     tracker.log({"train/loss": 0.25}, step=2)
     tracker.close()
-    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
     acc.Reload()
     assert acc.Tags()["scalars"] == ["train/loss"]
     assert [(e.step, e.value) for e in acc.Scalars("train/loss")] == [(1, 0.5), (2, 0.25)]
@@ -81,7 +81,7 @@ def test_tracker_refuses_a_config_holding_a_secret(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", "do-not-send-me")
     with pytest.raises(RlcwError, match="MY_SERVICE_TOKEN"):
         Tracker("tensorboard", tmp_path, run_name="t", config={"remote": {"token": "do-not-send-me"}})
-    assert not (tmp_path / "tb").exists()  # nothing was started
+    assert not (tmp_path / "tensorboard").exists()  # nothing was started
 
 
 def test_none_logs_nothing(tmp_path):

@@ -1,0 +1,68 @@
+"""`train.report_to` and `train.bf16` of the training stages, without training: validation, the TRL/HF args
+(report_to always "none": rlcw's Tracker is the one path to a tracker; bf16 as configured), PPO's
+accelerator, and what `check_bf16` says about this machine."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rlcw.config import load_config
+from rlcw.errors import RlcwError
+from rlcw.recipes import dpo, grpo, ppo
+from rlcw.recipes.common import check_bf16
+
+RUN = SimpleNamespace(checkpoints=Path("unused-checkpoints"))
+STAGES = [
+    (grpo.GRPORecipeConfig, grpo.validate),
+    (ppo.PPORecipeConfig, ppo.validate),
+    (dpo.DPORecipeConfig, dpo.validate),
+]
+
+
+@pytest.mark.parametrize(("cls", "validate"), STAGES)
+def test_unknown_tracker_names_the_valid_ones(cls, validate):
+    cfg = load_config(cls, None, ["train.report_to=[tensorboard,mlflow]"])
+    with pytest.raises(RlcwError, match="mlflow") as err:
+        validate(cfg)
+    assert err.value.where == "train.report_to"
+    assert all(name in str(err.value) for name in ("tensorboard", "wandb", "trackio", "none"))
+    assert load_config(cls, None, []).train.report_to == ["tensorboard"]  # today's behaviour is the default
+    validate(load_config(cls, None, ["train.report_to=[wandb,trackio]"]))
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_trl_args_report_to_none_and_carry_bf16(bf16):
+    g = load_config(grpo.GRPORecipeConfig, None, [f"train.bf16={str(bf16).lower()}"])
+    d = load_config(dpo.DPORecipeConfig, None, [f"train.bf16={str(bf16).lower()}"])
+    for args in (grpo.build_args(g, RUN, [1.0, 1.0]), dpo.build_args(d, RUN, False)):
+        assert args.report_to == []  # "none": HF starts no TensorBoard/wandb callback of its own
+        assert args.bf16 is bf16
+
+
+@pytest.mark.parametrize(("bf16", "mode"), [(False, "no"), (True, "bf16")])
+def test_ppo_accelerator_mixed_precision(monkeypatch, bf16, mode):
+    import accelerate
+
+    seen = {}
+    monkeypatch.setattr(accelerate, "Accelerator", lambda **kw: seen.update(kw) or "acc")
+    cfg = load_config(ppo.PPORecipeConfig, None, [f"train.bf16={str(bf16).lower()}"])
+    assert ppo.build_accelerator(cfg) == "acc"
+    assert seen == {"cpu": not torch.cuda.is_available(), "mixed_precision": mode}
+
+
+def test_check_bf16_errors_on_a_gpu_without_bf16_and_warns_on_cpu(monkeypatch, capsys):
+    check_bf16(False)
+    assert capsys.readouterr().out == ""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    check_bf16(True)
+    assert "warning: train.bf16=true without a GPU" in capsys.readouterr().out
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "Tesla V100")
+    with pytest.raises(RlcwError, match="V100 has no bf16") as err:
+        check_bf16(True)
+    assert err.value.where == "train.bf16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    check_bf16(True)
