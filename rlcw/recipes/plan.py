@@ -44,7 +44,7 @@ class PlanOptions:
     model_config: str | None = None  # config.json (or folder) of the trained model's shapes
     rm_model_config: str | None = None  # config.json of a colocated reward model (bt/genrm specs)
     global_batch: int | None = None  # reward models: the effective batch the run must have (LitBench: 128)
-    precision: str = "auto"  # auto (model.dtype bfloat16/float16 -> mixed, else fp32) | mixed | fp32
+    precision: str = "auto"  # auto (train.bf16 or model.dtype bfloat16/float16 -> mixed, else fp32) | mixed | fp32
 
 
 @dataclass
@@ -158,10 +158,25 @@ def model_shape(name: str, override: str | None, key: str) -> M.ModelShape:
     return M.load_shape(found)
 
 
-def precision_of(dtype: str, option: str) -> str:
+def precision_of(dtype: str, option: str, bf16: bool = False) -> str:
+    """`plan.precision`, with auto read from the recipe: `train.bf16` or a 16-bit `model.dtype` -> mixed."""
     if option != "auto":
         return option
-    return "mixed" if dtype in ("bfloat16", "bf16", "float16", "fp16") else "fp32"
+    return "mixed" if bf16 or dtype in ("bfloat16", "bf16", "float16", "fp16") else "fp32"
+
+
+def plan_precision(cfg, opts: PlanOptions) -> str:
+    return precision_of(cfg.model.dtype, opts.precision, getattr(cfg.train, "bf16", False))
+
+
+def precision_note(cfg, precision: str) -> list[str]:
+    """What the plan says about a mixed-precision plan whose recipe does not turn on `train.bf16`."""
+    if precision != "mixed" or getattr(cfg.train, "bf16", False):
+        return []
+    return [
+        f"figures assume bf16 mixed precision as DeepSpeed counts it, but train.bf16 is off (model.dtype="
+        f"{cfg.model.dtype}): set train.bf16=true for that run, or plan.precision=fp32 to plan an fp32 one"
+    ]
 
 
 def trainable_params(shape: M.ModelShape, lora, head: str = "lm") -> int:
@@ -206,7 +221,10 @@ def plan_grpo(cfg, opts: PlanOptions) -> Plan:
         len(rows) if rows is not None else None,
     )
     shape = model_shape(cfg.model.name, opts.model_config, "model.name")
-    precision, stage = precision_of(cfg.model.dtype, opts.precision), zero_stage(t.deepspeed)
+    precision, stage = (
+        plan_precision(cfg, opts),
+        zero_stage(t.deepspeed),
+    )
     if stage == 3 and cfg.eval.every_steps > 0:  # measured on 2 CPU ranks (FIELD-NOTES): the step-0 baseline hangs
         raise RlcwError(
             "periodic evaluation samples on rank 0 only, which hangs under ZeRO-3 (a sharded forward needs every rank)",
@@ -271,7 +289,7 @@ def plan_ppo(cfg, opts: PlanOptions) -> Plan:
         opts.world_size, t.batch_size, t.minibatch_size, t.micro_batch_size, t.ppo_epochs, t.max_new_tokens, n
     )
     shape = model_shape(cfg.model.name, opts.model_config, "model.name")
-    precision = precision_of(cfg.model.dtype, opts.precision)
+    precision = plan_precision(cfg, opts)
     extras = colocated_rms(cfg.reward.specs, cfg.reward.rm_path, opts.rm_model_config)
     value_path = cfg.value.path or (cfg.reward.rm_path if cfg.value.init == "rm" else cfg.model.name)
     found = (opts.rm_model_config if cfg.value.init == "rm" else None) or M.find_config(value_path)
@@ -292,7 +310,7 @@ def plan_train_rm(cfg, opts: PlanOptions) -> Plan:
     geo = G.rm_geometry(opts.world_size, t.batch_size, t.grad_accum, cfg.rm.max_length, per_pair, n, opts.global_batch)
     shape = model_shape(cfg.model.name, opts.model_config, "model.name")
     head = "score" if cfg.rm.type == "bt" else "lm"
-    precision = precision_of(cfg.model.dtype, opts.precision)
+    precision = plan_precision(cfg, opts)
     lines = [f"pairs: {n} ({why})" if n is not None else f"data: {why}"]
     units = ("pairs", "sequences (chosen + rejected)")
     if cfg.rm.type == "genrm":  # an example is one order of a pair: one sequence holding both stories
@@ -370,11 +388,6 @@ def render(plan: Plan, opts: PlanOptions, precision: str) -> str:
     total = plan.states[plan.stage].total + sum(plan.extras.values())
     left = opts.gpu_memory_gib * M.GIB - total
     out.append(f"total before activations: {M.gib(total)}; left for activations and the CUDA context: {M.gib(left)}")
-    if precision == "mixed":
-        out.append(
-            "note: figures assume bf16 mixed precision as DeepSpeed counts it; rlcw's grpo and train-rm pass "
-            "bf16=False to the HF trainer today (plan.precision=fp32 shows an fp32 run)"
-        )
     if left < 0:
         out.append("WARNING: the model states alone do not fit; use a higher ZeRO stage, LoRA, or more GPUs")
     return "\n".join(out)
@@ -384,7 +397,8 @@ def make_plan(command: str, cfg, opts: PlanOptions) -> Plan:
     """The plan of a loaded recipe config (the recipe's validation first)."""
     notes = validate_recipe(command, cfg)
     plan = {"grpo": plan_grpo, "ppo": plan_ppo, "train-rm": plan_train_rm}[command](cfg, opts)
-    return dataclasses.replace(plan, notes=tuple(notes))
+    precision = plan_precision(cfg, opts)
+    return dataclasses.replace(plan, notes=tuple(notes) + tuple(precision_note(cfg, precision)))
 
 
 def cli(argv: list[str]) -> int:
@@ -407,7 +421,7 @@ def cli(argv: list[str]) -> int:
     module, cls = PLANNABLE[command]
     cfg = load_config(getattr(importlib.import_module(module), cls), config, theirs)
     plan = make_plan(command, cfg, opts)
-    print(render(plan, opts, precision_of(cfg.model.dtype, opts.precision)))
+    print(render(plan, opts, plan_precision(cfg, opts)))
     for note in plan.notes:
         print(f"note: {note}")
     return 0
