@@ -62,6 +62,7 @@ class CurateConfig:
     output_dir: str = "runs"
     run_name: str = "curate"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_rows(src: SourceSection) -> tuple[list[tuple[int, dict]], str]:

@@ -43,6 +43,7 @@ class ServeRMConfig:
     output_dir: str = "runs"
     run_name: str = "serve_rm"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def read_token(token_env: str | None) -> str | None:

@@ -68,6 +68,7 @@ class StudyExportConfig:
     output_dir: str = "runs"
     run_name: str = "study_export"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_records(paths: list[str]) -> list[dict]:

@@ -39,6 +39,7 @@ class StudyIngestConfig:
     output_dir: str = "runs"
     run_name: str = "study_ingest"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def _fmt(x) -> str:
