@@ -152,6 +152,13 @@ def main(cfg: CurateConfig) -> dict:
         )
         results["train"].drops.update(train_drops)
         if not results["train"].pairs:
+            # the report (counts after each rule, drops by reason) is what tells the user which rule to relax
+            text = report(results, infos, cfg).replace(
+                "![length differences before/after balancing](length_balance.png)", ""
+            )
+            run.write_report(
+                text + "\n**No training pairs survived curation**: relax the rule where the count falls to 0.\n"
+            )
             raise RlcwError(
                 "no training pairs survived curation", hint="see the counts in " + str(run.path / "report.md")
             )
