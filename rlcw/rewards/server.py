@@ -213,25 +213,17 @@ def _reject_constant(name: str):
     raise BadBody(f"{name} is not valid JSON (NaN and Infinity are not allowed)")
 
 
-def json_depth(raw: bytes) -> int:
-    """Deepest nesting of [ and { outside strings (counted on the bytes, before parsing)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
+def json_depth(value: Any, limit: int) -> int:
+    """Nesting depth of a decoded JSON value (iterative; stops counting once past `limit`)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, (list, dict)):
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
     return deepest
 
 
@@ -241,15 +233,16 @@ def parse_body(raw: bytes, limits: ServerLimits) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadBody(f"body is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
-    depth = json_depth(raw)
-    if depth > limits.max_json_depth:
-        raise BadBody(f"JSON nested {depth} levels deep > {limits.max_json_depth}")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        body = json.loads(text, parse_constant=_reject_constant)  # the C parser: no Python loop over the bytes
     except json.JSONDecodeError as exc:
         raise BadBody(f"body is not valid JSON: {exc}") from None
     except RecursionError:
-        raise BadBody("JSON nested too deeply") from None
+        raise BadBody(f"JSON nested too deeply (more than {limits.max_json_depth} levels)") from None
+    depth = json_depth(body, limits.max_json_depth)
+    if depth > limits.max_json_depth:
+        raise BadBody(f"JSON nested more than {limits.max_json_depth} levels deep")
+    return body
 
 
 def check_encodable(prompts: list[str], completions: list[str]) -> str | None:
