@@ -97,7 +97,8 @@ def write_key(path: str | Path, key: dict, packets: list[dict], extra: dict | No
         },
     }
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)  # the key's folder is the owner's only (it is rlcw's own private/ folder)
     written = atomic_write_json(path, {**payload, "sha256": checksum(payload)})
     os.chmod(written, 0o600)
     return written
