@@ -15,6 +15,10 @@ Prints (and with --out writes) JSON: requests, items, throughput (requests/s, it
 latency, batches (scorer calls), mean and largest requests per batch, 503s, lost/mixed/duplicated.
 Without --rm the RM is a tiny random-weight Llama (hidden 64, 2 layers) with the embedded model's
 tokenizer, so the figures measure the server (HTTP, batching, queue), not a model.
+
+Measured 2026-11-23 (2-core CPU shared with other jobs, load average ~10; tiny RM, 8 clients x 4
+items, 65 s): 4,281 requests, 65.8 requests/s (263 items/s), p50 116 ms, p99 233 ms, 563 scorer
+calls of 7.6 requests on average (8 at most), 0 busy, 0 lost, 0 mixed, 0 duplicated.
 """
 
 from __future__ import annotations
