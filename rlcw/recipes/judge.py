@@ -87,6 +87,7 @@ class JudgeConfig:
     output_dir: str = "runs"
     run_name: str = "judge"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 # --- inputs --------------------------------------------------------------------------------

@@ -42,13 +42,14 @@ class QuickstartConfig:
     output_dir: str = "runs"
     run_name: str = "quickstart"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def wire(cfg: QuickstartConfig, root: str) -> None:
     """Point every stage at the shared model, seed and this run's folder, and chain their files."""
     for name in ("build_pairs", "train_rm", "grpo", "generate", "export"):
         stage = getattr(cfg, name)
-        stage.output_dir, stage.run_name, stage.seed = root, name, cfg.seed
+        stage.output_dir, stage.run_name, stage.seed, stage.overwrite = root, name, cfg.seed, True  # re-run: fresh
     cfg.train_rm.model = ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype)
     cfg.train_rm.data.train_file = f"{root}/build_pairs/pairs/train.jsonl"
     cfg.train_rm.data.eval_file = f"{root}/build_pairs/pairs/eval.jsonl"
@@ -76,7 +77,9 @@ def main(cfg: QuickstartConfig) -> dict:
         stage(
             "prepare_model",
             prepare_model.main,
-            prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"),
+            prepare_model.PrepareModelConfig(
+                model=cfg.model, output_dir=root, run_name="prepare_model", overwrite=True
+            ),
         )
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)
