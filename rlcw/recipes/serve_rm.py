@@ -110,5 +110,5 @@ def main(cfg: ServeRMConfig) -> dict:
             pass
         stats = app.state.batcher.stats.as_dict()
         metrics = {k: float(v) for k, v in stats.items()}
-        run.log(0, metrics)
+        # summary.json only, no metrics.jsonl row: a restarted server reuses its folder without overwrite=true
         return run.write_summary("completed", metrics, {"rm": cfg.rm_path})
