@@ -6,6 +6,7 @@ labelled by a draw from the gold's Bradley-Terry model, P(a preferred) = sigmoid
     pairs = completion_pairs(["p1", "p2"], k=4)                 # all 6 pairs per prompt
     out = gold_labels([1.2, 0.3], [0.1, 0.3], temperature=1.0, seed=0)
     out.labels, out.probs, out.label_noise                       # a preferred?, P(a > b), mean min(p, 1-p)
+    chosen, noise = label_pairs(pairs, gold, temperature=1.0, seed=0)   # [(prompt_id, chosen, rejected)]
 
 `label_noise` is the expected share of labels that disagree with the gold's own ranking; the report
 states it. temperature=0 gives the noiseless labels (the higher gold wins; a tie is a coin flip).
@@ -14,7 +15,7 @@ Tests with hand-worked numbers: tests/unit/test_overopt.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -73,3 +74,21 @@ def completion_pairs(
         )
         out.extend((p, i, j) for i, j in chosen)
     return out
+
+
+def label_pairs(
+    pairs: Sequence[tuple[str, int, int]],
+    gold: Mapping[tuple[str, int], float],
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> tuple[list[tuple[str, int, int]], float]:
+    """(prompt_id, chosen_index, rejected_index) per pair from sampled gold labels, and the label noise.
+
+    `gold[(prompt_id, completion_index)]` is the gold score of that completion; pairs come from
+    `completion_pairs`."""
+    missing = [(p, i) for p, a, b in pairs for i in (a, b) if (p, i) not in gold]
+    if missing:
+        raise ValueError(f"{len(missing)} completions have no gold score, e.g. {missing[0]}")
+    out = gold_labels([gold[(p, a)] for p, a, _ in pairs], [gold[(p, b)] for p, _, b in pairs], temperature, seed)
+    chosen = [(p, a, b) if win else (p, b, a) for (p, a, b), win in zip(pairs, out.labels, strict=True)]
+    return chosen, out.label_noise

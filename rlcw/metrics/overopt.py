@@ -9,12 +9,13 @@ Design note: how the outcome study (issue 18) should use these pieces, stage by 
 1. Gold. A fixed scorer RL never trains against (an RM folder or hub id). Score k completions per RL
    prompt sampled from the start policy with `top_k=0, top_p=1, temperature=1`.
 2. On-policy pairs labelled by the gold. `rlcw.metrics.gold_pairs.completion_pairs(prompt_ids, k,
-   per_prompt, seed)` names the pairs; `gold_labels(r_a, r_b, temperature, seed)` draws Bradley-Terry
-   labels P(a > b) = sigmoid((r_a - r_b) / temperature) and returns the expected label noise
-   (mean min(p, 1 - p)), which the report states. Chosen/rejected follow the sampled label.
+   per_prompt, seed)` names the pairs; `label_pairs(pairs, gold, temperature, seed)` orders each into
+   (prompt_id, chosen, rejected) by a Bradley-Terry draw, P(a > b) = sigmoid((r_a - r_b) / temperature)
+   (`gold_labels`), and returns the expected label noise (mean min(p, 1 - p)) that the report states.
 3. Proxies of two sizes. Train the proxy RM on N_small and N_large labelled pairs (prompts of the
    held-out measurement set never enter); report each proxy's agreement with the gold on held-out
-   on-policy pairs (`rlcw.metrics.agreement`).
+   on-policy pairs: `rlcw.metrics.pairwise.pairwise_accuracy` with the gold's preferred side as
+   chosen, its CI from `grouped_bootstrap_ci` over the pair outcomes grouped by prompt.
 4. Runs on one axis. Every checkpoint of every run (and the start) is sampled on the held-out prompts,
    several samples per prompt, with `top_k=0` (transformers' default top_k=50 otherwise truncates the
    sampler while the log-probs use the full distribution). KL per story comes from
@@ -28,7 +29,8 @@ Design note: how the outcome study (issue 18) should use these pieces, stage by 
    checkpoint is tested on the other half, so selection and test never share data.
 6. Fits. Per run, gold change from the start against d: `fit_gao_rl` (R(d) = d (a - b log d));
    best-of-n: `fit_gao_bon` (R(d) = d (a - b d)). Each returns a, b, the peak d* and R(d*), whether
-   d* lies inside the measured range, or a reason why there is no fit or no peak.
+   d* lies inside the measured range, or a reason why there is no fit or no peak. `fit_gao_ci` gives
+   prompt-level percentile intervals of a, b and d* (d held at its measured values).
 
 Tests with hand-worked numbers: tests/unit/test_overopt.py.
 """
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import curve_fit
 
-from rlcw.metrics.bootstrap import grouped_bootstrap_ci
+from rlcw.metrics.bootstrap import bootstrap_indices, grouped_bootstrap_ci
 
 StoryKey = tuple[str, int]  # (prompt_id, sample_index)
 
@@ -227,3 +229,58 @@ def fit_gao_bon(d: Sequence[float], r: Sequence[float], min_points: int = 3) -> 
 def fit_gao_rl(d: Sequence[float], r: Sequence[float], min_points: int = 3) -> GaoFit:
     """RL: R(d) = d (a - b log d); see `fit_gao`."""
     return fit_gao("rl", d, r, min_points)
+
+
+@dataclass(frozen=True)
+class FitInterval:
+    """Prompt-level percentile intervals of a fit's a, b and d* (d* over the resamples that have a peak).
+
+    fitted_share: resamples with a fit; peak_share: resamples whose fit turns down at some d > 0."""
+
+    a: tuple[float, float]
+    b: tuple[float, float]
+    d_star: tuple[float, float] | None
+    fitted_share: float
+    peak_share: float
+
+
+def fit_gao_ci(
+    form: str,
+    d: Sequence[float],
+    gold: Sequence[Mapping[StoryKey, float]],
+    start: Mapping[StoryKey, float],
+    n_resamples: int = 1000,
+    alpha: float = 0.05,
+    seed: int = 0,
+    min_points: int = 3,
+) -> FitInterval:
+    """Resample prompts, recompute each point's mean gold change from the start (paired by story key),
+    refit `form`; percentile intervals over the resamples. gold[i] holds the per-story gold at d[i]."""
+    keys = sorted(start)
+    if len(gold) != len(d) or any(set(g) != set(start) for g in gold):
+        raise ValueError("every point needs gold for exactly the start's (prompt_id, sample) keys, one per d")
+    change = np.array([[g[k] - start[k] for g in gold] for k in keys])  # (stories, points)
+    prompts = sorted({k[0] for k in keys})
+    row = {p: i for i, p in enumerate(prompts)}
+    sums, counts = np.zeros((len(prompts), len(d))), np.zeros(len(prompts))
+    for k, c in zip(keys, change, strict=True):
+        sums[row[k[0]]] += c
+        counts[row[k[0]]] += 1
+    fits = [
+        fit_gao(form, d, sums[draw].sum(0) / counts[draw].sum(), min_points)
+        for draw in bootstrap_indices(len(prompts), n_resamples, seed)
+    ]
+    fitted = [f for f in fits if f.a is not None]
+    peaks = [f.d_star for f in fitted if f.d_star is not None]
+    q = (alpha / 2, 1 - alpha / 2)
+
+    def interval(xs: list[float]) -> tuple[float, float]:
+        return (float(np.quantile(xs, q[0])), float(np.quantile(xs, q[1]))) if xs else (math.nan, math.nan)
+
+    return FitInterval(
+        interval([f.a for f in fitted]),
+        interval([f.b for f in fitted]),
+        interval(peaks) if peaks else None,
+        len(fitted) / n_resamples,
+        len(peaks) / n_resamples,
+    )

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from rlcw.metrics.bootstrap import bootstrap_ci
-from rlcw.metrics.gold_pairs import bt_probabilities, completion_pairs, gold_labels
+from rlcw.metrics.gold_pairs import bt_probabilities, completion_pairs, gold_labels, label_pairs
 from rlcw.metrics.overopt import (
     fit_gao_bon,
+    fit_gao_ci,
     fit_gao_rl,
     paired_prompt_bootstrap,
     peak_fall,
@@ -170,6 +171,17 @@ def test_completion_pairs_all_or_a_fixed_number_per_prompt():
         completion_pairs(["a"], k=1)
 
 
+def test_label_pairs_orders_each_pair_by_its_sampled_label():
+    gold = {("a", 0): 0.0, ("a", 1): 10.0, ("a", 2): 5.0, ("b", 0): 1.0, ("b", 1): 1.0}
+    pairs = [("a", 0, 1), ("a", 1, 2), ("b", 0, 1)]
+    # temperature 0: the higher gold wins; the tie in b is a coin flip (p = 0.5, the only noise: 0.5 / 3)
+    chosen, noise = label_pairs(pairs, gold, temperature=0, seed=0)
+    assert chosen[:2] == [("a", 1, 0), ("a", 1, 2)] and chosen[2] in (("b", 0, 1), ("b", 1, 0))
+    assert noise == pytest.approx(0.5 / 3)
+    with pytest.raises(ValueError, match="no gold score"):
+        label_pairs([("a", 0, 3)], gold)
+
+
 # --- Gao et al.'s functional forms ----------------------------------------------------------------
 
 
@@ -207,3 +219,22 @@ def test_fits_say_why_there_is_no_fit_or_no_peak():
     assert beyond.d_star == pytest.approx(4.0) and not beyond.peak_in_range
     with pytest.raises(ValueError):
         fit_gao_rl([0.0, -1.0, 1.0], [0.0, 0.0, 0.0])
+
+
+def test_fit_interval_over_prompts_by_hand():
+    # best-of-n form is linear in (a, b), so the fit of a mean curve has the mean parameters.
+    # Prompt p0 follows a = 1, b = 0.5; p1 follows a = 2, b = 0.5 (two samples each). A resample is
+    # {p0,p0}, {p0,p1} or {p1,p1}: a = 1, 1.5 or 2 (prob 1/4, 1/2, 1/4) -> interval [1, 2];
+    # b = 0.5 always; d* = a / 2b = 1, 1.5 or 2 -> [1, 2].
+    d = [0.0, 0.5, 1.0, 1.5, 2.0]
+    start = {(p, s): 3.0 for p in ("p0", "p1") for s in range(2)}
+    a_of = {"p0": 1.0, "p1": 2.0}
+    gold = [{k: 3.0 + x * (a_of[k[0]] - 0.5 * x) for k in start} for x in d]
+    ci = fit_gao_ci("bon", d, gold, start, n_resamples=2000, seed=0)
+    assert ci.a == pytest.approx((1.0, 2.0)) and ci.b == pytest.approx((0.5, 0.5))
+    assert ci.d_star == pytest.approx((1.0, 2.0)) and (ci.fitted_share, ci.peak_share) == (1.0, 1.0)
+    # identical prompts: every resample is the same curve, a point interval at the true values
+    same = fit_gao_ci("bon", d, [{k: 3.0 + x * (1 - 0.5 * x) for k in start} for x in d], start, n_resamples=100)
+    assert same.a == pytest.approx((1.0, 1.0)) and same.d_star == pytest.approx((1.0, 1.0))
+    with pytest.raises(ValueError):
+        fit_gao_ci("bon", d, gold[:-1], start)
