@@ -87,8 +87,8 @@ def paired_prompt_bootstrap(
 def split_prompts(prompt_ids: Sequence[str], seed: int = 0) -> tuple[list[str], list[str]]:
     """(select, test): a fixed split of the unique prompt ids by a seeded hash; select gets n // 2.
 
-    The split of a prompt depends only on (seed, its id) ranking among the others, so it is the same
-    on every machine and for every run of the study."""
+    Prompts are ordered by sha256(f"{seed}:{prompt_id}") and the first n // 2 form the selection half,
+    so the split is the same on every machine, for every run and whatever the input order."""
     unique = sorted(set(prompt_ids), key=lambda p: hashlib.sha256(f"{seed}:{p}".encode()).hexdigest())
     if len(unique) < 2:
         raise ValueError("a split-half test needs at least 2 prompts")
