@@ -8,15 +8,15 @@ the meta upvotes), reward centering (`rm.center_rewards_coefficient`).
 
 `genrm`: a causal LM fine-tuned (LoRA or full) to answer `Preferred: A|B` for a pair shown as
 Story A / Story B, on BOTH orders of every pair so position is not learnt (LitBench's GenRM).
-It trains with a transformers Trainer whose loss covers only the answer tokens and applies the LM
-head to the answer span only (TRL's SFTTrainer runs its full-vocabulary head on every position:
-~30x slower per step on the tiny test model on CPU), with the same checkpoints/resume/DeepSpeed. With `rm.cot=true` it writes `Reasoning: ...` first (GenRM-CoT); rationales
+It trains with `rlcw.rewards.genrm_trainer.GenRMTrainer` (a transformers Trainer whose loss covers
+only the answer tokens), with the same checkpoints/resume/DeepSpeed. With `rm.cot=true` it writes `Reasoning: ...` first (GenRM-CoT); rationales
 come from `rm.rationales.source`: `teacher` (a local model, `rm.rationales.teacher_model`),
 `file` (jsonl, see `rlcw.data.rationales`) or `judge` (OpenAI-compatible, `rm.rationales.judge`).
 Held-out accuracy uses `GenRMScorer.prefer` (verdict probabilities averaged over both orders).
 
 Both save a merged model + tokenizer + `rlcw_rm.json` in `<run>/model`. Checkpoints every
-`train.save_steps`; `train.resume=true` continues from the last one in `<run>/checkpoints`.
+`train.save_steps`; `train.resume=true` continues from the last one in `<run>/checkpoints` (an
+error when there is none), `train.resume=auto` continues when there is one.
 Multi-GPU: `torchrun --nproc_per_node N -m rlcw train-rm ... train.deepspeed=configs/deepspeed/zero2.json`
 (ZeRO-3 is not supported for the final merge). Not here: PPO value heads, listwise RMs.
 
@@ -42,6 +42,7 @@ from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
 from rlcw.rl.callbacks import JsonlMetricsCallback
+from rlcw.runs import resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -98,7 +99,7 @@ class RMTrainSection:
     eval_batch_size: int = 16
     eval_before: bool = False  # genrm: also measure held-out accuracy of the untrained model
     save_steps: int = 0  # 0 = no intermediate checkpoints
-    resume: bool = False  # resume from the last checkpoint in <run>/checkpoints
+    resume: str = "false"  # false | true (error if no checkpoint) | auto, in <run>/checkpoints (rlcw.runs)
     deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json
 
 
@@ -246,17 +247,14 @@ def build_args(cfg: TrainRMConfig, run, has_eval: bool):
     )
 
 
-def resume_point(cfg: TrainRMConfig, run) -> str | None:
-    """The last checkpoint in <run>/checkpoints when train.resume (None: start at step 0)."""
-    if not cfg.train.resume:
-        return None
-    from transformers.trainer_utils import get_last_checkpoint
-
-    last = get_last_checkpoint(str(run.checkpoints)) if run.checkpoints.is_dir() else None
-    print(
-        f"[train-rm] resume: {'from ' + last if last else 'no checkpoint in ' + str(run.checkpoints) + ', starting at step 0'}"
-    )
-    return last
+def resume_point(resume: str, checkpoints: Path) -> str | None:
+    """`train.resume` (false | true | auto, rlcw.runs.resume_checkpoint) -> the checkpoint to continue from."""
+    last = resume_checkpoint(resume, checkpoints)
+    if resume_mode(resume) != "false":
+        print(
+            f"[train-rm] resume: {'from ' + str(last) if last else 'no checkpoint in ' + str(checkpoints) + ', starting at step 0'}"
+        )
+    return str(last) if last else None
 
 
 def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
@@ -275,6 +273,7 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
     from trl import RewardTrainer
 
     margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)  # bad margins fail before any model loads
+    start = resume_point(cfg.train.resume, run.checkpoints)
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
     spec = build_spec(cfg, tokenizer)
     model = build_model(cfg, tokenizer)
@@ -287,7 +286,6 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
         peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers),
         callbacks=[JsonlMetricsCallback(run)],
     )
-    start = resume_point(cfg, run)
     if eval_pairs and cfg.train.eval_steps and start is None:
         trainer.evaluate()  # step-0 accuracy for the curve (logged by the trainer)
     trainer.train(resume_from_checkpoint=start)
@@ -368,76 +366,13 @@ def evaluate_genrm(scorer, pairs: list[dict], prefix: str = "eval") -> dict[str,
     }
 
 
-def collate_left(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Left-pad GenRM examples so every answer ends at the last column; positions count real tokens only."""
-    width = max(len(r["input_ids"]) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        n = len(r["input_ids"])
-        ids[i, width - n :], labels[i, width - n :], mask[i, width - n :] = (
-            torch.tensor(r["input_ids"]),
-            torch.tensor(r["labels"]),
-            1,
-        )
-    return {
-        "input_ids": ids,
-        "labels": labels,
-        "attention_mask": mask,
-        "position_ids": (mask.cumsum(1) - 1).clamp(min=0),
-    }
-
-
-def answer_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Mean next-token NLL over the answer tokens, with the LM head applied to the answer span only.
-
-    Left padding puts every answer at the end, so `logits_to_keep` skips the full-vocabulary head
-    on the (long) prompt: TRL's SFT head runs it on every position, ~5x the cost here on CPU."""
-    labels = batch["labels"]  # (B, T), -100 outside the answers
-    answer_cols = (labels != -100).any(0).nonzero()
-    keep = labels.shape[1] - int(answer_cols[0]) + 1  # the answer span plus the position that predicts its first token
-    logits = model(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"],
-        logits_to_keep=keep,
-    ).logits  # (B, keep, V)
-    target = labels[:, -keep + 1 :]  # (B, keep - 1)
-    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), target.flatten(), ignore_index=-100)
-
-
-def make_genrm_trainer(model, args, dataset, tokenizer, peft_config, callbacks):
-    """A transformers Trainer whose loss is `answer_loss` (checkpoints, resume, DeepSpeed, logging as usual)."""
-    from transformers import Trainer
-
-    if peft_config is not None:
-        from peft import get_peft_model
-
-        model = get_peft_model(model, peft_config)
-
-    class GenRMTrainer(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            loss = answer_loss(model, inputs)
-            return (loss, None) if return_outputs else loss
-
-    trainer = GenRMTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        data_collator=lambda rows: collate_left(rows, tokenizer.pad_token_id),
-        callbacks=callbacks,
-    )
-    trainer.loss_is_scaled_for_ga = False  # a per-micro-batch mean: the Trainer divides by grad_accum
-    return trainer
-
-
 def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict]):
     from transformers import TrainingArguments
 
     from rlcw.rewards.genrm import GenRMScorer
+    from rlcw.rewards.genrm_trainer import GenRMTrainer
 
+    start = resume_point(cfg.train.resume, run.checkpoints)
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
     spec = build_spec(cfg, tokenizer)
     rationales = genrm_rationales(cfg, run, train_pairs)
@@ -452,15 +387,15 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
         before = evaluate_genrm(scorer, eval_pairs, prefix="before")
         run.log(0, before)
     args = TrainingArguments(**common_args(cfg, run), eval_strategy="no", remove_unused_columns=False)
-    trainer = make_genrm_trainer(
+    trainer = GenRMTrainer(
         model,
         args,
         build_genrm_dataset(train_pairs, spec, tokenizer, rationales),
         tokenizer,
-        build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"),
-        [JsonlMetricsCallback(run)],
+        peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"),
+        callbacks=[JsonlMetricsCallback(run)],
     )
-    trainer.train(resume_from_checkpoint=resume_point(cfg, run))
+    trainer.train(resume_from_checkpoint=start)
     return trainer, tokenizer, spec, before
 
 

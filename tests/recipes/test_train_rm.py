@@ -131,14 +131,14 @@ def test_bt_resume_continues_from_the_last_checkpoint(runs_root, pairs_run, tiny
     assert loss_steps == [1, 2, 3, 4]  # the second run trained steps 3-4 only
 
 
-def test_resume_without_checkpoint_starts_at_zero(tmp_path):
-    from types import SimpleNamespace
-
+def test_resume_auto_without_checkpoint_starts_at_zero_and_true_is_an_error(tmp_path):
     from rlcw.recipes.train_rm import resume_point
 
-    run = SimpleNamespace(checkpoints=tmp_path)
-    assert resume_point(_cfg("train.resume=true"), run) is None
+    assert resume_point("auto", tmp_path) is None
+    with pytest.raises(RlcwError, match="no complete checkpoint"):
+        resume_point("true", tmp_path)
     (tmp_path / "checkpoint-3").mkdir()
     (tmp_path / "checkpoint-3" / "trainer_state.json").write_text("{}")
-    assert resume_point(_cfg("train.resume=true"), run) == str(tmp_path / "checkpoint-3")
-    assert resume_point(_cfg(), run) is None
+    assert resume_point(_cfg("train.resume=true").train.resume, tmp_path) == str(tmp_path / "checkpoint-3")
+    assert resume_point("auto", tmp_path) == str(tmp_path / "checkpoint-3")
+    assert resume_point(_cfg().train.resume, tmp_path) is None
