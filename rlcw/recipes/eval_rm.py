@@ -157,7 +157,7 @@ def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     )
     fwd = scorer.prefer_ordered(prompts, chosen, rejected)  # P(chosen better), chosen shown first
     bwd = scorer.prefer_ordered(prompts, rejected, chosen)  # P(rejected better), rejected shown first
-    avg = pw.averaged_preference(fwd, bwd)
+    avg = pw.averaged_preference(fwd, bwd)  # the two-order rule: None unless both orders gave a verdict
     valid = [i for i, p in enumerate(avg) if p is not None]
     if not valid:
         raise RlcwError(
@@ -166,18 +166,11 @@ def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     pos = {i: j for j, i in enumerate(valid)}
     sub = {k: [pos[i] for i in idx if i in pos] for k, idx in split.items()}
     metrics = accuracy_block(pw.prob_outcomes([avg[i] for i in valid]), sub, "", cfg.bootstrap_resamples, cfg.seed)
-    metrics.update(
-        {
-            "order_consistency": pw.order_consistency(fwd, bwd),
-            "first_position_rate": pw.first_position_rate(fwd, bwd),
-            "invalid_chosen_first": float(sum(p is None for p in fwd)),
-            "invalid_rejected_first": float(sum(p is None for p in bwd)),
-            "pairs_scored": float(len(valid)),
-            "p_chosen_length_diff_spearman": pw.length_correlation(
-                [avg[i] for i in valid], [float(cw[i] - rw[i]) for i in valid]
-            )["spearman"],
-        }
-    )
+    both = pw.two_order_metrics(fwd, bwd)  # the same accuracy train-rm reports (accuracy_block adds the CI)
+    metrics.update({k: v for k, v in both.items() if k != "accuracy"})
+    metrics["p_chosen_length_diff_spearman"] = pw.length_correlation(
+        [avg[i] for i in valid], [float(cw[i] - rw[i]) for i in valid]
+    )["spearman"]
     rows = [
         {"p_chosen_first": f, "p_rejected_first": b, "p_chosen": a} for f, b, a in zip(fwd, bwd, avg, strict=False)
     ]

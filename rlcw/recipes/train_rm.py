@@ -12,7 +12,8 @@ It trains with `rlcw.rewards.genrm_trainer.GenRMTrainer` (a transformers Trainer
 only the answer tokens), with the same checkpoints/resume/DeepSpeed. With `rm.cot=true` it writes `Reasoning: ...` first (GenRM-CoT); rationales
 come from `rm.rationales.source`: `teacher` (a local model, `rm.rationales.teacher_model`),
 `file` (jsonl, see `rlcw.data.rationales`) or `judge` (OpenAI-compatible, `rm.rationales.judge`).
-Held-out accuracy uses `GenRMScorer.prefer` (verdict probabilities averaged over both orders).
+Held-out accuracy follows the two-order rule of `rlcw.metrics.pairwise` (verdict probabilities averaged
+over both orders; a pair needs a verdict in both), the same numbers eval-rm reports.
 
 Both save a merged model + tokenizer + `rlcw_rm.json` in `<run>/model`. Checkpoints every
 `train.save_steps`; `train.resume=true` continues from the last one in `<run>/checkpoints` (an
@@ -36,7 +37,7 @@ import torch
 
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
-from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy
+from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
 from rlcw.models import load_causal_lm, load_tokenizer, resolve
 from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, tensorboard_dir
 from rlcw.rewards.bt import BTScorer
@@ -343,24 +344,23 @@ def build_genrm_dataset(pairs: list[dict], spec: RMSpec, tokenizer, rationales: 
 
 
 def evaluate_genrm(scorer, pairs: list[dict], prefix: str = "eval") -> dict[str, float]:
-    """Held-out accuracy of P(chosen better) averaged over both orders (None = no verdict, counts as a tie)."""
-    from rlcw.rewards.genrm import average_orders
-
+    """Held-out metrics under the two-order rule (`rlcw.metrics.pairwise.two_order_metrics`, as eval-rm):
+    accuracy over the pairs with a verdict in both orders; no_verdict counts the missing verdicts."""
     prompts, chosen, rejected = (
         [p["prompt"] for p in pairs],
         [p["chosen"] for p in pairs],
         [p["rejected"] for p in pairs],
     )
-    fwd = scorer.prefer_ordered(prompts, chosen, rejected)
-    bwd = scorer.prefer_ordered(prompts, rejected, chosen)
-    probs = average_orders(fwd, bwd)
-    both = [(f, b) for f, b in zip(fwd, bwd, strict=False) if f is not None and b is not None]
+    m = two_order_metrics(
+        scorer.prefer_ordered(prompts, chosen, rejected), scorer.prefer_ordered(prompts, rejected, chosen)
+    )
+    nan = float("nan")  # undefined (no pair with both verdicts)
     return {
-        f"{prefix}/accuracy": pairwise_accuracy([0.5 if q is None else q for q in probs], [0.5] * len(probs)),
-        f"{prefix}/order_consistency": sum((f > 0.5) == (b < 0.5) for f, b in both) / len(both) if both else 0.0,
-        f"{prefix}/first_position_rate": sum(v > 0.5 for v in fwd + bwd if v is not None)
-        / max(1, sum(v is not None for v in fwd + bwd)),
-        f"{prefix}/no_verdict": float(sum(q is None for q in fwd + bwd)),
+        f"{prefix}/accuracy": nan if m["accuracy"] is None else m["accuracy"],
+        f"{prefix}/order_consistency": nan if m["order_consistency"] is None else m["order_consistency"],
+        f"{prefix}/first_position_rate": nan if m["first_position_rate"] is None else m["first_position_rate"],
+        f"{prefix}/no_verdict": m["invalid_chosen_first"] + m["invalid_rejected_first"],
+        f"{prefix}/pairs_scored": m["pairs_scored"],
         f"{prefix}/length_baseline_accuracy": length_baseline_accuracy(pairs),
         f"{prefix}/pairs": float(len(pairs)),
     }

@@ -16,8 +16,8 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
-from rlcw.rewards.bt import message_text
 
 
 class _Retryable(Exception):
