@@ -120,3 +120,12 @@ def two_order_metrics(forward: list[float | None], backward: list[float | None])
         "invalid_rejected_first": float(sum(p is None for p in backward)),
         "pairs_scored": float(len(avg)),
     }
+
+
+def side_agreement(dx: list[float], dy: list[float], skip_ties: bool) -> tuple[float, int]:
+    """(share, pairs) of pairs on which two scorers prefer the same side, from their score differences
+    (first - second); a difference of 0 counts as 'not first' unless `skip_ties` leaves the pair out. NaN, 0 for none."""
+    kept = [(x, y) for x, y in zip(dx, dy, strict=True) if not (skip_ties and (x == 0 or y == 0))]
+    if not kept:
+        return float("nan"), 0
+    return sum((x > 0) == (y > 0) for x, y in kept) / len(kept), len(kept)

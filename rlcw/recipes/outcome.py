@@ -44,7 +44,7 @@ from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
 from rlcw.outcome.judging import judge_against_start
 from rlcw.outcome.measure import Measurer, MeasureSettings, checkpoints_of, paired_agreement, rm_agreement
-from rlcw.outcome.report import write_outcome_report
+from rlcw.outcome.report import StudySetup, write_outcome_report
 from rlcw.recipes import build_pairs, eval_rm, prepare_model, train_rm
 from rlcw.recipes import dpo as dpo_recipe
 from rlcw.recipes import generate as generate_recipe
@@ -159,6 +159,18 @@ STAGE_NAMES = (
     "dpo",
     "best_of_n",
 )
+
+
+def study_setup(cfg: OutcomeConfig) -> StudySetup:
+    """What the report states about this study's setup."""
+    return StudySetup(
+        policy=cfg.model.name,
+        samples_per_prompt=cfg.data.samples_per_prompt,
+        temperature=cfg.measure.temperature,
+        max_new_tokens=cfg.measure.max_new_tokens,
+        judge_model=cfg.judge.client.get("model", "?") if cfg.judge.enabled else None,
+        judge_protocol=cfg.judge.protocol if cfg.judge.enabled else None,
+    )
 
 
 class Stages:
@@ -327,10 +339,30 @@ def measure_best_of_n(bon_dir: Path, measurer: Measurer, start_stories: list[dic
     return rows
 
 
-def main(cfg: OutcomeConfig) -> dict:
+def validate(cfg: OutcomeConfig) -> None:
+    """Every check of the study's own keys and of each stage's, before the run folder is written and before
+    anything loads: wire() first (an override it would reset is an error), then each stage's validate()."""
     unknown = sorted(set(cfg.runs) - set(RUNS))
     if unknown:
         raise RlcwError(f"unknown run(s) {unknown}", where="runs", hint=f"choose from {', '.join(RUNS)}")
+    wire(cfg, str(Path(cfg.output_dir) / cfg.run_name))
+    for name, check in (
+        ("proxy_pairs", build_pairs.validate),
+        ("gold_pairs", build_pairs.validate),
+        ("proxy_rm", train_rm.validate),
+        ("gold_rm", train_rm.validate),
+        ("gold_generate", generate_recipe.validate),
+        ("best_of_n", generate_recipe.validate),
+    ):
+        try:
+            check(getattr(cfg, name))
+        except RlcwError as exc:  # name the study's key: proxy_rm.train.batch_size, not train.batch_size
+            message = str(exc).split("\n  hint:")[0].removeprefix(f"{exc.where}: ")
+            raise RlcwError(message, where=f"{name}.{exc.where}" if exc.where else name, hint=exc.hint) from None
+
+
+def main(cfg: OutcomeConfig) -> dict:
+    validate(cfg)
     with stage_run(cfg, "outcome") as run:
         root = str(run.path)
         wire(cfg, root)
@@ -376,10 +408,21 @@ def main(cfg: OutcomeConfig) -> dict:
         if cfg.judge.enabled:
             start_time = time.time()
             print("[outcome] judging against the start model ...", flush=True)
-            judge_against_start(rows, start[0], measure_dir, cfg.judge, root)
+            j = cfg.judge
+            judge_against_start(
+                rows,
+                start[0],
+                measure_dir,
+                protocol=j.protocol,
+                template=j.template,
+                max_items=j.max_items,
+                client=dict(j.client),
+                every_checkpoint=j.every_checkpoint,
+                cache_dir=Path(root) / "judge_cache",
+            )
             st.timings["judge"] = time.time() - start_time
         atomic_write_jsonl(run.path / "measurements.jsonl", rows)
-        report, finals, plots = write_outcome_report(run.path, cfg, rows, rm_metrics, st.timings)
+        report, finals, plots = write_outcome_report(run.path, rows, rm_metrics, st.timings, study_setup(cfg))
         metrics = {**rm_metrics, **finals, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
         return run.write_summary(
