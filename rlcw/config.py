@@ -209,3 +209,15 @@ def describe(cls: type) -> str:
     for key, (tp, default) in flat_keys(cls).items():
         lines.append(f"  {key}: {_type_name(tp)} = {default!r}")
     return "\n".join(lines)
+
+
+def check_choice(key: str, value: Any, choices: tuple | list) -> None:
+    """An error naming `key` unless `value` is one of `choices` (for `validate(cfg)` functions)."""
+    if value not in choices:
+        raise RlcwError(f"unknown {key} {value!r}", where=key, hint=f"use one of {', '.join(map(str, choices))}")
+
+
+def check_at_least(key: str, value: Any, low: float) -> None:
+    """An error naming `key` unless `value` >= `low` (None counts as unset: no error)."""
+    if value is not None and not value >= low:
+        raise RlcwError(f"{key} must be >= {low}, got {value!r}", where=key, hint=f"set {key}={low} or more")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
@@ -177,7 +178,30 @@ def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     return metrics, rows
 
 
+def validate(cfg: EvalRMConfig) -> None:
+    """Every config check, before the run folder is written and before anything loads."""
+    from rlcw.rewards.scorers import KINDS
+
+    s = cfg.scorer
+    check_choice("scorer.kind", s.kind, KINDS)
+    if s.kind != "judge" and not s.path:
+        raise RlcwError(
+            f"scorer.kind={s.kind} needs scorer.path", where="scorer.path", hint="e.g. scorer.path=runs/train_rm/model"
+        )
+    check_at_least("scorer.batch_size", s.batch_size, 1)
+    check_at_least("bootstrap_resamples", cfg.bootstrap_resamples, 1)
+    check_at_least("data.max_pairs", cfg.data.max_pairs, 1)
+    check_choice("length_control.feature", cfg.length_control.feature, ("words", "log_words"))
+    if cfg.length_control.fit_on and s.kind in ("genrm", "judge"):
+        raise RlcwError(
+            "length control applies to pointwise (bt) scorers",
+            where="length_control.fit_on",
+            hint="use scorer.kind=bt, or drop length_control.fit_on",
+        )
+
+
 def main(cfg: EvalRMConfig) -> dict:
+    validate(cfg)
     s = cfg.scorer
     with stage_run(cfg, "eval-rm") as run:
         pairs = load_preferences(cfg.data.file, cfg.data.split, cfg.data.columns, cfg.data.max_pairs)

@@ -285,13 +285,18 @@ def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) 
     run.write_report("\n".join(lines + ["", DEFINITIONS, ""]))
 
 
-def main(cfg: JudgeConfig) -> dict:
+def validate(cfg: JudgeConfig) -> None:
+    """Every config check, before the run folder is written and before any client starts."""
     if cfg.protocol not in PROTOCOLS:
         raise RlcwError(
             f"unknown protocol '{cfg.protocol}'", where="protocol", hint=f"use one of {', '.join(PROTOCOLS)}"
         )
     if not cfg.data.stories:
         raise RlcwError("no story files given", where="data.stories", hint="data.stories=[a.jsonl,b.jsonl]")
+
+
+def main(cfg: JudgeConfig) -> dict:
+    validate(cfg)
     with stage_run(cfg, "judge") as run:
         systems, prompts = load_systems(cfg.data.stories)
         keys = list(prompts)[: cfg.data.max_prompts or None]

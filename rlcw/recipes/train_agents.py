@@ -30,6 +30,7 @@ import torch
 from rlcw.agents.agents import agent_prompt
 from rlcw.agents.scratchpad import PLANNING, WRITING, Scratchpad, fit
 from rlcw.agents.synthetic import locate_sections, parse_split, split_prompt, teacher_planning_prompt
+from rlcw.config import check_at_least, check_choice
 from rlcw.data.bundled import resolve_data_path
 from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError
@@ -37,7 +38,7 @@ from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import atomic_write_jsonl, atomic_write_text
 from rlcw.models import EMBEDDED_ALIAS, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run
-from rlcw.runs import resume_checkpoint
+from rlcw.runs import resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -235,11 +236,24 @@ def train_adapter(
     return float(result.training_loss)
 
 
+def validate(cfg: TrainAgentsConfig) -> list[str]:
+    """Every config check, before the run folder is written and before any model loads; returns the agents."""
+    agents = agent_list(cfg.train.agents)
+    check_choice("split.fallback", cfg.split.fallback, ("fuzzy", "proportional"))
+    check_choice("data.format", cfg.data.format, ("records", "tmas"))
+    check_choice("teacher.backend", cfg.teacher.backend, ("local", "server"))
+    t = cfg.train
+    for key in ("max_steps", "batch_size", "max_length", "context_tokens"):
+        check_at_least(f"train.{key}", getattr(t, key), 1)
+    check_at_least("train.save_steps", t.save_steps, 0)
+    check_at_least("data.max_examples", cfg.data.max_examples, 1)
+    resume_mode(t.resume)
+    return agents
+
+
 def main(cfg: TrainAgentsConfig, teacher=None) -> dict:
     """`teacher`: any backend object (tests pass a scripted one); default from `teacher.*`."""
-    agents = agent_list(cfg.train.agents)
-    if cfg.split.fallback not in ("fuzzy", "proportional"):
-        raise RlcwError(f"unknown split.fallback '{cfg.split.fallback}'", hint="use fuzzy or proportional")
+    agents = validate(cfg)
     with stage_run(cfg, "train-agents") as run:
         starts = resume_points(
             cfg.train.resume, run.checkpoints, agents

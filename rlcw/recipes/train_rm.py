@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
@@ -399,9 +400,36 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
     return trainer, tokenizer, spec, before
 
 
+def validate(cfg: TrainRMConfig) -> None:
+    """Every config check, before the run folder is written and before anything loads."""
+    rm, t = cfg.rm, cfg.train
+    check_choice("rm.type", rm.type, ("bt", "genrm"))
+    check_choice("rm.truncation_side", rm.truncation_side, ("left", "right"))
+    if rm.type == "bt":
+        check_choice("rm.margin", rm.margin, ("none", "column", "upvotes"))
+    if rm.type == "genrm" and rm.cot:
+        check_choice("rm.rationales.source", rm.rationales.source, ("teacher", "file", "judge"))
+        if rm.rationales.source == "file" and not rm.rationales.file:
+            raise RlcwError(
+                "rm.rationales.source=file needs rm.rationales.file",
+                where="rm.rationales.file",
+                hint="point it at a jsonl of rationales",
+            )
+    for key in ("batch_size", "grad_accum", "max_steps", "eval_batch_size", "logging_steps", "max_length"):
+        section = rm if key == "max_length" else t
+        check_at_least(f"{'rm' if section is rm else 'train'}.{key}", getattr(section, key), 1)
+    check_at_least("train.save_steps", t.save_steps, 0)
+    resume_mode(t.resume)
+    if t.deepspeed is not None and not Path(t.deepspeed).is_file():
+        raise RlcwError(
+            "DeepSpeed config not found",
+            where="train.deepspeed",
+            hint=f"no file {t.deepspeed}; e.g. train.deepspeed=configs/deepspeed/zero2.json",
+        )
+
+
 def main(cfg: TrainRMConfig) -> dict:
-    if cfg.rm.type not in ("bt", "genrm"):
-        raise RlcwError(f"unknown rm.type '{cfg.rm.type}'", hint="use rm.type=bt or rm.type=genrm")
+    validate(cfg)
     with stage_run(cfg, "train-rm") as run:
         train_pairs = load_preferences(cfg.data.train_file, cfg.data.split, cfg.data.columns, cfg.data.max_train_pairs)
         eval_pairs = (
