@@ -183,7 +183,8 @@ def validate(cfg: EvalRMConfig) -> None:
     from rlcw.rewards.scorers import KINDS
 
     s = cfg.scorer
-    check_choice("scorer.kind", s.kind, KINDS)
+    if s.kind not in KINDS:
+        raise RlcwError(f"unknown scorer kind '{s.kind}'", where="scorer.kind", hint=f"use one of {', '.join(KINDS)}")
     if s.kind != "judge" and not s.path:
         raise RlcwError(
             f"scorer.kind={s.kind} needs scorer.path", where="scorer.path", hint="e.g. scorer.path=runs/train_rm/model"
