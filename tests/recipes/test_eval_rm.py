@@ -136,7 +136,12 @@ def test_random_genrm_folder_is_evaluated_pairwise(tmp_path, tiny_model_dir, pai
         )
     )
     m = summary["metrics"]
-    assert m["pairs_scored"] == 3 and m["invalid_chosen_first"] == 0 and 0 <= m["order_consistency"] <= 1
+    assert m["pairs_scored"] == 3 and m["invalid_chosen_first"] == 0
+    rows = [json.loads(x) for x in (Path(summary["artifacts"]["scores"]).read_text().splitlines())]
+    from rlcw.metrics import pairwise as pw
+
+    fwd, bwd = [r["p_chosen_first"] for r in rows], [r["p_rejected_first"] for r in rows]
+    assert m["order_consistency"] == pytest.approx(pw.order_consistency(fwd, bwd))  # not only "in [0, 1]"
     pairs = load_preferences(pairs_run["artifacts"]["eval"])[:3]
     scorer = GenRMScorer(folder)
     p = scorer.prefer([x["prompt"] for x in pairs], [x["chosen"] for x in pairs], [x["rejected"] for x in pairs])
