@@ -50,6 +50,7 @@ class BuildPairsConfig:
     output_dir: str = "runs"
     run_name: str = "build_pairs"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def human_vs_model(cfg: BuildPairsConfig, run) -> dict:

@@ -1,7 +1,10 @@
-"""Config sections every recipe shares, and the start/finish of a run.
+"""Config sections every recipe shares, the RL stages' prompt and scorer helpers, and the start/finish of a run.
 
-Sections (`model.*`, `lora.*`) are plain dataclasses; recipes translate them into library
-arguments in their own builder functions.
+Sections (`model.*`, `lora.*`, and for grpo, ppo and dpo `data.*` prompts, `reward.*`, `eval.*`,
+`monitor.*`) are plain dataclasses; recipes translate them into library arguments in their own
+builder functions. One meaning per key: held-out prompts are `eval.prompts` / `eval.split`, the
+RM is `reward.rm_path` (dpo, which has no reward: `eval.evaluators.rm.rm_path`), resuming is
+`train.resume: false | true | auto` (rlcw.runs.resume_checkpoint).
 """
 
 from __future__ import annotations
@@ -11,9 +14,15 @@ import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from rlcw.config import to_yaml
+from rlcw.data.prompts import find_overlap, load_prompts, mix_sources
+from rlcw.errors import RlcwError
+from rlcw.io import read_table
 from rlcw.models import EMBEDDED_ALIAS
+from rlcw.rewards.length import range_fits_cap
 from rlcw.runs import RunDir
 
 # Linear layers of Llama/Qwen/Mistral-style decoder blocks (what "all-linear" means there).
@@ -57,6 +66,163 @@ class MonitorSection:
     min_steps: int = 0
 
 
+@dataclass
+class PromptSection:
+    """`data.*` of the online RL stages (grpo, ppo): training prompts, mixed from sources and fitted to the cap."""
+
+    prompts: str = "bundled"  # "bundled" or a jsonl/csv/parquet file of prompt rows (default for every source)
+    train_split: str | None = "train"
+    max_train_prompts: int | None = None  # size of the (mixed) training set; None = every row once
+    # name -> {prompts: file (default data.prompts), style: tmas|wp (keep only that style), weight: float, split}
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fit_to_cap: str = "warn"  # filter | error | warn | ignore: prompts whose max_words cannot fit the completion cap
+    tokens_per_word: float = 1.4
+    no_overlap_with: list[str] = field(default_factory=list)  # files (RM pairs, other prompts) RL must not train on
+
+
+@dataclass
+class RewardSection:
+    """`reward.*` of grpo and ppo: weighted reward functions (rlcw.rewards.factory)."""
+
+    rm_path: str = "runs/train_rm/model"  # default RM of bt/genrm specs, the `rm` evaluator and ppo's value.init=rm
+    rm_batch_size: int = 16
+    # name -> spec ({type: bt|genrm|remote|length_range|overlong, weight, ...options}); weight 0 drops one
+    specs: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {
+            "rm": {"type": "bt", "weight": 1.0},
+            "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
+        }
+    )
+
+
+@dataclass
+class EvalSection:
+    """`eval.*` of grpo, ppo and dpo: held-out prompts sampled every `every_steps` and scored by the evaluators."""
+
+    every_steps: int = 10  # 0 disables periodic evaluation
+    prompts: str | None = None  # held-out prompt file; None = data.prompts (grpo, ppo) or the bundled prompts (dpo)
+    split: str | None = "eval"
+    num_prompts: int = 8
+    max_new_tokens: int = 96
+    temperature: float = 0.8
+    batch_size: int = 8
+    evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
+
+
+FIT_MODES = ("filter", "error", "warn", "ignore")
+
+
+def fit_to_cap(rows: list[dict], cap: int, mode: str, tokens_per_word: float, what: str) -> list[dict]:
+    """Prompts whose stated max_words `cap` new tokens can hold: `mode` filter drops the rest, error
+    raises, warn prints and keeps every row, ignore keeps every row."""
+    bad = [r for r in rows if not range_fits_cap(r.get("max_words"), cap, tokens_per_word)]
+    if not bad or mode == "ignore":
+        return rows
+    msg = (
+        f"{len(bad)} of {len(rows)} {what} prompts ask for more words than {cap} tokens hold "
+        f"(e.g. '{bad[0]['id']}': up to {bad[0]['max_words']} words at {tokens_per_word} tokens/word)"
+    )
+    if mode == "error":
+        raise RlcwError(
+            msg,
+            where="data.fit_to_cap",
+            hint="raise the completion cap, pick shorter prompts, or data.fit_to_cap=filter",
+        )
+    if mode == "warn":
+        print(f"[rlcw] warning: {msg}; every such completion gets the same length penalty", flush=True)
+        return rows
+    kept = [r for r in rows if r not in bad]
+    if not kept:
+        raise RlcwError(
+            msg + ": none left", where="data.fit_to_cap", hint="raise the completion cap or use shorter prompts"
+        )
+    return kept
+
+
+def train_prompts(data: PromptSection, cap: int, seed: int) -> list[dict]:
+    """The training prompt rows (`source` = the data.sources name), mixed by weight and fitted to `cap` tokens."""
+    if not data.sources:
+        rows = fit_to_cap(
+            load_prompts(data.prompts, data.train_split), cap, data.fit_to_cap, data.tokens_per_word, "training"
+        )
+        return rows[: data.max_train_prompts or None]
+    pools, weights = {}, {}
+    for name, spec in data.sources.items():
+        rows = load_prompts(spec.get("prompts", data.prompts), spec.get("split", data.train_split))
+        if spec.get("style"):
+            rows = [r for r in rows if r["style"] == spec["style"]]
+        rows = fit_to_cap(rows, cap, data.fit_to_cap, data.tokens_per_word, f"'{name}'")
+        if not rows:
+            raise RlcwError(f"no prompts of style '{spec.get('style')}'", where=f"data.sources.{name}")
+        pools[name] = [dict(r, source=name) for r in rows]
+        weights[name] = float(spec.get("weight", 1.0))
+    total = data.max_train_prompts or sum(len(p) for p in pools.values())
+    return mix_sources(pools, weights, total, seed)
+
+
+def held_out_prompts(data: PromptSection, ev: EvalSection, cap: int) -> list[dict]:
+    """Every held-out prompt row (`eval.prompts` at `eval.split`), fitted to `cap` tokens as data.fit_to_cap says."""
+    rows = load_prompts(ev.prompts or data.prompts, ev.split)
+    return fit_to_cap(rows, cap, data.fit_to_cap, data.tokens_per_word, "held-out")
+
+
+def check_overlap(train_rows: list[dict], held_out: list[dict], files: list[str]) -> None:
+    """Error naming the first overlap of training prompts with held-out prompts or RM data files."""
+    others = {"held-out prompts": held_out}
+    for path in files:
+        others[path] = [
+            {"id": f"line {line}", "prompt": row["prompt"]}
+            for line, row in read_table(path)
+            if isinstance(row.get("prompt"), str)
+        ]
+    hits = find_overlap(train_rows, others)
+    if hits:
+        tid, name, oid = hits[0]
+        raise RlcwError(
+            f"RL training prompt '{tid}' also appears in {name} ({oid}); {len(hits)} overlapping prompt(s) in all",
+            where="data",
+            hint="keep RL prompts apart from evaluation prompts and RM training data",
+        )
+
+
+def validate_rl_sections(data: PromptSection | None, monitor: MonitorSection | None, evaluators: dict) -> None:
+    """Config checks of `data.*`, `monitor.*` and `eval.evaluators` that read no file and load no model."""
+    from rlcw.rl.evaluation import EVALUATORS
+    from rlcw.rl.monitors import validate_rules
+
+    if data is not None and data.fit_to_cap not in FIT_MODES:
+        raise RlcwError(
+            f"data.fit_to_cap={data.fit_to_cap!r} is not a mode",
+            where="data.fit_to_cap",
+            hint=f"one of {', '.join(FIT_MODES)}",
+        )
+    for name, spec in (data.sources if data is not None else {}).items():
+        unknown = set(spec) - {"prompts", "style", "weight", "split"}
+        if unknown:
+            raise RlcwError(
+                f"unknown option '{sorted(unknown)[0]}'",
+                where=f"data.sources.{name}",
+                hint="options: prompts, style, weight, split",
+            )
+    if monitor is not None:
+        validate_rules(monitor.warn, "monitor.warn")
+        validate_rules(monitor.stop, "monitor.stop")
+    for name, options in (evaluators or {}).items():
+        if name not in EVALUATORS and not (options or {}).get("factory"):
+            raise RlcwError(
+                f"unknown evaluator '{name}'",
+                where=f"eval.evaluators.{name}",
+                hint=f"known: {', '.join(EVALUATORS)}; or give options.factory='module:function'",
+            )
+
+
+def rm_scorer(funcs: list, rm_path: str):
+    """The already loaded BT scorer of `rm_path` among the reward functions (the `rm` evaluator reuses it), or None."""
+    from rlcw.rewards.bt import BTScorer
+
+    return next((f for f in funcs if isinstance(f, BTScorer) and str(f.rm_dir) == str(Path(rm_path))), None)
+
+
 def set_seed(seed: int) -> None:
     import numpy as np
     import torch
@@ -75,8 +241,15 @@ def tensorboard_dir(run: RunDir) -> str:
 
 @contextmanager
 def stage_run(cfg, command: str) -> Iterator[RunDir]:
-    """Create the run folder (config + git SHA first), seed everything, mark failures in summary.json."""
-    run = RunDir.create(cfg.output_dir, cfg.run_name, command, to_yaml(cfg))
+    """Create the run folder (config + git SHA first), seed everything, mark failures in summary.json.
+
+    Nothing is written before the `with` block is entered (recipes validate their config first). A
+    folder that holds another run is refused unless `train.resume` is true|auto or `overwrite=true`
+    (`rlcw.runs.prepare_run_folder`).
+    """
+    resume = getattr(getattr(cfg, "train", None), "resume", False)
+    overwrite = bool(getattr(cfg, "overwrite", False))
+    run = RunDir.create(cfg.output_dir, cfg.run_name, command, to_yaml(cfg), resume=resume, overwrite=overwrite)
     set_seed(cfg.seed)
     try:
         yield run

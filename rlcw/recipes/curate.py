@@ -62,6 +62,7 @@ class CurateConfig:
     output_dir: str = "runs"
     run_name: str = "curate"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_rows(src: SourceSection) -> tuple[list[tuple[int, dict]], str]:
@@ -159,6 +160,13 @@ def main(cfg: CurateConfig) -> dict:
         )
         results["train"].drops.update(train_drops)
         if not results["train"].pairs:
+            # the report (counts after each rule, drops by reason) is what tells the user which rule to relax
+            text = report(results, infos, cfg).replace(
+                "![length differences before/after balancing](length_balance.png)", ""
+            )
+            run.write_report(
+                text + "\n**No training pairs survived curation**: relax the rule where the count falls to 0.\n"
+            )
             raise RlcwError(
                 "no training pairs survived curation", hint="see the counts in " + str(run.path / "report.md")
             )

@@ -10,10 +10,11 @@ model is the same network with the adapter disabled (TRL, no second copy); with
 step: TRL's DPO metrics (`loss`, `rewards/chosen|rejected|accuracies|margins`, `logps/*`,
 `logits/*`); with `data.eval_file`, the same on held-out pairs (`eval_*`) every
 `eval.every_steps`; every `eval.every_steps` held-out prompts are sampled and scored by the
-evaluators (`eval.evaluators`: proxy RM at `eval.rm_path`, length, repetition, judge, ...), as in
-grpo. Checkpoints `checkpoints/checkpoint-N` every `train.save_steps` (a PEFT adapter that
+evaluators (`eval.evaluators`: the proxy RM at `eval.evaluators.rm.rm_path`, length, repetition,
+judge, ...), as in grpo; held-out prompts are `eval.prompts` (default: the bundled ones) at
+`eval.split`. Every config check runs in `validate` before the run folder is written. Checkpoints `checkpoints/checkpoint-N` every `train.save_steps` (a PEFT adapter that
 `load_causal_lm` loads), the final adapter in `checkpoints/final`; `train.resume=true` continues
-from the newest complete checkpoint. What it does not do: sample new pairs from the policy
+from the newest complete checkpoint (an error when there is none), `auto` when there is one. What it does not do: sample new pairs from the policy
 (online/iterative DPO) or score pairs with an RM: the labels are the file's.
 
     rlcw dpo --config configs/dpo/cpu.yaml data.train_file=runs/build_pairs/pairs/train.jsonl
@@ -25,7 +26,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -34,10 +34,19 @@ from rlcw.data.prompts import load_prompts
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.models import load_causal_lm, load_tokenizer, save_lora_checkpoint
-from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, tensorboard_dir
+from rlcw.recipes.common import (
+    EvalSection,
+    LoraSection,
+    ModelConfig,
+    lora_config,
+    stage_run,
+    tensorboard_dir,
+    validate_rl_sections,
+)
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
+from rlcw.runs import resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -60,20 +69,13 @@ class DPOTrainSection:
     logging_steps: int = 1
     save_steps: int = 10  # 0 = only the final adapter (then a killed run cannot resume)
     save_total_limit: int | None = None  # None = keep every checkpoint (the study evaluates each)
-    resume: bool = False
+    resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
 
 
-@dataclass
-class DPOEvalSection:
-    every_steps: int = 10  # 0 disables periodic evaluation (samples and held-out pairs)
-    prompts: str = "bundled"  # held-out prompt file, or the bundled prompts
-    split: str | None = "eval"
-    num_prompts: int = 8
-    max_new_tokens: int = 96
-    temperature: float = 0.8
-    batch_size: int = 8
-    rm_path: str | None = "runs/train_rm/model"  # the proxy RM of the `rm` evaluator
-    evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
+def dpo_eval_section() -> EvalSection:
+    """DPO has no reward: the `rm` evaluator names its RM (the proxy) in its own options."""
+    evaluators = {"rm": {"rm_path": "runs/train_rm/model"}, "length": {}, "repetition": {}}
+    return EvalSection(evaluators=evaluators)
 
 
 @dataclass
@@ -82,10 +84,11 @@ class DPORecipeConfig:
     data: DPODataConfig = field(default_factory=DPODataConfig)
     lora: LoraSection = field(default_factory=LoraSection)
     train: DPOTrainSection = field(default_factory=DPOTrainSection)
-    eval: DPOEvalSection = field(default_factory=DPOEvalSection)
+    eval: EvalSection = field(default_factory=dpo_eval_section)  # eval.prompts None = the bundled prompts
     output_dir: str = "runs"
     run_name: str = "dpo"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 # ---------------------------------------------------------------- data
@@ -112,7 +115,9 @@ def build_dataset(pairs: list[dict], system_prompt: str | None):
 # ---------------------------------------------------------------- args, models
 
 
-def check_train(t: DPOTrainSection) -> None:
+def validate(cfg: DPORecipeConfig) -> None:
+    """Every check of the config that needs no model or data: run before the run folder is written."""
+    t = cfg.train
     for key in ("max_steps", "batch_size", "gradient_accumulation_steps", "logging_steps"):
         if getattr(t, key) < 1:
             raise RlcwError(f"train.{key} must be at least 1, got {getattr(t, key)}", where=f"train.{key}")
@@ -126,6 +131,8 @@ def check_train(t: DPOTrainSection) -> None:
         raise RlcwError(
             f"train.beta must be positive, got {t.beta}", where="train.beta", hint="DPO's usual range is 0.05-0.5"
         )
+    resume_mode(t.resume)
+    validate_rl_sections(None, None, cfg.eval.evaluators if cfg.eval.every_steps else {})
 
 
 def build_args(cfg: DPORecipeConfig, run, has_eval_pairs: bool):
@@ -173,23 +180,23 @@ def load_models(cfg: DPORecipeConfig):
 
 
 def main(cfg: DPORecipeConfig) -> dict:
+    validate(cfg)
     with stage_run(cfg, "dpo") as run:
-        check_train(cfg.train)
         train_pairs = load_preferences(cfg.data.train_file, limit=cfg.data.max_pairs)
         eval_pairs = (
             load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
         )
         eval_rows = (
-            load_prompts(cfg.eval.prompts, cfg.eval.split)[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
+            load_prompts(cfg.eval.prompts or "bundled", cfg.eval.split)[: cfg.eval.num_prompts]
+            if cfg.eval.every_steps
+            else []
         )
-        from rlcw.recipes.grpo import last_complete_checkpoint
-
-        resume = str(last_complete_checkpoint(run.checkpoints)) if cfg.train.resume else None
+        checkpoint = resume_checkpoint(cfg.train.resume, run.checkpoints)
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
         evaluators = build_evaluators(
             cfg.eval.evaluators if cfg.eval.every_steps else {},
-            {"rm_path": cfg.eval.rm_path, "run_dir": run.path, "seed": cfg.seed},
+            {"rm_path": None, "run_dir": run.path, "seed": cfg.seed},
         )
         model, ref = load_models(cfg)
         args = build_args(cfg, run, bool(eval_pairs))
@@ -220,7 +227,7 @@ def main(cfg: DPORecipeConfig) -> dict:
             else None,
             callbacks=[JsonlMetricsCallback(run), periodic],
         )
-        trainer.train(resume_from_checkpoint=resume)
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         pair_eval = final_pair_eval(trainer) if eval_pairs else {}
         final = run.checkpoints / "final"
         if not trainer.accelerator.is_main_process:

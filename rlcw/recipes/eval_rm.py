@@ -77,6 +77,7 @@ class EvalRMConfig:
     output_dir: str = "runs"
     run_name: str = "eval_rm"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def reference_stories(path: str, limit: int | None) -> tuple[list[str], list[str]]:

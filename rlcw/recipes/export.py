@@ -64,6 +64,7 @@ class ExportConfig:
     output_dir: str = "runs"
     run_name: str = "export"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 @torch.no_grad()

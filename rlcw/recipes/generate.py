@@ -94,6 +94,7 @@ class GenerateConfig:
     output_dir: str = "runs"
     run_name: str = "generate"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_rows(data: GenDataConfig) -> list[dict]:

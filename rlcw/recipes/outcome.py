@@ -53,6 +53,7 @@ from rlcw.recipes import ppo as ppo_recipe
 from rlcw.recipes.common import ModelConfig, stage_run
 from rlcw.rewards.best_of_n import kl_best_of
 from rlcw.rewards.length import range_fits_cap
+from rlcw.runs import move_aside, resume_mode
 
 RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
 
@@ -104,6 +105,7 @@ class OutcomeConfig:
     output_dir: str = "runs"
     run_name: str = "outcome"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def wire(cfg: OutcomeConfig, root: str) -> None:
@@ -190,10 +192,9 @@ class Stages:
                 self.results[name] = done
                 self.timings.setdefault(name, float(done.get("wall_time_s") or 0.0))
                 return done
-        if folder.exists() and not getattr(getattr(stage_cfg, "train", None), "resume", False):
+        if folder.exists() and resume_mode(getattr(getattr(stage_cfg, "train", None), "resume", False)) == "false":
             # a stage run again under a new config starts clean: old checkpoints or metrics must not mix in
-            aside = folder.with_name(f"{folder.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
-            folder.rename(aside)
+            aside = move_aside(folder)
             print(
                 f"[outcome] {name}: config changed or run unfinished; the old folder is kept as {aside.name}",
                 flush=True,

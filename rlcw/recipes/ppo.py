@@ -10,8 +10,12 @@ conversations as in `rlcw grpo`. Logged every step to metrics.jsonl and TensorBo
 (and per reward function), KL, entropy, clipfrac, approx KL, losses, explained variance,
 lengths, cap share, reward-hacking monitors (`monitor.*` warn / stop rules); every
 `eval.every_steps` the evaluators (`eval.evaluators`, `rlcw.rl.evaluation`) run on held-out
-prompts. Checkpoints in `<run>/checkpoints/step_XXXXXX` (policy adapter, value tensors,
-optimizer, RNG, step); `train.resume=true` continues from the last. The final adapter is
+prompts (`eval.prompts` at `eval.split`). Prompts, rewards, evaluation and monitors use the same
+sections as `rlcw grpo` (`data.sources`, `data.fit_to_cap`, `data.no_overlap_with` included); the
+`train.*` section is rlcw.rl.ppo.PPOSettings. Every config check runs in `validate` before the run
+folder is written. Checkpoints in `<run>/checkpoints/step_XXXXXX` (policy adapter, value tensors,
+optimizer, RNG, step); `train.resume=true` continues from the last (an error when there is none),
+`auto` continues when there is one. The final adapter is
 `<run>/checkpoints/final` (loadable by every command's `model.name`).
 What not: full fine-tuning (the reference is the adapter-disabled policy, so LoRA is required),
 adaptive KL control, vLLM rollouts.
@@ -23,42 +27,33 @@ adaptive KL control, vLLM rollouts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from rlcw.data.prompts import load_prompts
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
-from rlcw.recipes.common import LoraSection, ModelConfig, MonitorSection, lora_config, stage_run
+from rlcw.recipes.common import (
+    EvalSection,
+    LoraSection,
+    ModelConfig,
+    MonitorSection,
+    PromptSection,
+    RewardSection,
+    check_overlap,
+    held_out_prompts,
+    lora_config,
+    rm_scorer,
+    stage_run,
+    train_prompts,
+    validate_rl_sections,
+)
 from rlcw.report import plot_lines, read_metrics, series
-from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import MonitorCallback, plot_monitors
 from rlcw.rl.periodic import PeriodicEval, story_sampler
 from rlcw.rl.ppo import PPOSettings, PPOTrainer
 from rlcw.rl.value import load_value_model
-
-
-@dataclass
-class PromptDataConfig:
-    prompts: str = "bundled"  # "bundled" or a jsonl/csv/parquet file of prompt rows
-    train_split: str | None = "train"
-    eval_split: str | None = "eval"
-    max_train_prompts: int | None = None
-
-
-@dataclass
-class RewardSection:  # the same keys as `rlcw grpo`'s reward section (minus TRL's aggregation)
-    rm_path: str = "runs/train_rm/model"  # default RM folder of bt/genrm specs, the `rm` evaluator and value.init=rm
-    rm_batch_size: int = 16
-    # name -> spec ({type: bt|genrm|remote|length_range|overlong, weight, ...options}); weight 0 drops one
-    specs: dict[str, dict[str, Any]] = field(
-        default_factory=lambda: {
-            "rm": {"type": "bt", "weight": 1.0},
-            "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
-        }
-    )
+from rlcw.runs import resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -70,82 +65,52 @@ class ValueSection:
 
 
 @dataclass
-class PPOTrainSection:
-    max_steps: int = 20
-    batch_size: int = 8  # prompts (= responses) per step per process
-    ppo_epochs: int = 2
-    minibatch_size: int = 4
-    micro_batch_size: int = 4
-    learning_rate: float = 1e-5
-    value_learning_rate: float = 1e-4
-    max_grad_norm: float = 1.0
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    gamma: float = 1.0
-    lam: float = 0.95
-    clip: float = 0.2
-    value_clip: float = 0.2
-    vf_coef: float = 0.1
-    entropy_coef: float = 0.0
-    kl_coef: float = 0.05
-    kl_estimator: str = "k1"  # k1 | k3 (per-token estimator in the reward)
-    whiten_advantages: bool = True
-    missing_eos_penalty: float | None = None
-    save_steps: int = 0  # 0 = a resumable checkpoint only at the end
-    resume: bool = False
-
-
-@dataclass
-class EvalSection:
-    every_steps: int = 10  # 0 disables periodic evaluation
-    num_prompts: int = 8
-    max_new_tokens: int = 64
-    temperature: float = 0.8
-    batch_size: int = 8
-    evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
-
-
-@dataclass
 class PPORecipeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    data: PromptDataConfig = field(default_factory=PromptDataConfig)
+    data: PromptSection = field(default_factory=PromptSection)
     reward: RewardSection = field(default_factory=RewardSection)
     lora: LoraSection = field(default_factory=LoraSection)
     value: ValueSection = field(default_factory=ValueSection)
-    train: PPOTrainSection = field(default_factory=PPOTrainSection)
-    eval: EvalSection = field(default_factory=EvalSection)
+    train: PPOSettings = field(default_factory=PPOSettings)  # the library's settings are the section (+ train.resume)
+    eval: EvalSection = field(default_factory=lambda: EvalSection(max_new_tokens=64))
     monitor: MonitorSection = field(default_factory=MonitorSection)
     output_dir: str = "runs"
     run_name: str = "ppo"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
-def build_settings(cfg: PPORecipeConfig) -> PPOSettings:
-    t = cfg.train
+def validate(cfg: PPORecipeConfig) -> None:
+    """Every check of the config that needs no model: run before the run folder is written."""
+    t, v = cfg.train, cfg.value
     if t.kl_estimator not in ("k1", "k3"):
         raise RlcwError(
             f"unknown train.kl_estimator '{t.kl_estimator}'", where="train.kl_estimator", hint="use k1 or k3"
         )
     if t.minibatch_size > t.batch_size or t.batch_size % t.minibatch_size:
         raise RlcwError(
-            f"train.batch_size={t.batch_size} must be a multiple of train.minibatch_size={t.minibatch_size}"
+            f"train.batch_size={t.batch_size} must be a multiple of train.minibatch_size={t.minibatch_size}",
+            where="train.minibatch_size",
+            hint="each PPO epoch splits the batch into whole minibatches",
         )
-    keys = {k: v for k, v in vars(t).items() if k != "resume"}
-    return PPOSettings(**keys, seed=cfg.seed, monitor_ngram=cfg.monitor.ngram if cfg.monitor.enabled else None)
-
-
-def build_policy(cfg: PPORecipeConfig):
-    """The starting model (an rlcw LoRA checkpoint is merged: it becomes the reference) + a new LoRA."""
-    from peft import get_peft_model
-
+    resume_mode(t.resume)
     if not cfg.lora.enabled:
         raise RlcwError(
             "ppo needs LoRA: the reference model is the policy with its adapter disabled",
             where="lora.enabled",
             hint="set lora.enabled=true (full fine-tuning would need a second copy)",
         )
+    if v.init not in ("rm", "policy"):
+        raise RlcwError(f"unknown value.init '{v.init}'", where="value.init", hint="use rm or policy")
+    if v.backbone not in ("lora", "frozen"):
+        raise RlcwError(f"unknown value.backbone '{v.backbone}'", where="value.backbone", hint="use lora or frozen")
+    validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
+
+
+def build_policy(cfg: PPORecipeConfig):
+    """The starting model (an rlcw LoRA checkpoint is merged: it becomes the reference) + a new LoRA."""
+    from peft import get_peft_model
+
     base = load_causal_lm(cfg.model.name, cfg.model.dtype, merge_lora=True)
     base.config.use_cache = True
     return get_peft_model(base, lora_config(cfg.lora, "CAUSAL_LM", base.config.num_hidden_layers))
@@ -153,8 +118,6 @@ def build_policy(cfg: PPORecipeConfig):
 
 def value_source(cfg: PPORecipeConfig) -> str:
     v = cfg.value
-    if v.init not in ("rm", "policy"):
-        raise RlcwError(f"unknown value.init '{v.init}'", where="value.init", hint="use rm or policy")
     if v.path:
         return resolve(v.path)
     if v.init == "policy":
@@ -174,8 +137,6 @@ def build_rewards(cfg: PPORecipeConfig) -> tuple[list, list[float]]:
 
 def build_value(cfg: PPORecipeConfig, vocab_size: int):
     v = cfg.value
-    if v.backbone not in ("lora", "frozen"):
-        raise RlcwError(f"unknown value.backbone '{v.backbone}'", where="value.backbone", hint="use lora or frozen")
     source = value_source(cfg)
     from transformers import AutoConfig
 
@@ -200,16 +161,20 @@ def build_sampler(cfg: PPORecipeConfig, tokenizer, eval_rows: list[dict]):
 
 
 def main(cfg: PPORecipeConfig) -> dict:
+    validate(cfg)
+    train_rows = train_prompts(
+        cfg.data, cfg.train.max_new_tokens, cfg.seed
+    )  # prompt files only: before the run folder
+    held_out = held_out_prompts(cfg.data, cfg.eval, cfg.eval.max_new_tokens)
+    check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
+    eval_rows = held_out[: cfg.eval.num_prompts]
     with stage_run(cfg, "ppo") as run:
-        settings = build_settings(cfg)
-        train_rows = load_prompts(cfg.data.prompts, cfg.data.train_split)[: cfg.data.max_train_prompts or None]
-        eval_rows = load_prompts(cfg.data.prompts, cfg.data.eval_split)[: cfg.eval.num_prompts]
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
         funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
         policy = build_policy(cfg)
         value = build_value(cfg, policy.get_input_embeddings().num_embeddings)
-        scorer = next((f for f in funcs if isinstance(f, BTScorer)), None)
+        scorer = rm_scorer(funcs, cfg.reward.rm_path)
         evaluators = build_evaluators(
             cfg.eval.evaluators,
             {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer},
@@ -217,7 +182,17 @@ def main(cfg: PPORecipeConfig) -> dict:
         periodic = PeriodicEval(run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps)
         monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
         trainer = PPOTrainer(
-            policy, value, tokenizer, funcs, weights, settings, run, base_spec=cfg.model.name, monitor=monitor
+            policy,
+            value,
+            tokenizer,
+            funcs,
+            weights,
+            cfg.train,
+            run,
+            base_spec=cfg.model.name,
+            monitor=monitor,
+            seed=cfg.seed,
+            monitor_ngram=cfg.monitor.ngram if cfg.monitor.enabled else None,
         )
 
         def encode(row: dict) -> list[int]:
@@ -231,7 +206,7 @@ def main(cfg: PPORecipeConfig) -> dict:
             encode,
             lambda row: chat_messages(cfg.model.system_prompt, row["prompt"]),
             periodic=periodic,
-            resume=cfg.train.resume,
+            resume=resume_checkpoint(cfg.train.resume, run.checkpoints) is not None,
             columns=("min_words", "max_words", "source", "id"),
         )
         trainer.save(run.checkpoints / f"step_{trainer.step:06d}")

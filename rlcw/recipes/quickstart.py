@@ -43,6 +43,7 @@ class QuickstartConfig:
     output_dir: str = "runs"
     run_name: str = "quickstart"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def wire(cfg: QuickstartConfig, root: str) -> None:
@@ -56,6 +57,7 @@ def wire(cfg: QuickstartConfig, root: str) -> None:
 
     for name in ("build_pairs", "train_rm", "grpo", "generate", "export"):
         put(f"{name}.output_dir", root), put(f"{name}.run_name", name), put(f"{name}.seed", cfg.seed)
+        put(f"{name}.overwrite", True)  # a re-run of the quickstart starts each stage fresh
     pairs = [f"{root}/build_pairs/pairs/train.jsonl", f"{root}/build_pairs/pairs/eval.jsonl"]
     put("train_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
     put("train_rm.data.train_file", pairs[0]), put("train_rm.data.eval_file", pairs[1])
@@ -83,7 +85,9 @@ def main(cfg: QuickstartConfig) -> dict:
         stage(
             "prepare_model",
             prepare_model.main,
-            prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"),
+            prepare_model.PrepareModelConfig(
+                model=cfg.model, output_dir=root, run_name="prepare_model", overwrite=True
+            ),
         )
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)

@@ -89,6 +89,7 @@ class TrainAgentsConfig:
     output_dir: str = "runs"
     run_name: str = "train_agents"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_pairs(data: AgentDataConfig) -> list[dict]:

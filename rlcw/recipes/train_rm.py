@@ -115,6 +115,7 @@ class TrainRMConfig:
     output_dir: str = "runs"
     run_name: str = "train_rm"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def build_spec(cfg: TrainRMConfig, tokenizer) -> RMSpec:

@@ -42,6 +42,8 @@ from rlcw.runs import RunDir
 
 @dataclass
 class PPOSettings:
+    """Hyperparameters of the loop; also `rlcw ppo`'s `train.*` config section, as is."""
+
     max_steps: int = 20
     batch_size: int = 8  # prompts (= responses) per step per process
     ppo_epochs: int = 2
@@ -65,8 +67,9 @@ class PPOSettings:
     whiten_advantages: bool = True
     missing_eos_penalty: float | None = None  # added to the score of responses cut at the cap
     save_steps: int = 0  # 0 = only the final checkpoint
-    seed: int = 0
-    monitor_ngram: int | None = 3  # reward-hacking statistics (rlcw.rl.monitors) every step; None = off
+    resume: str = (
+        "false"  # `rlcw ppo`'s train.resume (false | true | auto, rlcw.runs.resume_checkpoint); train() takes its own
+    )
 
 
 def prompt_batch(n: int, batch_size: int, step: int, seed: int, rank: int = 0, world: int = 1) -> list[int]:
@@ -95,11 +98,15 @@ class PPOTrainer:
         accelerator=None,
         base_spec: str | None = None,
         monitor=None,
+        seed: int = 0,
+        monitor_ngram: int | None = 3,
     ):
-        """`monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.rl.monitors.MonitorCallback)."""
+        """`monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.rl.monitors.MonitorCallback);
+        `monitor_ngram`: n of the reward-hacking statistics (rlcw.rl.monitors) every step, None = off."""
         from accelerate import Accelerator
 
         self.s, self.run, self.tokenizer, self.base_spec = settings, run, tokenizer, base_spec
+        self.seed, self.monitor_ngram = seed, monitor_ngram
         self.funcs, self.weights = reward_funcs, reward_weights
         self.acc = accelerator or Accelerator(cpu=not torch.cuda.is_available())
         groups = [
@@ -181,9 +188,9 @@ class PPOTrainer:
             }
         )
         stats["rlhf_reward"] = stats["reward"] + stats["non_score_reward"]
-        if s.monitor_ngram:
+        if self.monitor_ngram:
             lengths = ro.lengths.long().tolist()
-            mon = step_stats(texts, lengths, (~ro.ended).tolist(), scores.tolist(), len(texts), s.monitor_ngram)
+            mon = step_stats(texts, lengths, (~ro.ended).tolist(), scores.tolist(), len(texts), self.monitor_ngram)
             mon["kl_to_start"] = masked_mean(kl_per_token(logp, ref_logp, "k3"), mask)  # nats per token
             stats.update({PREFIX + k: v for k, v in mon.items()})
         self._last_texts, self._last_scores = texts, scores.cpu().tolist()
@@ -207,7 +214,7 @@ class PPOTrainer:
         B = ro.response.shape[0]
         sums: dict[str, float] = {}
         n_updates = 0
-        gen = torch.Generator().manual_seed(s.seed * 7919 + self.step)
+        gen = torch.Generator().manual_seed(self.seed * 7919 + self.step)
         for _ in range(s.ppo_epochs):
             perm = torch.randperm(B, generator=gen)
             for start in range(0, B, s.minibatch_size):
@@ -267,7 +274,7 @@ class PPOTrainer:
             )
             acc.print(f"resumed from {ckpt} at step {self.step}")
         else:
-            torch.manual_seed(s.seed + 1_000 * acc.process_index)  # ranks sample different responses
+            torch.manual_seed(self.seed + 1_000 * acc.process_index)  # ranks sample different responses
         if periodic is not None:
             periodic.begin(self._unwrapped(), self.step, acc.is_main_process)
         history = []
@@ -276,7 +283,9 @@ class PPOTrainer:
             t0 = time.time()
             picked = [
                 rows[i]
-                for i in prompt_batch(len(rows), s.batch_size, self.step, s.seed, acc.process_index, acc.num_processes)
+                for i in prompt_batch(
+                    len(rows), s.batch_size, self.step, self.seed, acc.process_index, acc.num_processes
+                )
             ]
             ro, data = self.rollout(
                 [encode(r) for r in picked],

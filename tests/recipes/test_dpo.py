@@ -78,7 +78,7 @@ def dpo_run(runs_root, rm_run, tiny_model_dir, pair_files):
                 "eval.every_steps=2",
                 "eval.num_prompts=2",
                 "eval.max_new_tokens=8",
-                f"eval.rm_path={rm_run['artifacts']['model']}",
+                f"eval.evaluators.rm.rm_path={rm_run['artifacts']['model']}",
             ),
         )
     )

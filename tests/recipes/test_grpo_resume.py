@@ -98,12 +98,13 @@ def test_killed_run_resumes_like_an_uninterrupted_one(runs_root, rm_run, tiny_mo
 
 def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path):
     from rlcw.errors import RlcwError
-    from rlcw.recipes.grpo import last_complete_checkpoint
+    from rlcw.runs import last_checkpoint, resume_checkpoint
 
     (tmp_path / "checkpoint-3").mkdir()  # killed mid-save: no trainer_state.json
     with pytest.raises(RlcwError, match="no complete checkpoint"):
-        last_complete_checkpoint(tmp_path)
+        resume_checkpoint("true", tmp_path)
+    assert resume_checkpoint("auto", tmp_path) is None  # auto starts fresh when there is none
     for n in (1, 2):
         (tmp_path / f"checkpoint-{n}").mkdir()
         (tmp_path / f"checkpoint-{n}" / "trainer_state.json").write_text("{}")
-    assert last_complete_checkpoint(tmp_path).name == "checkpoint-2"
+    assert last_checkpoint(tmp_path).name == "checkpoint-2"

@@ -81,10 +81,8 @@ def test_ppo_reaches_the_optimum_of_a_delayed_reward(tmp_path):
         lam=0.95,
         vf_coef=0.5,
         whiten_advantages=False,
-        seed=0,
-        monitor_ngram=None,
     )
-    trainer = PPOTrainer(policy, value, tok, [match_share], [1.0], settings, run)
+    trainer = PPOTrainer(policy, value, tok, [match_share], [1.0], settings, run, seed=0, monitor_ngram=None)
     history = trainer.train(
         [{"id": str(i), "prompt": "x"} for i in range(32)], lambda row: [VOCAB["<bos>"]], lambda row: "x"
     )

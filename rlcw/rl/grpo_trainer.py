@@ -1,0 +1,235 @@
+"""rlcw's extension of TRL's GRPOTrainer: a resumable prompt order and per-step extras of each batch.
+
+`RlcwGRPOTrainer` is TRL's GRPOTrainer with everything rlcw adds passed to its constructor:
+
+    trainer = RlcwGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), ...,   # TRL's own arguments
+                              run=run, monitor_ngram=3, log_kl_every=3, kl_ref_model=None,
+                              samples_every=1, samples_k=2)
+
+Per generated training batch it logs (into TRL's metrics, so they reach metrics.jsonl and
+TensorBoard with TRL's): the reward-hacking statistics (`monitor/*`, rlcw.rl.monitors), KL to the
+starting model (`monitor/kl_to_start` = k3, `kl_to_start/k1`, per completion token, via
+rlcw.rl.ppo_math.kl_per_token; even at beta = 0), reward, words and tokens per prompt source
+(`source/<name>/*`); rank 0 writes the sampled prompt order (`samples/data_order.jsonl`) and the
+top and bottom scored stories (`samples/train_step_XXXXXX.jsonl`). The starting model for KL is
+TRL's reference log-probs when beta > 0, else the policy with its LoRA adapter disabled, else
+`kl_ref_model` (a frozen copy the caller loads for full fine-tuning). The prompt sampler is TRL's
+RepeatSampler reseeded per epoch, so a resumed run draws the prompt order of an uninterrupted one.
+
+TRL symbols used (checked against TRL 1.16.0; tests/unit/test_grpo_trainer_symbols.py checks each
+one exists, so an upgrade that removes one fails there first):
+- `trl.GRPOTrainer`, overridden hooks: `_get_train_sampler(dataset)`,
+  `_calculate_rewards(inputs, prompts, completions, completion_ids_list)` (returns the gathered
+  (N, F) rewards per function), `_generate_and_score_completions(inputs)` (its output keys
+  `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`, optional
+  `old_per_token_logps`, `ref_per_token_logps`).
+- GRPOTrainer internals read: `_get_per_token_logps_and_entropies(model, ids, mask, logits_to_keep)[0]`,
+  `_metrics["train"]`, `reward_weights`, `reward_func_names`, `num_generations`, `num_iterations`,
+  `shuffle_dataset`, `temperature`, `args.generation_batch_size`, `args.steps_per_generation`,
+  `args.cast_lm_head_to_fp32`.
+- `trl.trainer.utils.RepeatSampler` (subclassed: `seed`, `generator`) and
+  `trl.trainer.grpo_trainer.add_fused_lm_head` (TRL's log-prob helper reads `log_probs` from it).
+- Used elsewhere with this trainer: `GRPOTrainer(rollout_func=...)` (experimental; `RolloutFunc` in
+  trl.trainer.grpo_trainer) with `_tokenize_prompts`, `generation_config`, `eos_token_ids`
+  (rlcw.rl.rollout) and `trl.models.unwrap_model_for_generation` (rlcw.agents.rl).
+"""
+
+from __future__ import annotations
+
+import torch
+from accelerate.utils import gather_object
+from trl import GRPOTrainer
+from trl.trainer.grpo_trainer import add_fused_lm_head
+from trl.trainer.utils import RepeatSampler
+
+from rlcw.data.records import write_stories
+from rlcw.io import append_jsonl
+from rlcw.rewards.bt import message_text
+from rlcw.rl.monitors import PREFIX, step_stats
+from rlcw.rl.ppo_math import kl_per_token
+from rlcw.runs import RunDir
+
+TRL_VERSION_CHECKED = "1.16.0"
+
+
+class EpochRepeatSampler(RepeatSampler):
+    """TRL's sampler reseeded per epoch (seed + epoch): its own generator otherwise runs on across
+    epochs, so a run resumed in a later epoch would draw a different prompt order."""
+
+    epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:  # called by accelerate's DataLoaderShard.set_epoch
+        self.epoch = epoch
+
+    def __iter__(self):
+        if self.seed is not None:
+            self.generator.manual_seed(self.seed + self.epoch)
+        return super().__iter__()
+
+
+class RlcwGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer + rlcw's per-step extras (see the module docstring for what and which TRL internals)."""
+
+    def __init__(
+        self,
+        *args,
+        run: RunDir,
+        monitor_ngram: int | None = 3,
+        log_kl_every: int = 1,
+        kl_ref_model=None,
+        samples_every: int = 1,
+        samples_k: int = 2,
+        **kwargs,
+    ):
+        """`monitor_ngram`: n of the monitors' n-gram statistics (None = no monitor statistics);
+        `log_kl_every`: KL to the start on step 1 and every N-th step (0 = never); `kl_ref_model`: a
+        frozen starting model, needed only without LoRA at beta = 0; `samples_every`: top/bottom
+        `samples_k` stories every N steps (0 = never). The rest is TRL's GRPOTrainer."""
+        super().__init__(*args, **kwargs)
+        self.run, self.monitor_ngram, self.log_kl_every = run, monitor_ngram, log_kl_every
+        self.samples_every, self.samples_k = samples_every, samples_k
+        self.kl_ref_model = kl_ref_model
+        if kl_ref_model is not None:
+            kl_ref_model.to(self.accelerator.device).eval().requires_grad_(False)
+            add_fused_lm_head(
+                kl_ref_model, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32
+            )
+        # (N, F) rewards per function of the batch being generated: set by _calculate_rewards, read right after
+        # by _generate_and_score_completions (TRL's output does not carry them)
+        self._batch_rewards: torch.Tensor | None = None
+
+    # ---------------------------------------------------------------- TRL hooks
+
+    def _get_train_sampler(self, dataset=None):
+        return EpochRepeatSampler(
+            data_source=dataset if dataset is not None else self.train_dataset,
+            mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+        )
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        self._batch_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        return self._batch_rewards
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self.model.training:
+            self._log_batch(inputs, output, self._batch_rewards)
+        return output
+
+    # ---------------------------------------------------------------- per-step extras
+
+    def kl_to_start(self, output: dict) -> tuple[float, float]:
+        """(k3, k1) KL estimates per completion token, policy vs the starting model, on the sampled tokens."""
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)  # (B, P+C)
+        mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        keep = output["completion_ids"].size(1)
+        with torch.no_grad():
+            logp = output.get("old_per_token_logps")
+            if logp is None:
+                logp = self._get_per_token_logps_and_entropies(self.model, ids, mask, keep)[0]  # (B, C)
+            ref = output.get("ref_per_token_logps")
+            if ref is None:
+                ref = self._start_logps(ids, mask, keep)
+        cmask = output["completion_mask"].float()
+        k3 = (kl_per_token(logp, ref, "k3") * cmask).sum()
+        k1 = (kl_per_token(logp, ref, "k1") * cmask).sum()
+        sums = self.accelerator.gather(torch.stack([k3, k1, cmask.sum()]).view(1, 3)).sum(0)
+        return (sums[0] / sums[2].clamp(min=1)).item(), (sums[1] / sums[2].clamp(min=1)).item()
+
+    def _start_logps(self, ids, mask, keep) -> torch.Tensor:
+        model = self.accelerator.unwrap_model(self.model)
+        if hasattr(model, "disable_adapter"):
+            with model.disable_adapter():
+                return self._get_per_token_logps_and_entropies(self.model, ids, mask, keep)[0]
+        if self.kl_ref_model is None:
+            raise ValueError("KL to the start of a full fine-tune at beta=0 needs kl_ref_model (a frozen copy)")
+        return self._get_per_token_logps_and_entropies(self.kl_ref_model, ids, mask, keep)[0]
+
+    def _log_batch(self, inputs: list[dict], output: dict, rewards_per_func: torch.Tensor) -> None:
+        step = self.state.global_step + 1  # the step this batch trains
+        rows = gather_object(self._local_rows(inputs, output))
+        total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(1).tolist()
+        for r, value, per in zip(rows, total, rewards_per_func.tolist(), strict=False):
+            r["reward"], r["rewards"] = value, dict(zip(self.reward_func_names, per, strict=False))
+        metrics: dict[str, float] = {}
+        if self.monitor_ngram:
+            texts, tokens, cut = ([r[k] for r in rows] for k in ("text", "tokens", "truncated"))
+            stats = step_stats(texts, tokens, cut, total, self.num_generations, self.monitor_ngram)
+            metrics.update({PREFIX + k: v for k, v in stats.items()})
+        if self.log_kl_every and (step % self.log_kl_every == 0 or step == 1):
+            metrics[PREFIX + "kl_to_start"], metrics["kl_to_start/k1"] = self.kl_to_start(output)
+        metrics.update(per_source(rows))
+        for key, value in metrics.items():
+            self._metrics["train"][key].append(value)
+        if self.accelerator.is_main_process:
+            order = {"step": step, "prompt_ids": [r["prompt_id"] for r in rows]}
+            append_jsonl(self.run.samples / "data_order.jsonl", order)
+            if self.samples_every and step % self.samples_every == 0:
+                write_stories(
+                    self.run.samples / f"train_step_{step:06d}.jsonl", top_bottom(rows, self.samples_k, step)
+                )
+
+    def _local_rows(self, inputs: list[dict], output: dict) -> list[dict]:
+        """One row per completion of this process: text, tokens, cut by the cap, prompt and its columns."""
+        tok = self.processing_class
+        comp = output["completion_ids"]  # (B, C), padded after the EOS
+        is_end = (comp == tok.eos_token_id) | ((comp == tok.pad_token_id) if tok.pad_token_id is not None else False)
+        finished = is_end.any(1)
+        lengths = torch.where(
+            finished, is_end.int().argmax(1) + 1, torch.full_like(finished, comp.size(1), dtype=torch.long)
+        )
+        texts = [tok.decode(c[:n], skip_special_tokens=True) for c, n in zip(comp, lengths.tolist(), strict=False)]
+        # Agents' Room: the rewarded text is the whole story; tokens/truncated stay the trained agent's call
+        return [
+            {
+                "text": x.get("story", t).strip(),
+                "tokens": int(n),
+                "truncated": not bool(f),
+                "prompt": message_text(x["prompt"]),
+                "prompt_id": x["prompt_id"],
+                "source": x["source"],
+                "min_words": x.get("min_words"),
+                "max_words": x.get("max_words"),
+                **({"agents_room": dict(x["agents_room"], trained_text=t.strip())} if "agents_room" in x else {}),
+            }
+            for t, n, f, x in zip(texts, lengths.tolist(), finished.tolist(), inputs, strict=False)
+        ]
+
+
+def per_source(rows: list[dict]) -> dict[str, float]:
+    """Mean total reward, words and tokens per prompt source: `source/<name>/{reward,words,tokens}`."""
+    out = {}
+    for name in sorted({r["source"] for r in rows}):
+        mine = [r for r in rows if r["source"] == name]
+        out[f"source/{name}/reward"] = sum(r["reward"] for r in mine) / len(mine)
+        out[f"source/{name}/words"] = sum(len(r["text"].split()) for r in mine) / len(mine)
+        out[f"source/{name}/tokens"] = sum(r["tokens"] for r in mine) / len(mine)
+    return out
+
+
+def top_bottom(rows: list[dict], k: int, step: int) -> list[dict]:
+    """The k highest and k lowest total-reward completions as story records (meta: reward, rank)."""
+    order = sorted(range(len(rows)), key=lambda i: rows[i]["reward"], reverse=True)
+    picks = [(i, "top") for i in order[:k]] + [(i, "bottom") for i in order[::-1][:k] if i not in order[:k]]
+    out = []
+    for i, rank in picks:
+        r = rows[i]
+        meta = {key: r[key] for key in ("reward", "rewards", "tokens", "truncated")}
+        rec = {
+            "id": f"{r['prompt_id']}#{i}",
+            "prompt": r["prompt"],
+            "story": r["text"] or "(empty)",
+            "system": f"policy@{step}",
+            "step": step,
+            "source": r["source"],
+            "meta": {"rank": rank, **meta},
+        }
+        if r.get("agents_room"):
+            rec["meta"]["agents_room"] = r["agents_room"]
+        rec.update({k2: r[k2] for k2 in ("min_words", "max_words") if r.get(k2) is not None})
+        out.append(rec)
+    return out
