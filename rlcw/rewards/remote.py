@@ -21,8 +21,8 @@ import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
-from rlcw.rewards.bt import message_text
 
 
 class _Retryable(Exception):
