@@ -95,6 +95,12 @@ rlcw_setup() {
     [ -n "${SLURM_CPUS_PER_TASK:-}" ] && srun+=(--cpus-per-task="$SLURM_CPUS_PER_TASK")
     TORCHRUN=("${srun[@]}" "${TORCHRUN[@]}")
   fi
+  if [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ]; then
+    # A rank that hits an NCCL error or timeout aborts (and srun --kill-on-bad-exit ends the job)
+    # instead of hanging until the time limit; the second name is the one torch < 2.2 reads.
+    export TORCH_NCCL_ASYNC_ERROR_HANDLING=${TORCH_NCCL_ASYNC_ERROR_HANDLING:-1}
+    export NCCL_ASYNC_ERROR_HANDLING=${NCCL_ASYNC_ERROR_HANDLING:-1}
+  fi
   echo "rlcw job ${SLURM_JOB_ID:-local} ($(date -u +%FT%TZ)) on $(hostname): nodes=$NNODES procs/node=$NPROC" \
     "threads/proc=$OMP_NUM_THREADS rendezvous=$MASTER_ADDR:$MASTER_PORT restarts=${SLURM_RESTART_COUNT:-0}" \
     "git=$(git rev-parse --short HEAD 2>/dev/null || echo none)"
