@@ -17,5 +17,5 @@ cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")/..}"
 [ $# -ge 1 ] || { echo "rlcw slurm: usage: rlcw sweep SWEEP.yaml --slurm (submits this with the frozen sweep.json)" >&2; exit 2; }
 # shellcheck source=slurm/lib.sh
 . slurm/lib.sh
-echo "rlcw sweep $* --index $SLURM_ARRAY_TASK_ID (array job ${SLURM_ARRAY_JOB_ID:-?})"
-rlcw_run rlcw sweep "$@" --index "$SLURM_ARRAY_TASK_ID"
+echo "rlcw sweep --index $SLURM_ARRAY_TASK_ID $* (array job ${SLURM_ARRAY_JOB_ID:-?})"
+rlcw_run rlcw sweep --index "$SLURM_ARRAY_TASK_ID" "$@"

@@ -280,3 +280,27 @@ def test_submit_makes_the_log_folder(slurm, tmp_path):
     log = (logs / f"rlcw-generate-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info["raw"] + log[-3000:]
     assert f"rlcw job {job}" in log and "rlcw generate --help" in log and "Sample one story per prompt" in log
+
+
+WRAPPERS = sorted(p for p in (ROOT / "slurm").glob("*.sh") if p.name not in ("lib.sh", "submit.sh"))
+
+
+@pytest.mark.parametrize("script", WRAPPERS, ids=lambda p: p.name)
+def test_scripts_follow_the_slurm_style(script):
+    """STYLE.md's Slurm section: log path, strict mode, lib.sh, exactly one launch line ending in "$@"."""
+    text = script.read_text()
+    lines = text.splitlines()
+    assert lines[0] == "#!/usr/bin/env bash" and os.access(script, os.X_OK)
+    assert re.search(r"^#SBATCH --output=logs/%x-%[jA]", text, re.M) and "#SBATCH --job-name=rlcw-" in text
+    assert "set -euo pipefail" in lines and ". slurm/lib.sh" in lines
+    launch = [line for line in lines if not line.startswith("#") and line.rstrip().endswith('"$@"')]
+    assert len(launch) == 1 and launch[0].startswith("rlcw_run "), launch
+    name = script.stem.replace("_", "-")
+    if script.stem != "sweep_array":
+        assert f'rlcw {name} "$@"' in launch[0] and f"#SBATCH --job-name=rlcw-{name}" in text
+    if script.stem in ("grpo", "ppo", "train_rm", "dpo"):
+        assert "#SBATCH --requeue" in lines and "#SBATCH --signal=B:USR1@300" in lines and "train.resume=auto" in text
+        assert "--gpus-per-node=8" in text and "--exclusive" in text  # a GPU example line
+    if shutil.which("shellcheck"):
+        out = subprocess.run(["shellcheck", "-x", str(script)], cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout
