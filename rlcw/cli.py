@@ -61,6 +61,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "sweep": ("rlcw.recipes.sweep", None, "run override grids locally or as a Slurm job array"),
     "summarize": ("rlcw.recipes.summarize", None, "collect runs' summary.json into one table"),
     "export": ("rlcw.recipes.export", "ExportConfig", "merge LoRA, save for serving, check logits"),
+    "plan": ("rlcw.recipes.plan", None, "check a training config for a world size: batch geometry, memory per GPU"),
     "quickstart": (
         "rlcw.recipes.quickstart",
         "QuickstartConfig",

@@ -1,0 +1,1 @@
+"""Cluster planning without a GPU: batch geometry and per-GPU memory of a training config (`rlcw plan`)."""
