@@ -12,7 +12,8 @@
 #   sbatch slurm/grpo.sh --config configs/grpo/cpu.yaml train.max_steps=50 train.resume=auto
 #   NPROC=2 sbatch slurm/grpo.sh --config configs/grpo/cpu.yaml             # 2 CPU ranks, one node
 #   sbatch --gpus-per-node=8 --cpus-per-task=64 --exclusive slurm/grpo.sh --config configs/grpo/litbench_1node.yaml train.resume=auto
-#   sbatch --nodes=2 --gpus-per-node=8 --cpus-per-task=64 --exclusive slurm/grpo.sh --config configs/grpo/litbench_2node.yaml train.resume=auto
+#   sbatch --nodes=2 --gpus-per-node=8 --cpus-per-task=64 --exclusive slurm/grpo.sh --config configs/grpo/litbench_2node.yaml \
+#       reward.specs.rm.urls=[http://$RM_HOST:8000] train.resume=auto        # the RM served by `rlcw serve-rm` on RM_HOST
 # Preemption, `scontrol requeue` and the time limit (USR1 300 s before it: the job requeues itself)
 # restart the job with the same arguments: pass train.resume=auto and it continues from its last checkpoint.
 # Environment: RLCW_VENV, NPROC, MASTER_PORT (see slurm/lib.sh). Submit from the repo root (bash slurm/submit.sh makes logs/).
