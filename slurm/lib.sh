@@ -63,6 +63,7 @@ rlcw_rendezvous() {
 rlcw_run() {
   local pid status
   trap 'rlcw_requeue' USR1
+  echo "rlcw launch: $*"
   "$@" &
   pid=$!
   while true; do

@@ -104,6 +104,10 @@ def test_sbatch_grpo_two_ranks(slurm, tiny_model_dir, tmp_path):
         f"submit-to-done {time.time() - start:.0f} s"
     )
     assert "procs/node=2" in log and "rlcw grpo" in log
+    # Slurm >= 22.05 does not hand --cpus-per-task down to srun: lib.sh passes it on
+    launch = re.search(r"^rlcw launch: (.*)$", log, re.M).group(1).split()
+    assert launch[:2] == ["srun", "--ntasks-per-node=1"] and "--cpus-per-task=2" in launch, launch
+    assert launch[launch.index("torchrun") :][:5] == ["torchrun", "--nnodes", "1", "--nproc_per_node", "2"], launch
     check_ranks(hashes, deepspeed=False)
     run = tmp_path / "runs" / "slurm-grpo"
     summary = json.loads((run / "summary.json").read_text())
