@@ -5,6 +5,16 @@ Sources: "bundled" (rlcw/data/bundled/prompts.jsonl) or a jsonl/csv/parquet file
 least `id` and `prompt` (other names mapped by `fields`). When a row has no range, the
 range is parsed from the prompt text by `parse_word_range` ("between 1,300 and 1,350 words",
 "about 950 words" -> +-10%, "under 850 words", "word count should be at least 900").
+
+Any other prompt set (`style: column` in `data.sources`): `load_prompt_column` reads one column
+of a jsonl/json/csv/parquet file or of any Hugging Face dataset (hub id or saved folder). A cell
+is a plain string or a conversation (a list of {"role", "content"} messages, as TRL's
+conversational prompts); a conversation is kept in `messages` and its last user turn is the
+row's `prompt` (what hashing, word ranges and reports read).
+
+    rows = load_prompt_column("my_prompts.jsonl")                              # column "prompt"
+    rows = load_prompt_column("org/dataset", column="question", hf_split="train")
+    rows = source_rows({"style": "column", "prompts": "p.jsonl", "column": "prompt"}, "bundled", "train")
 """
 
 from __future__ import annotations
@@ -108,6 +118,109 @@ def load_prompts(
     if not out:
         raise RlcwError(f"no prompts{' for split ' + repr(split) if split else ''}", where=str(path))
     return out
+
+
+# --- any prompt column (style: column) --------------------------------------------------------
+
+COLUMN_OPTIONS = ("prompts", "style", "weight", "split", "column", "id_column", "hf_split")
+
+
+def _messages(value: list, where: str) -> list[dict[str, str]]:
+    """A conversational prompt checked message by message."""
+    out = []
+    for i, m in enumerate(value):
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            raise RlcwError(
+                f"message {i} is not a {{'role': str, 'content': str}} object",
+                where=where,
+                hint="a prompt cell is a string or a list of chat messages",
+            )
+        out.append({"role": m["role"], "content": m["content"]})
+    if not any(m["role"] == "user" and m["content"].strip() for m in out):
+        raise RlcwError("the conversation has no non-empty user message", where=where)
+    return out
+
+
+def _column_table(source: str, hf_split: str) -> tuple[str, list[tuple[int, dict]]]:
+    """(name, rows) from a table file or a Hugging Face dataset (hub id or a saved folder)."""
+    path = Path(source).expanduser()
+    if path.suffix.lower() in (".jsonl", ".json", ".csv", ".parquet"):
+        return path.stem, read_table(path)
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(path)) if path.is_dir() else datasets.load_dataset(source, split=hf_split)
+    except Exception as exc:  # datasets raises many types (FileNotFoundError, DatasetNotFoundError, ValueError)
+        raise RlcwError(
+            f"cannot load the dataset: {exc}", where=source, hint="a jsonl/parquet file or a hub id"
+        ) from None
+    if isinstance(ds, datasets.DatasetDict):
+        if hf_split not in ds:
+            raise RlcwError(f"no split '{hf_split}'", where=source, hint=f"splits: {', '.join(ds)}")
+        ds = ds[hf_split]
+    return path.name or source, list(enumerate(ds, start=1))
+
+
+def load_prompt_column(
+    source: str, *, column: str = "prompt", id_column: str | None = None, hf_split: str = "train"
+) -> list[dict]:
+    """Prompt rows from one column of any table or HF dataset (plain or conversational cells)."""
+    name, table = _column_table(source, hf_split)
+    out = []
+    for line, row in table:
+        where = location(source, line, column)
+        value = row.get(column)
+        if isinstance(value, str):
+            if not value.strip():
+                raise RlcwError("empty prompt", where=where)
+            prompt, messages = value, None
+        elif isinstance(value, list):
+            messages = _messages(value, where)
+            prompt = [m["content"] for m in messages if m["role"] == "user"][-1]
+        else:
+            raise RlcwError(
+                f"expected a string or a list of messages, got {type(value).__name__}",
+                where=where,
+                hint=f"columns here: {', '.join(map(str, row))}; choose one with `column`",
+            )
+        rid = row.get(id_column) if id_column else None
+        if id_column and rid in (None, ""):
+            raise RlcwError("missing or empty id", where=location(source, line, id_column))
+        lo_hi = parse_word_range(prompt)
+        out.append(
+            {
+                "id": str(rid) if id_column else f"{name}-{line:06d}",
+                "prompt": prompt,
+                "messages": messages,
+                "min_words": lo_hi[0] if lo_hi else None,
+                "max_words": lo_hi[1] if lo_hi else None,
+                "source": name,
+                "style": "column",
+                "split": None,
+            }
+        )
+    if not out:
+        raise RlcwError("no prompts", where=source)
+    return out
+
+
+def source_rows(spec: dict, default_prompts: str, split: str | None) -> list[dict]:
+    """The rows of one `data.sources.<name>` entry: `style: column` reads any prompt column; another
+    style (tmas, wp) keeps the rlcw prompt rows of that style."""
+    unknown = set(spec) - set(COLUMN_OPTIONS)
+    if unknown:
+        raise RlcwError(f"unknown option '{sorted(unknown)[0]}'", hint=f"options: {', '.join(COLUMN_OPTIONS)}")
+    if spec.get("style") == "column":
+        if not spec.get("prompts"):
+            raise RlcwError("style: column needs `prompts` (a file or a dataset id)")
+        return load_prompt_column(
+            str(spec["prompts"]),
+            column=str(spec.get("column", "prompt")),
+            id_column=spec.get("id_column"),
+            hf_split=str(spec.get("hf_split", "train")),
+        )
+    rows = load_prompts(spec.get("prompts", default_prompts), spec.get("split", split))
+    return [r for r in rows if r["style"] == spec["style"]] if spec.get("style") else rows
 
 
 # --- mixing sources and keeping RL prompts apart from evaluation / RM data (owner: the grpo stage) ---

@@ -6,41 +6,60 @@
     reply = client.chat([{"role": "user", "content": "Say hi"}], max_tokens=16)
     replies = client.chat_many([conv1, conv2], cache_tag="litbench-writerly-v1")
 
-Every client caches replies (when `cache_dir` is set) under a key made of the model, the cache
-tag (template version), the messages and the sampling parameters, keeps a call/token budget and
-counts what it did in `client.stats`. The OpenAI client retries timeouts, connection errors,
-5xx and 429 with exponential backoff, honouring a server's Retry-After. The API key is read
-from the environment variable named by `api_key_env` and never logged or written anywhere.
+Every client caches replies (when `cache_dir` is set) under a key made of the judge's identity
+(kind, server URL or local weights fingerprint, model name), the cache tag (template version),
+the messages and every request parameter, keeps a call/token budget and counts what it did in
+`client.stats`. Replies sampled at temperature > 0 are never cached (not even per sample index):
+a sampled reply is one draw, and replaying it would hide the judge's randomness.
+
+Logprob verdicts: `client.verdict_probs(convs, "Preferred:", ("A", "B"))` appends the prefix as
+the start of the judge's answer and reads the probabilities of the labels' first tokens at the
+next position, renormalised over the labels (local models; OpenAI-compatible servers that return
+`top_logprobs` and continue a final assistant message, e.g. vLLM, through `extra_body`).
+
+`kind=replay` answers from stored replies (`replies=FILE`: rlcw's verdicts.jsonl or any jsonl of
+{"request_key" or "request_id" (or "key"/"id"), "raw"/"reply"/"response"}) and never calls a model.
+
+The OpenAI client retries timeouts, connection errors, 5xx and 429 with exponential backoff,
+honouring a server's Retry-After, and passes `max_completion_tokens`, `response_format` and
+`extra_body` through. The API key is read from the
+environment variable named by `api_key_env`, never logged or written anywhere, and never sent
+to a plain-http URL outside this machine unless `allow_insecure_key=true`.
 `temperature`, `max_tokens` and `seed` left at None in a call take the config's values.
 """
 
 from __future__ import annotations
 
 import email.utils
+import hashlib
+import ipaddress
 import json
+import math
 import os
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from tqdm.auto import tqdm
 
 from rlcw.errors import RlcwError
-from rlcw.judges.cache import ReplyCache, cache_key
+from rlcw.judges.cache import ReplyCache, cache_key, request_key
 
 Messages = list[dict[str, str]]
-KINDS = ("openai", "local", "scripted")
+KINDS = ("openai", "local", "scripted", "replay")
 
 
 @dataclass
 class ClientConfig:
     """How to reach a judge model (`client.*` keys of `rlcw judge`)."""
 
-    kind: str = "openai"  # openai | local | scripted
+    kind: str = "openai"  # openai | local | scripted | replay
     base_url: str = "http://127.0.0.1:8000/v1"  # OpenAI-compatible endpoint (kind=openai)
     model: str = "smollm2-135m-instruct"  # model name sent to the server, or a model spec (kind=local)
     api_key_env: str | None = "OPENAI_API_KEY"  # environment variable holding the key (never logged)
@@ -56,6 +75,12 @@ class ClientConfig:
     max_tokens: int = 512
     seed: int | None = 0
     script: str | None = None  # kind=scripted: jsonl of {"reply", optional "match"} rules
+    replies: str | None = None  # kind=replay: stored replies (a verdicts.jsonl, or jsonl of request_key/id + reply)
+    max_completion_tokens: int | None = None  # kind=openai: sent as max_completion_tokens instead of max_tokens
+    response_format: dict[str, Any] | None = None  # kind=openai: e.g. {type: json_schema, json_schema: {...}}
+    extra_body: dict[str, Any] | None = None  # kind=openai: extra JSON fields for the server (e.g. vLLM options)
+    top_logprobs: int = 20  # kind=openai, verdict=logprobs: how many alternatives the server returns
+    allow_insecure_key: bool = False  # send the API key to a plain-http URL outside this machine anyway
 
 
 class BudgetExceeded(RlcwError):
@@ -83,6 +108,76 @@ class ChatClient:
     @property
     def model_key(self) -> str:
         return f"{self.cfg.kind}:{self.cfg.model}"
+
+    def request_params(self, max_tokens: int, temperature: float, seed: int | None) -> dict:
+        """Every parameter of a request that can change the reply (all part of the cache key)."""
+        return {
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "seed": seed,
+            "max_completion_tokens": self.cfg.max_completion_tokens,
+            "response_format": self.cfg.response_format,
+            "extra_body": self.cfg.extra_body,
+        }
+
+    def _cache_for(self, temperature: float) -> ReplyCache | None:
+        """The cache, or None for sampled requests (temperature > 0 is never cached)."""
+        return self.cache if temperature == 0 else None
+
+    def _label_probs(
+        self, batch: list[Messages], prefix: str, labels: tuple[str, ...]
+    ) -> list[dict[str, float] | None]:
+        raise RlcwError(
+            f"client.kind={self.cfg.kind} cannot read verdicts from label probabilities",
+            where="verdict",
+            hint="verdict=logprobs needs client.kind=local or an OpenAI-compatible server that returns logprobs",
+        )
+
+    def verdict_probs(
+        self,
+        conversations: Sequence[Messages],
+        prefix: str,
+        labels: tuple[str, ...],
+        *,
+        cache_tag: str | None = None,
+        desc: str = "judge",
+        progress: bool = True,
+    ) -> list[dict[str, float] | None]:
+        """Per conversation, {label: probability} of the label read right after the answer prefix
+        (renormalised over the labels), or None when the judge gave no probability to any label."""
+        params = {"verdict": "logprobs", "prefix": prefix, "labels": list(labels), **self.request_params(1, 0.0, None)}
+        keys = [cache_key(self.model_key, cache_tag, m, params) for m in conversations]
+        out: list[dict[str, float] | None] = [None] * len(conversations)
+        todo = []
+        for i, key in enumerate(keys):
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is None:
+                todo.append(i)
+            else:
+                out[i] = json.loads(hit)
+        with self._lock:
+            self.stats["cache_hits"] += len(conversations) - len(todo)
+        size = max(1, self.cfg.concurrency)
+        bar = tqdm(total=len(conversations), initial=len(conversations) - len(todo), desc=desc, disable=not progress)
+        try:
+            for start in range(0, len(todo), size):
+                chunk = todo[start : start + size]
+                for _ in chunk:
+                    self._reserve()
+                try:
+                    probs = self._label_probs([conversations[i] for i in chunk], prefix, labels)
+                except BaseException:
+                    with self._lock:
+                        self.stats["calls"] -= len(chunk)
+                    raise
+                for i, p in zip(chunk, probs, strict=True):
+                    out[i] = p
+                    if self.cache is not None and p is not None:
+                        self.cache.put(keys[i], json.dumps(p), model=self.model_key, tag=cache_tag)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+        return out
 
     def _complete(
         self, messages: Messages, max_tokens: int, temperature: float, seed: int | None
@@ -118,11 +213,10 @@ class ChatClient:
         max_tokens = self.cfg.max_tokens if max_tokens is None else max_tokens
         temperature = self.cfg.temperature if temperature is None else temperature
         seed = self.cfg.seed if seed is None else seed
-        key = cache_key(
-            self.model_key, cache_tag, messages, {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
-        )
-        if self.cache is not None:
-            hit = self.cache.get(key)
+        key = cache_key(self.model_key, cache_tag, messages, self.request_params(max_tokens, temperature, seed))
+        cache = self._cache_for(temperature)
+        if cache is not None:
+            hit = cache.get(key)
             if hit is not None:
                 with self._lock:
                     self.stats["cache_hits"] += 1
@@ -137,8 +231,8 @@ class ChatClient:
         with self._lock:
             self.stats["prompt_tokens"] += n_in
             self.stats["completion_tokens"] += n_out
-        if self.cache is not None:
-            self.cache.put(key, reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
+        if cache is not None:
+            cache.put(key, reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
         return reply
 
     def chat_many(
@@ -151,8 +245,10 @@ class ChatClient:
         cache_tag: str | None = None,
         desc: str = "judge",
         progress: bool = True,
+        ids: Sequence[str] | None = None,
     ) -> list[str]:
-        """Replies in input order, with at most `concurrency` calls in flight; the first error stops the rest."""
+        """Replies in input order, with at most `concurrency` calls in flight; the first error stops the rest.
+        `ids` name the requests (used by the replay client; a model client ignores them)."""
         workers = max(
             1, min(self.cfg.concurrency, self.concurrency_cap or self.cfg.concurrency, len(conversations) or 1)
         )
@@ -207,6 +303,28 @@ def backoff_seconds(attempt: int, exc: BaseException | None, base: float, cap: f
     return min(cap, base * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
 
 
+def secure_for_key(base_url: str) -> bool:
+    """True for https URLs and for plain http to this machine (localhost, 127.0.0.0/8, ::1)."""
+    parts = urlsplit(base_url)
+    if parts.scheme == "https":
+        return True
+    host = (parts.hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def renormalise(mass: dict[str, float]) -> dict[str, float] | None:
+    """Probabilities over the labels summing to 1, or None when no label got any probability."""
+    total = sum(mass.values())
+    if not total > 0 or not math.isfinite(total):
+        return None
+    return {k: v / total for k, v in mass.items()}
+
+
 def is_retryable(exc: BaseException) -> bool:
     import openai
 
@@ -221,6 +339,13 @@ class OpenAIClient(ChatClient):
         import openai
 
         key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        if key and not cfg.allow_insecure_key and not secure_for_key(cfg.base_url):
+            raise RlcwError(
+                f"refusing to send the API key from ${cfg.api_key_env} over plain http to a host outside this machine",
+                where=f"client.base_url={cfg.base_url}",
+                hint="use https, a loopback URL (127.0.0.1), client.api_key_env=null for a server without a key, "
+                "or client.allow_insecure_key=true on a network you trust",
+            )
         # Local servers take any key; the openai client refuses an empty one.
         self._client = openai.OpenAI(
             base_url=cfg.base_url, api_key=key or "not-needed", timeout=cfg.timeout_s, max_retries=0
@@ -228,9 +353,35 @@ class OpenAIClient(ChatClient):
 
     @property
     def model_key(self) -> str:
-        return f"openai:{self.cfg.model}"
+        return f"openai:{self.cfg.base_url.rstrip('/')}:{self.cfg.model}"
 
     def _complete(self, messages, max_tokens, temperature, seed):
+        return self._retrying(self._request, messages, max_tokens, temperature, seed)
+
+    def _create(self, messages, max_tokens, temperature, seed, *, logprobs: bool = False):
+        """One chat.completions call with the config's pass-through parameters (a logprob verdict asks
+        for one token and its top alternatives, without response_format)."""
+        with self._lock:
+            self.stats["requests"] += 1
+        kwargs: dict[str, Any] = {"seed": seed} if seed is not None else {}
+        body = dict(self.cfg.extra_body or {})
+        if logprobs:
+            kwargs |= {"max_tokens": 1, "logprobs": True, "top_logprobs": self.cfg.top_logprobs}
+            body |= {"continue_final_message": True, "add_generation_prompt": False}
+        else:
+            if self.cfg.max_completion_tokens is not None:
+                kwargs["max_completion_tokens"] = self.cfg.max_completion_tokens
+            else:
+                kwargs["max_tokens"] = max_tokens
+            if self.cfg.response_format is not None:
+                kwargs["response_format"] = dict(self.cfg.response_format)
+        if body:
+            kwargs["extra_body"] = body
+        return self._client.chat.completions.create(
+            model=self.cfg.model, messages=messages, temperature=temperature, **kwargs
+        )
+
+    def _retrying(self, fn, *args):
         import tenacity
 
         def before_sleep(state) -> None:
@@ -250,17 +401,33 @@ class OpenAIClient(ChatClient):
             reraise=True,
         )
         try:
-            return retrying(self._request, messages, max_tokens, temperature, seed)
+            return retrying(fn, *args)
         except Exception as exc:
             raise self._user_error(exc) from None
 
+    def _label_probs(self, batch, prefix, labels):
+        return [self._retrying(self._one_label_probs, m, prefix, labels) for m in batch]
+
+    def _one_label_probs(self, messages, prefix, labels) -> dict[str, float] | None:
+        """The server continues an assistant message holding the prefix for one token and returns its
+        top logprobs (vLLM: continue_final_message; servers that ignore it answer from scratch)."""
+        resp = self._create([*messages, {"role": "assistant", "content": prefix}], 1, 0.0, None, logprobs=True)
+        content = resp.choices[0].logprobs.content if resp.choices and resp.choices[0].logprobs else None
+        if not content:
+            raise RlcwError(
+                "the judge server returned no logprobs",
+                where=self.cfg.base_url,
+                hint="use verdict=text for this server",
+            )
+        mass = {label: 0.0 for label in labels}
+        for alt in content[0].top_logprobs or []:
+            label = alt.token.strip()
+            if label in mass:
+                mass[label] += math.exp(alt.logprob)
+        return renormalise(mass)
+
     def _request(self, messages, max_tokens, temperature, seed):
-        with self._lock:
-            self.stats["requests"] += 1
-        kwargs = {"seed": seed} if seed is not None else {}
-        resp = self._client.chat.completions.create(
-            model=self.cfg.model, messages=messages, max_tokens=max_tokens, temperature=temperature, **kwargs
-        )
+        resp = self._create(messages, max_tokens, temperature, seed)
         text = resp.choices[0].message.content if resp.choices else None
         if text is None:
             raise RlcwError("the judge server returned no text", where=self.cfg.base_url)
@@ -318,6 +485,33 @@ class LocalClient(ChatClient):
         self.tokenizer = load_tokenizer(cfg.model, padding_side="left")
         self.model = load_causal_lm(cfg.model).eval()
         self._gen_lock = threading.Lock()
+        self.fingerprint = weights_fingerprint(self.model)
+
+    @property
+    def model_key(self) -> str:
+        return f"local:{self.cfg.model}:{self.fingerprint}"
+
+    def _label_probs(self, batch, prefix, labels):
+        """One left-padded forward: P(label's first token) after `chat prompt + prefix`, renormalised."""
+        import torch
+
+        ids = []
+        for label in labels:
+            tokens = self.tokenizer(f" {label}", add_special_tokens=False)["input_ids"]
+            ids.append(tokens[0])
+        if len(set(ids)) != len(ids):
+            raise RlcwError(f"labels {labels} share their first token in this tokenizer", where=self.cfg.model)
+        with self._gen_lock, torch.no_grad():
+            texts = [
+                self.tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) + prefix
+                for m in batch
+            ]
+            enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            logits = self.model(**enc).logits[:, -1, :].float()  # (B, V): left padding puts every end last
+            probs = torch.softmax(logits, dim=-1)[:, ids]  # (B, n_labels)
+            with self._lock:
+                self.stats["prompt_tokens"] += int(enc["attention_mask"].sum())
+        return [renormalise(dict(zip(labels, row, strict=True))) for row in probs.tolist()]
 
     def _complete(self, messages, max_tokens, temperature, seed):
         import torch
@@ -390,15 +584,17 @@ class LocalClient(ChatClient):
         cache_tag: str | None = None,
         desc: str = "judge",
         progress: bool = True,
+        ids: Sequence[str] | None = None,
     ) -> list[str]:
         """Like `ChatClient.chat_many`, but uncached conversations go through the model in batches of
         `concurrency` (sorted by length, left-padded): several times the throughput of one call at a time."""
         max_tokens = self.cfg.max_tokens if max_tokens is None else max_tokens
         temperature = self.cfg.temperature if temperature is None else temperature
         seed = self.cfg.seed if seed is None else seed
-        params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+        params = self.request_params(max_tokens, temperature, seed)
         keys = [cache_key(self.model_key, cache_tag, m, params) for m in conversations]
-        out: list[str | None] = [self.cache.get(k) if self.cache is not None else None for k in keys]
+        cache = self._cache_for(temperature)
+        out: list[str | None] = [cache.get(k) if cache is not None else None for k in keys]
         hits = sum(r is not None for r in out)
         with self._lock:
             self.stats["cache_hits"] += hits
@@ -423,12 +619,97 @@ class LocalClient(ChatClient):
                     with self._lock:
                         self.stats["prompt_tokens"] += n_in
                         self.stats["completion_tokens"] += n_out
-                    if self.cache is not None:
-                        self.cache.put(keys[i], reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
+                    if cache is not None:
+                        cache.put(keys[i], reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
                 bar.update(len(chunk))
         finally:
             bar.close()
         return [str(r) for r in out]
+
+
+def weights_fingerprint(model) -> str:
+    """A short hash of a model's weights: names, shapes, dtypes and up to 4,096 evenly spaced values
+    of every tensor (any fine-tune or merged adapter changes it; seconds even for large models)."""
+    import torch
+
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for name, tensor in sorted(model.state_dict().items()):
+            flat = tensor.detach().reshape(-1)
+            step = max(1, flat.numel() // 4096)
+            h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+            h.update(flat[::step].to(torch.float32).cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+# --- stored replies ------------------------------------------------------------------------
+
+
+class ReplayClient(ChatClient):
+    """Replies from a stored file, matched by request key (template version + messages) or request id;
+    never calls a model. A request with no stored reply is an error naming it."""
+
+    def __init__(self, cfg: ClientConfig):
+        super().__init__(replace(cfg, cache_dir=None))
+        if not cfg.replies:
+            raise RlcwError("a replay client needs stored replies", where="client.replies", hint="client.replies=FILE")
+        self.by_key, self.by_id = _load_replies(Path(cfg.replies))
+        self.stats["replayed"] = 0
+
+    def chat_many(self, conversations, *, cache_tag=None, ids=None, **_ignored) -> list[str]:
+        out, missing = [], []
+        for i, conv in enumerate(conversations):
+            key, rid = request_key(cache_tag, conv), (ids[i] if ids is not None else None)
+            if key in self.by_key:
+                out.append(self.by_key[key])
+                continue
+            stored = self.by_id.get(rid) if rid is not None else None
+            if stored is not None and stored[0] is not None:
+                raise RlcwError(
+                    f"the stored reply for request {rid!r} answered a different request (template or stories changed)",
+                    where=self.cfg.replies,
+                    hint="replay with the same stories, template and tests file as the run that wrote the replies",
+                )
+            if stored is None:
+                missing.append(rid or key[:12])
+                out.append("")
+            else:
+                out.append(stored[1])
+        if missing:
+            raise RlcwError(
+                f"{len(missing)} of {len(conversations)} request(s) have no stored reply, e.g. {missing[0]!r}",
+                where=self.cfg.replies,
+                hint="store a reply per request (request_key or request_id), or judge those with a model",
+            )
+        self.stats["replayed"] += len(out)
+        return out
+
+    def _complete(self, messages, max_tokens, temperature, seed):
+        return self.chat_many([messages])[0], 0, 0
+
+
+def _load_replies(path: Path) -> tuple[dict[str, str], dict[str, tuple[str | None, str]]]:
+    """({request_key: reply}, {request_id: (request_key or None, reply)}) from a jsonl file."""
+    from rlcw.io import iter_jsonl
+
+    by_key: dict[str, str] = {}
+    by_id: dict[str, tuple[str | None, str]] = {}
+    for line, obj in iter_jsonl(path):
+        reply = next((obj[k] for k in ("raw", "reply", "response") if k in obj), None)
+        key = obj.get("request_key", obj.get("key"))
+        rid = obj.get("request_id", obj.get("id"))
+        if not isinstance(reply, str) or not (isinstance(key, str) or isinstance(rid, str)):
+            raise RlcwError(
+                "each stored reply needs a text 'raw' (or 'reply'/'response') and a 'request_key' or 'request_id'",
+                where=f"{path}:{line}",
+                hint="rlcw judge writes such rows in verdicts.jsonl",
+            )
+        for table, name, value in ((by_key, key, reply), (by_id, rid, (key, reply))):
+            if isinstance(name, str):
+                if name in table and table[name] != value:
+                    raise RlcwError(f"two different stored replies for {name!r}", where=f"{path}:{line}")
+                table[name] = value
+    return by_key, by_id
 
 
 # --- scripted replies for tests ------------------------------------------------------------
@@ -510,6 +791,8 @@ def make_client(cfg: ClientConfig | dict, *, script: Script | None = None) -> Ch
         return OpenAIClient(cfg)
     if cfg.kind == "local":
         return LocalClient(cfg)
+    if cfg.kind == "replay":
+        return ReplayClient(cfg)
     return ScriptedClient(cfg, script)
 
 
@@ -529,6 +812,9 @@ def describe_client(cfg: ClientConfig) -> dict:
                     "temperature",
                     "max_tokens",
                     "seed",
+                    "max_completion_tokens",
+                    "response_format",
+                    "replies",
                 )
             }
         )

@@ -5,12 +5,14 @@
 
 Options: `protocol` (agents_room | litbench; default litbench), `template` (default the
 protocol's), `dimension` (agents_room: overall by default), `max_items` (judge the first N
-prompts), `client` (ClientConfig keys; `cache_dir` defaults to `<out_dir>/judge_cache`).
+prompts), `verdict` (text | logprobs: read from label probabilities, for a local judge),
+`client` (ClientConfig keys; `cache_dir` defaults to `<out_dir>/judge_cache`).
 Context: optional `script` (replies for a scripted client, for tests).
 Each candidate is judged against the baseline story for the same prompt (matched by id, else by
 prompt text) in both orders. Metrics: win_rate (candidate's mean outcome, Same = 0.5, over valid
-verdicts), length_controlled_win_rate, order_consistency, judgments, invalid, invalid_share,
-calls. Verdicts go to `<out_dir>/judge_<system>.jsonl`.
+verdicts), length_controlled_win_rate, order_consistency, position_bias (share of valid verdicts
+for the story shown first), judgments, invalid, invalid_share, calls; with logprobs also
+averaged_win_rate (both orders averaged per pair) and mean_margin. Verdicts go to `<out_dir>/judge_<system>.jsonl`.
 """
 
 from __future__ import annotations
@@ -23,10 +25,18 @@ from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_jsonl
 from rlcw.judges.aggregate import invalid_counts, length_controlled_win_rate, order_consistency, oriented
 from rlcw.judges.client import ClientConfig, make_client
-from rlcw.judges.protocols import DEFAULT_TEMPLATE, PAIRWISE_DIMENSIONS, Pair, judge_side_by_side, pair_outcomes
+from rlcw.judges.position import logprob_summary, position_bias
+from rlcw.judges.protocols import (
+    DEFAULT_TEMPLATE,
+    PAIRWISE_DIMENSIONS,
+    VERDICTS,
+    Pair,
+    judge_side_by_side,
+    pair_outcomes,
+)
 from rlcw.judges.templates import load_template
 
-OPTIONS = ("protocol", "template", "dimension", "max_items", "client")
+OPTIONS = ("protocol", "template", "dimension", "max_items", "client", "verdict")
 
 
 class JudgeEvaluator:
@@ -40,7 +50,11 @@ class JudgeEvaluator:
         max_items: int | None,
         client_cfg: ClientConfig,
         script=None,
+        verdict: str = "text",
     ):
+        if verdict not in VERDICTS:
+            raise RlcwError(f"unknown verdict '{verdict}'", where="eval judge verdict", hint=f"one of {VERDICTS}")
+        self.verdict = verdict
         if protocol not in PAIRWISE_DIMENSIONS:
             raise RlcwError(
                 f"the judge evaluator runs side-by-side protocols, not '{protocol}'",
@@ -82,14 +96,20 @@ class JudgeEvaluator:
             return {"judgments": 0.0}
         client = self._client(out_dir)
         calls_before = client.stats["calls"]
-        rows = judge_side_by_side(client, self.template, pairs, progress=False)
+        rows = judge_side_by_side(client, self.template, pairs, progress=False, verdict=self.verdict)
         system = candidates[0].get("system", "candidate")
         for r in rows:
             r["candidate_system"] = system
         atomic_write_jsonl(Path(out_dir) / f"judge_{re.sub(r'[^A-Za-z0-9_.-]+', '_', system)}.jsonl", rows)
         ys, ds = oriented(pair_outcomes(rows, self.dimension), "candidate")
         inv = invalid_counts(rows, self.dimension)
-        return {
+        bias = position_bias(rows, self.dimension)
+        extra = {"position_bias": float("nan") if bias is None else bias}
+        if self.verdict == "logprobs":
+            lp = logprob_summary(rows, self.dimension)
+            extra |= {"averaged_win_rate": lp["averaged_win_rate"].get("candidate", float("nan"))}
+            extra |= {"mean_margin": lp["mean_margin"]}
+        return extra | {
             "win_rate": sum(ys) / len(ys) if ys else float("nan"),
             "length_controlled_win_rate": length_controlled_win_rate(ys, ds),
             "order_consistency": order_consistency(rows, self.dimension)[0],
@@ -124,4 +144,5 @@ def make_judge_evaluator(options: dict, context: dict) -> JudgeEvaluator:
         options.get("max_items"),
         client,
         script=(context or {}).get("script"),
+        verdict=options.get("verdict", "text"),
     )

@@ -4,6 +4,7 @@
     parse_side_by_side("Plot: A\\nCreativity: Same ...")   -> {"plot": Parsed("A"), ...}  (Agents' Room)
     parse_likert("... Therefore: [[A»B]]")                 -> Parsed(value=2)            (TTCW reference-based)
     parse_yes_no("... Answer: No")                         -> Parsed(value="No")         (TTCW baseline)
+    parse_yes_no("Yes, the ending is earned. ...")         -> Parsed(value="Yes")        (TTCW original)
 
 Policy (the same for every protocol):
 - tolerated: markdown emphasis and code marks, case, spacing, brackets and quotes around a
@@ -158,15 +159,40 @@ def parse_preference(text: str) -> Parsed:
 _YES_NO = {"yes": "Yes", "no": "No"}
 
 
+# a verdict word is followed by the end, a newline, punctuation or a spaced dash ("Yes, ...", "No.",
+# "Yes - ..."), never by a word ("No one ...", "No doubt ...") or a hyphen ("No-one")
+_YN_FOLLOW = r"(?=\s*$|\s*\n|\s*[.,;:!)\]\"'\u201d\u2019]|\s+[-\u2013\u2014]|[\u2013\u2014])"
+_LEADING_YN = re.compile(r"(?i)^(yes|no)" + _YN_FOLLOW)
+_LEADING_YN_HEDGE = re.compile(r"(?i)^(yes|no)\W{0,3}(?:and|or|/|&)\W{0,3}(yes|no)\b")
+_ANSWER_IS = re.compile(
+    r"(?i)\b(?:final answer|answer|verdict)\s+(?:is|would be)\s*:?\s*[\"'\u201c]*(yes|no)" + _YN_FOLLOW
+)
+_LEAD_STRIP = " \t\r\n\"'\u201c\u201d\u2018\u2019>([{"
+
+
+def _leading_yes_no(text: str) -> tuple[str, str] | None:
+    """The verdict a reply starts with (after markdown, quotes, whitespace), as the original TTCW prompt asks."""
+    head = _clean(text).lstrip(_LEAD_STRIP)
+    if m := _LEADING_YN_HEDGE.match(head):
+        return "hedge", m.group(0).lower()
+    if m := _LEADING_YN.match(head):
+        return "ok", _YES_NO[m.group(1).lower()]
+    return None
+
+
 def parse_yes_no(text: str) -> Parsed:
-    """TTCW baseline verdict `Answer: Yes|No` (a reply that is only "Yes"/"No" counts too)."""
+    """TTCW Yes/No verdict: the reply's first word (the original prompt: "Start your answer with Yes or
+    No"), an `Answer: Yes|No` line, "the answer is No", or JSON; every one found must agree."""
     values = _key_values(text, r"final answer|answer|verdict")
     values += _json_values(text, ("answer", "final_answer", "verdict"))
-    if not values and _norm(_clean(text)) in _YES_NO:
-        values = [text]
-    if re.search(r"\byes\s*(?:and|or|/)\s*no\b|\bno\s*(?:and|or|/)\s*yes\b", _clean(text).lower()) and not values:
+    candidates = [_classify(v, _YES_NO, leading=True) for v in values]
+    candidates += [("ok", _YES_NO[m.group(1).lower()]) for m in _ANSWER_IS.finditer(_clean(text))]
+    lead = _leading_yes_no(text)
+    if lead is not None:
+        candidates.append(lead)
+    elif not values and re.search(r"\byes\s*(?:and|or|/)\s*no\b|\bno\s*(?:and|or|/)\s*yes\b", _clean(text).lower()):
         return Parsed(None, "hedge: 'yes and no'", text)
-    return _decide([_classify(v, _YES_NO, leading=True) for v in values], text)
+    return _decide(candidates, text)
 
 
 # --- TTCW reference-based: five-level Likert labels ----------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from rlcw.generation import chat_messages, generate_stories
 from rlcw.metrics.text import count_words, distinct_n
@@ -85,7 +86,7 @@ def sequence_logprobs(
     """Per-token log-probs of each story given its chat prompt (the story re-tokenized after the prompt)."""
     model.eval()
     out: list[torch.Tensor] = []
-    for start in range(0, len(stories), batch_size):
+    for start in tqdm(range(0, len(stories), batch_size), desc="log-probs", leave=False):
         rows = stories[start : start + batch_size]
         seqs, cuts = [], []
         for r in rows:
@@ -152,7 +153,7 @@ class Measurer:
                 top_p=s.top_p,
                 batch_size=s.batch_size,
                 seed=s.seed,
-                show_progress=False,
+                show_progress=True,
             )
 
     def score(self, stories: list[dict]) -> dict[str, float]:

@@ -8,7 +8,19 @@ Protocols (`protocol=`): `agents_room` (side by side on Plot, Creativity, Develo
 Use, Overall: A | B | Same), `litbench` (reasoning then `Preferred: A|B`; templates writerly,
 minimal, reddit_minimal, reddit_verbose, permuted), `ttcw_baseline` (14 tests, Yes/No on the
 story alone), `ttcw_reference` (5-level Likert against a reference story, both orders),
-`ttcw_hybrid` (originality tests by the baseline, the rest against the reference).
+`ttcw_original` (the 14 tests as Chakrabarty et al. ran them: expert background per test from
+your copy of the released tests file, `ttcw_tests=ttcw_all_tests.json`, reply starting Yes/No),
+`ttcw_hybrid` (originality tests by the baseline, the rest against the reference; with
+`ttcw_tests=PATH` the originality tests use the original prompt and the reference template the
+same background). `ttcw_test_ids=[1,9]` runs a subset.
+
+`verdict=logprobs` (client.kind=local, or a server returning logprobs) reads pairwise verdicts
+from the label probabilities instead of generated text: never invalid, probabilities and margin
+kept per row. Every pairwise report shows order consistency and position bias (share of
+verdicts for the story shown first).
+
+`client.kind=replay client.replies=<old run>/verdicts.jsonl` re-parses and re-aggregates stored
+replies (matched by request key, else id) with no model call.
 Pairwise protocols judge every pair of systems on every shared prompt in both orders
 (`data.baseline=NAME`: only pairs with that system). Stories are matched by prompt text.
 
@@ -31,10 +43,13 @@ from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_json, atomic_write_jsonl
 from rlcw.judges.aggregate import invalid_counts, order_consistency, summarize_judgments
 from rlcw.judges.client import ClientConfig, describe_client, make_client
+from rlcw.judges.position import logprob_summary, position_bias
 from rlcw.judges.protocols import (
     DEFAULT_TEMPLATE,
     PAIRWISE_DIMENSIONS,
     PROTOCOLS,
+    VERDICTS,
+    YES_NO_METHODS,
     Pair,
     judge_side_by_side,
     judge_ttcw,
@@ -42,7 +57,7 @@ from rlcw.judges.protocols import (
     ttcw_story_scores,
 )
 from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
-from rlcw.judges.templates import load_template
+from rlcw.judges.templates import load_template, load_ttcw_tests
 from rlcw.recipes.common import stage_run
 
 
@@ -58,11 +73,14 @@ class JudgeDataConfig:
 
 @dataclass
 class JudgeConfig:
-    protocol: str = "litbench"  # agents_room | litbench | ttcw_baseline | ttcw_reference | ttcw_hybrid
+    protocol: str = "litbench"  # agents_room | litbench | ttcw_baseline | ttcw_original | ttcw_reference | ttcw_hybrid
     # built-in name (e.g. writerly, reddit_verbose) or a YAML file; None = protocol default
     template: str | None = None
-    baseline_template: str | None = None  # ttcw_hybrid: template for the originality tests (default ttcw_baseline)
-    ttcw_tests: list[int] = field(default_factory=list)  # TTCW test ids 1-14 to run ([] = all 14)
+    # ttcw_hybrid: template for the originality tests (default ttcw_original with ttcw_tests, else ttcw_baseline)
+    baseline_template: str | None = None
+    ttcw_tests: str | None = None  # your ttcw_all_tests.json (background per test); needed by ttcw_original
+    ttcw_test_ids: list[int] = field(default_factory=list)  # TTCW test ids to run ([] = all 14)
+    verdict: str = "text"  # text (parse the reply) | logprobs (label probabilities; pairwise protocols)
     data: JudgeDataConfig = field(default_factory=JudgeDataConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
     n_bootstrap: int = 200
@@ -153,7 +171,7 @@ def build_pairs(
 
 def run_pairwise(cfg: JudgeConfig, client, pairs: list[Pair]) -> tuple[list[dict], dict, dict]:
     template = load_template(cfg.template or DEFAULT_TEMPLATE[cfg.protocol], cfg.protocol)
-    rows = judge_side_by_side(client, template, pairs)
+    rows = judge_side_by_side(client, template, pairs, verdict=cfg.verdict)
     results, panels = {}, {}
     for dim in PAIRWISE_DIMENSIONS[cfg.protocol]:
         summary = summarize_judgments(
@@ -161,6 +179,9 @@ def run_pairwise(cfg: JudgeConfig, client, pairs: list[Pair]) -> tuple[list[dict
         )
         summary["invalid"] = invalid_counts(rows, dim)
         summary["order_consistency"], summary["order_pairs"] = order_consistency(rows, dim)
+        summary["position_bias"] = position_bias(rows, dim)
+        if cfg.verdict == "logprobs":
+            summary["logprobs"] = logprob_summary(rows, dim)
         results[dim], panels[dim] = summary, summary["bradley_terry"]
     return rows, results, panels
 
@@ -182,32 +203,37 @@ def ttcw_comparisons(scores: list[dict]) -> list[tuple[str, str, float, int, int
 def run_ttcw(cfg: JudgeConfig, client, systems, prompts, keys) -> tuple[list[dict], dict, dict]:
     stories = [dict(rec, prompt_id=prompts[k][0]) for own in systems.values() for k, rec in own.items() if k in keys]
     refs = None
-    if cfg.protocol != "ttcw_baseline":
+    if cfg.protocol not in YES_NO_METHODS:
         by_key = load_references(cfg.data.references, systems, keys)
         refs = {prompts[k][0]: by_key[k] for k in keys}
-    main_tpl = load_template(
-        cfg.template or DEFAULT_TEMPLATE["ttcw_baseline" if cfg.protocol == "ttcw_baseline" else "ttcw_reference"]
-    )
-    base_tpl = (
-        main_tpl
-        if cfg.protocol == "ttcw_baseline"
-        else load_template(cfg.baseline_template or "ttcw_baseline", "ttcw_baseline")
-    )
-    ref_tpl = None if cfg.protocol == "ttcw_baseline" else main_tpl
-    if main_tpl.protocol != ("ttcw_baseline" if cfg.protocol == "ttcw_baseline" else "ttcw_reference"):
+    tests = load_ttcw_tests(cfg.ttcw_tests) if cfg.ttcw_tests else None
+    yes_no = cfg.protocol in YES_NO_METHODS
+    main_tpl = load_template(cfg.template or DEFAULT_TEMPLATE[cfg.protocol if yes_no else "ttcw_reference"])
+    default_base = "ttcw_original" if tests else "ttcw_baseline"
+    base_tpl = main_tpl if yes_no else load_template(cfg.baseline_template or default_base)
+    ref_tpl = None if yes_no else main_tpl
+    if yes_no and main_tpl.protocol not in YES_NO_METHODS or not yes_no and main_tpl.protocol != "ttcw_reference":
         raise RlcwError(f"template '{main_tpl.name}' is for protocol {main_tpl.protocol}", where="template")
+    if base_tpl.protocol not in YES_NO_METHODS:
+        raise RlcwError(f"template '{base_tpl.name}' is for protocol {base_tpl.protocol}", where="baseline_template")
+    if tests and ref_tpl is not None and "{background}" not in ref_tpl.user + (ref_tpl.system or ""):
+        raise RlcwError(
+            f"template '{ref_tpl.name}' has no {{background}} placeholder for the tests file's background",
+            where="template",
+        )
     try:
         rows = judge_ttcw(
             client,
             cfg.protocol,
             stories,
             refs,
-            test_ids=cfg.ttcw_tests or None,
+            test_ids=cfg.ttcw_test_ids or None,
+            tests=tests,
             baseline_template=base_tpl,
             reference_template=ref_tpl,
         )
     except ValueError as exc:
-        raise RlcwError(str(exc), where="ttcw_tests") from None
+        raise RlcwError(str(exc), where="ttcw_test_ids" if "unknown" in str(exc) else "ttcw_tests") from None
     scores = ttcw_story_scores(rows)
     words = {(s["system"], s["prompt_id"]): len(s["story"].split()) for s in stories}
     for s in scores:
@@ -236,6 +262,8 @@ def summary_metrics(cfg: JudgeConfig, results: dict, stats: dict) -> dict[str, f
     res = results[dim]
     inv = res["invalid"]
     out = {"calls": float(stats["calls"]), "cache_hits": float(stats["cache_hits"])}
+    if "replayed" in stats:
+        out["replayed"] = float(stats["replayed"])
     if "judgments" in inv:
         out.update(
             judgments=float(inv["judgments"]),
@@ -243,6 +271,8 @@ def summary_metrics(cfg: JudgeConfig, results: dict, stats: dict) -> dict[str, f
             invalid_share=float(inv["invalid_share"]),
             order_consistency=float(res["order_consistency"]),
         )
+        if res.get("position_bias") is not None:
+            out["position_bias"] = float(res["position_bias"])
     else:
         out.update(
             judgments=float(inv["replies"]),
@@ -269,6 +299,21 @@ def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) 
     for dim, res in results.items():
         if "judgments" in res["invalid"]:
             lines.append(pairwise_table(dim, res, res["invalid"], (res["order_consistency"], res["order_pairs"])))
+            bias = res.get("position_bias")
+            lines.append(
+                f"Position bias ({dim}): {'n/a' if bias is None else f'{bias:.1%}'} of valid verdicts prefer the "
+                "story shown first (50% = none)."
+            )
+            if "logprobs" in res:
+                lp = res["logprobs"]
+                rates = ", ".join(
+                    f"{sys} {lp['averaged_win_rate'][sys]:.3f} (mean P {lp['mean_p_better'][sys]:.3f})"
+                    for sys in lp["averaged_win_rate"]
+                )
+                lines.append(
+                    f"Logprob verdicts ({dim}): mean probability margin {lp['mean_margin']:.3f}; with both orders "
+                    f"averaged over {lp['pairs_both_orders']} pairs, win rate {rates or 'n/a'}."
+                )
         else:
             inv = res["invalid"]
             lines += [
@@ -285,13 +330,38 @@ def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) 
     run.write_report("\n".join(lines + ["", DEFINITIONS, ""]))
 
 
-def main(cfg: JudgeConfig) -> dict:
+def validate(cfg: JudgeConfig) -> None:
+    """Config errors found before any folder is made or model loaded."""
     if cfg.protocol not in PROTOCOLS:
         raise RlcwError(
             f"unknown protocol '{cfg.protocol}'", where="protocol", hint=f"use one of {', '.join(PROTOCOLS)}"
         )
     if not cfg.data.stories:
         raise RlcwError("no story files given", where="data.stories", hint="data.stories=[a.jsonl,b.jsonl]")
+    if cfg.verdict not in VERDICTS:
+        raise RlcwError(f"unknown verdict '{cfg.verdict}'", where="verdict", hint=f"use one of {', '.join(VERDICTS)}")
+    if cfg.verdict == "logprobs" and cfg.protocol not in PAIRWISE_DIMENSIONS:
+        raise RlcwError(
+            "verdict=logprobs is for the pairwise protocols", where="verdict", hint="agents_room or litbench"
+        )
+    if cfg.verdict == "logprobs" and cfg.client.kind not in ("local", "openai"):
+        raise RlcwError(
+            f"verdict=logprobs needs client.kind=local or openai, not {cfg.client.kind}",
+            where="client.kind",
+            hint="replay re-reads text replies: use verdict=text",
+        )
+    if cfg.protocol == "ttcw_original" and not cfg.ttcw_tests:
+        raise RlcwError(
+            "the original TTCW prompt needs each test's expert background",
+            where="ttcw_tests",
+            hint="ttcw_tests=PATH to your copy of ttcw_all_tests.json (Chakrabarty et al. 2024; rlcw ships none)",
+        )
+    if cfg.client.kind == "replay" and not cfg.client.replies:
+        raise RlcwError("a replay judge needs stored replies", where="client.replies", hint="client.replies=FILE")
+
+
+def main(cfg: JudgeConfig) -> dict:
+    validate(cfg)
     with stage_run(cfg, "judge") as run:
         systems, prompts = load_systems(cfg.data.stories)
         keys = list(prompts)[: cfg.data.max_prompts or None]

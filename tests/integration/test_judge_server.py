@@ -76,9 +76,9 @@ def _cfg(server, out, run_name, protocol, stories, *extra):
 PROTOCOL_RUNS = {
     "agents_room": ([], 2),  # 1 pair x 2 orders
     "litbench": (["template=reddit_minimal"], 2),
-    "ttcw_baseline": (["ttcw_tests=[9]"], 2),  # 2 stories x 1 test
-    "ttcw_reference": (["ttcw_tests=[1]"], 4),  # 2 stories x 1 test x 2 orders
-    "ttcw_hybrid": (["ttcw_tests=[1,9]"], 6),  # test 9 baseline (2) + test 1 both orders (4)
+    "ttcw_baseline": (["ttcw_test_ids=[9]"], 2),  # 2 stories x 1 test
+    "ttcw_reference": (["ttcw_test_ids=[1]"], 4),  # 2 stories x 1 test x 2 orders
+    "ttcw_hybrid": (["ttcw_test_ids=[1,9]"], 6),  # test 9 baseline (2) + test 1 both orders (4)
 }
 
 

@@ -126,7 +126,7 @@ def test_invalid_replies_are_counted_never_tied(tmp_path, files):
 
 
 def test_ttcw_reference_scores(tmp_path, files):
-    s = _run(tmp_path, files, "ttcw_reference", "ttcw_tests=[1,2,3]")
+    s = _run(tmp_path, files, "ttcw_reference", "ttcw_test_ids=[1,2,3]")
     # BAD vs reference: [[B»A]] as A -> -2, [[A»B]] as B -> -2: every test fails -> 0 of 3.
     # GOOD vs reference: [[A=B]] both orders -> mean 0 -> passes: 3 of 3.
     assert s["metrics"]["mean_score/good"] == 3.0 and s["metrics"]["mean_score/bad"] == 0.0
@@ -135,7 +135,7 @@ def test_ttcw_reference_scores(tmp_path, files):
 
 
 def test_ttcw_hybrid_uses_baseline_for_originality(tmp_path, files):
-    s = _run(tmp_path, files, "ttcw_hybrid", "ttcw_tests=[1,9]")
+    s = _run(tmp_path, files, "ttcw_hybrid", "ttcw_test_ids=[1,9]")
     # test 9 by the baseline ("Answer: Yes" -> pass for both), test 1 against the reference as above
     assert s["metrics"]["mean_score/good"] == 2.0 and s["metrics"]["mean_score/bad"] == 1.0
     rows = [json.loads(x) for x in (tmp_path / "ttcw_hybrid" / "verdicts.jsonl").read_text().splitlines()]
@@ -196,3 +196,173 @@ def test_local_client_batches_uncached_calls(tmp_path, tiny_model_dir):
     assert calls == [3, 1] and client.stats["calls"] == 5 and client.stats["cache_hits"] == 1
     single = make_client(ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=5))
     assert replies == [single.chat(m) for m in msgs]  # left padding does not change greedy replies
+
+
+# --- the original TTCW protocol, replay, logprob verdicts (issue 17 items 1-2) ---------------
+
+
+def _tests_file(tmp_path):
+    """Two tests in the released ttcw_all_tests.json layout, text written for this test."""
+    tests = [
+        {
+            "ttcw_idx": 1,
+            "torrance_dimension": "Fluency",
+            "category": "Ending",
+            "question": "Does the ending feel earned?",
+            "full_prompt": "BACKGROUND-ONE: endings should follow from what came before.\n\nA second paragraph."
+            "\n\nGiven the story above, explain step by step, then answer Yes or No only\n\nQ) Does the ending feel earned?",
+        },
+        {
+            "ttcw_idx": 9,
+            "torrance_dimension": "Originality",
+            "category": "Cliches",
+            "question": "Is the story free of cliches?",
+            "full_prompt": "BACKGROUND-NINE: a cliche is an overused idea.\n\nList the cliches, then answer Yes or No only"
+            "\nnQ) Is the story free of cliches?",  # the released file has this "\nnQ)" typo once
+        },
+    ]
+    path = tmp_path / "my_ttcw_tests.json"
+    path.write_text(json.dumps(tests))
+    return path
+
+
+ORIGINAL_RULES = [  # replies in the shape real judges give to the original prompt
+    {"match": ["BACKGROUND-ONE", "Story:\n\nGOOD"], "reply": "**Yes**, the ending follows from the storm."},
+    {"match": ["BACKGROUND-ONE", "Story:\n\nBAD"], "reply": "No.\n\nThe ending arrives from nowhere."},
+    {"match": ["BACKGROUND-NINE", "Story:\n\nGOOD"], "reply": "Yes"},
+    {"match": ["BACKGROUND-NINE", "Story:\n\nBAD"], "reply": "Yes and no: some cliches, some fresh turns."},
+    {"reply": "[[A=B]]"},
+]
+
+
+def test_ttcw_original_with_the_users_tests_file(tmp_path, files):
+    stories, _ = files
+    rules = tmp_path / "original_rules.jsonl"
+    rules.write_text("".join(json.dumps(r) + "\n" for r in ORIGINAL_RULES))
+    tests = _tests_file(tmp_path)
+    s = _run(tmp_path, (stories, rules), "ttcw_original", f"ttcw_tests={tests}")
+    # good: Yes, Yes -> 2 of 2; bad: No on test 1, a hedge on test 9 (invalid, counted, not a fail)
+    assert s["metrics"]["mean_score/good"] == 2.0 and s["metrics"]["mean_score/bad"] == 0.0
+    assert s["metrics"]["judgments"] == 12 and s["metrics"]["invalid"] == 3
+    rows = [json.loads(x) for x in (tmp_path / "ttcw_original" / "verdicts.jsonl").read_text().splitlines()]
+    assert {r["protocol"] for r in rows} == {"ttcw_original"}
+    assert rows[0]["request_id"] == f"{rows[0]['prompt_id']}|good|test1" and len(rows[0]["request_key"]) == 64
+
+
+def test_ttcw_original_prompt_holds_background_not_the_instructions(tmp_path):
+    from rlcw.judges.client import ClientConfig, make_client
+    from rlcw.judges.protocols import judge_ttcw
+    from rlcw.judges.templates import load_ttcw_tests
+
+    seen = []
+    client = make_client(ClientConfig(kind="scripted"), script=lambda m: seen.append(m[-1]["content"]) or "No.")
+    tests = load_ttcw_tests(_tests_file(tmp_path))
+    story = {"prompt_id": "p", "prompt": "P", "story": "cand", "system": "x"}
+    judge_ttcw(client, "ttcw_hybrid", [story], {"p": "ref"}, tests=tests, progress=False)
+    originality, reference = seen[0], seen[1]
+    assert "BACKGROUND-NINE" in originality and "Start your answer with Yes or No" in originality
+    assert "List the cliches" not in originality and "Q)" not in originality
+    assert "BACKGROUND-ONE" in reference and "A second paragraph." in reference
+    assert "Question: Does the ending feel earned?" in reference and "Given the story above" not in reference
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("not json", "not JSON"),
+        ("{}", "non-empty JSON list"),
+        ('[{"ttcw_idx": 1}]', "torrance_dimension"),
+        ('[{"ttcw_idx": "1", "torrance_dimension": "F", "question": "q", "full_prompt": "b\\ni\\nq"}]', "ttcw_idx"),
+        (
+            '[{"ttcw_idx": 1, "torrance_dimension": "F", "question": "q", "full_prompt": "only\\ntwo"}]',
+            "no background",
+        ),
+    ],
+)
+def test_bad_tests_file(tmp_path, content, message):
+    from rlcw.judges.templates import load_ttcw_tests
+
+    path = tmp_path / "t.json"
+    path.write_text(content)
+    with pytest.raises(RlcwError, match=message):
+        load_ttcw_tests(path)
+
+
+def test_ttcw_original_needs_the_tests_file(tmp_path, files):
+    with pytest.raises(RlcwError, match="ttcw_tests"):
+        _run(tmp_path, files, "ttcw_original")
+
+
+def test_replay_reparses_stored_replies_without_a_model(tmp_path, files):
+    first = _run(tmp_path, files, "litbench")
+    stored = tmp_path / "litbench" / "verdicts.jsonl"
+    rows = [json.loads(x) for x in stored.read_text().splitlines()]
+    rows[0]["raw"] = "Preferred: A or B"  # as if the first reply had been a hedge
+    edited = tmp_path / "stored.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = _run(tmp_path, files, "litbench", "client.kind=replay", f"client.replies={edited}", "run_name=replayed")
+    assert first["metrics"]["calls"] == 6
+    assert s["metrics"]["calls"] == 0 and s["metrics"]["replayed"] == 6
+    assert s["metrics"]["judgments"] == 6 and s["metrics"]["invalid"] == 1  # re-parsed, not copied
+    # a user file keyed by request id only (e.g. replies imported from another tool)
+    by_id = tmp_path / "by_id.jsonl"
+    by_id.write_text("".join(json.dumps({"id": r["request_id"], "response": r["raw"]}) + "\n" for r in rows[1:]))
+    with pytest.raises(RlcwError, match="1 of 6 request"):
+        _run(tmp_path, files, "litbench", "client.kind=replay", f"client.replies={by_id}", "run_name=r2")
+    rows[0]["request_key"] = "0" * 64  # the stored reply answered another request
+    edited.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(RlcwError, match="different request"):
+        _run(tmp_path, files, "litbench", "client.kind=replay", f"client.replies={edited}", "run_name=r3")
+
+
+@pytest.mark.parametrize("protocol", ["litbench", "agents_room"])
+def test_local_logprob_verdicts_are_never_invalid(tmp_path, files, tiny_model_dir, protocol):
+    stories, _ = files
+    extra = ["client.kind=local", f"client.model={tiny_model_dir}", "verdict=logprobs", "data.max_prompts=2"]
+    s = _run(tmp_path, files, protocol, *extra)
+    m = s["metrics"]
+    assert m["invalid"] == 0 and m["judgments"] == 4 and 0.0 <= m["order_consistency"] <= 1.0
+    assert 0.0 <= m["position_bias"] <= 1.0
+    rows = [json.loads(x) for x in (tmp_path / protocol / "verdicts.jsonl").read_text().splitlines()]
+    for r in rows:
+        for v in r["verdicts"].values():
+            assert v["valid"] and sum(v["probs"].values()) == pytest.approx(1.0)
+            assert v["value"] == max(v["probs"], key=v["probs"].get) and v["margin"] >= 0
+    assert "Position bias" in (tmp_path / protocol / "report.md").read_text()
+    again = _run(tmp_path, files, protocol, *extra)
+    assert again["metrics"]["calls"] == 0  # logprob verdicts are cached too
+    with pytest.raises(RlcwError, match="pairwise"):
+        _run(tmp_path, files, "ttcw_baseline", *extra)
+
+
+def _prob_row(pid, a, b, probs):
+    top = max(probs, key=probs.get)
+    return {
+        "prompt_id": pid,
+        "system_a": a,
+        "system_b": b,
+        "verdicts": {"d": {"value": top, "valid": True, "probs": probs, "margin": 0.1}},
+    }
+
+
+def test_logprob_summary_averages_both_orders_by_hand():
+    from rlcw.judges.position import logprob_summary, position_bias
+
+    rows = [
+        _prob_row("p1", "x", "y", {"A": 0.8, "B": 0.2}),  # x first: P(x) 0.8
+        _prob_row("p1", "y", "x", {"A": 0.6, "B": 0.4}),  # y first: P(y) 0.6 -> P(x better) = (0.8 + 0.4) / 2 = 0.6
+        _prob_row("p2", "x", "y", {"A": 0.5, "B": 0.1, "Same": 0.4}),  # P(x first wins) = 0.5 + 0.4 / 2 = 0.7
+        _prob_row("p2", "y", "x", {"A": 0.9, "B": 0.1}),  # -> P(x better) = (0.7 + 0.1) / 2 = 0.4
+        _prob_row("p3", "x", "y", {"A": 0.9, "B": 0.1}),  # one order only: not averaged
+    ]
+    s = logprob_summary(rows, "d")
+    assert s["pairs_both_orders"] == 2
+    assert s["pair_probs"] == pytest.approx({"p1|x|y": 0.6, "p2|x|y": 0.4})
+    assert s["averaged_win_rate"] == {"x": 0.5, "y": 0.5}
+    assert s["mean_p_better"] == pytest.approx({"x": 0.5, "y": 0.5})
+    # first-position share over valid verdicts: A, A, A, A, A -> 1.0; with a B and a Same and an invalid one:
+    assert position_bias(rows, "d") == 1.0
+    rows[0]["verdicts"]["d"]["value"] = "B"
+    rows[1]["verdicts"]["d"]["value"] = "Same"
+    rows[2]["verdicts"]["d"] = {"value": None, "valid": False}
+    assert position_bias(rows, "d") == pytest.approx((0 + 0.5 + 1 + 1) / 4)

@@ -1,9 +1,15 @@
 """Judge clients: cache, budget, scripted replies, retries (429 with Retry-After, 5xx) against a
-tiny in-process HTTP server, errors that do not retry, and no API key in anything written."""
+tiny in-process HTTP server, errors that do not retry, and no API key in anything written.
+Also (issue 16 item 4): the cache key covers the server and every request parameter, sampled
+replies are never cached, no key over plain http to another host, a damaged cache file is a clear
+error, WAL falls back to the default journal; and the pass-through of max_completion_tokens,
+response_format, extra_body and logprob verdicts from an OpenAI-compatible server."""
 
 from __future__ import annotations
 
 import json
+import math
+import sqlite3
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -96,6 +102,21 @@ class _Fake(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         type(self).seen.append((time.time(), self.headers.get("authorization"), body))
         status, headers = type(self).plan.pop(0) if type(self).plan else (200, {})
+        logprobs = {
+            "content": [
+                {
+                    "token": " A",
+                    "logprob": -0.5,
+                    "bytes": None,
+                    "top_logprobs": [
+                        {"token": " A", "logprob": math.log(0.5), "bytes": None},
+                        {"token": " B", "logprob": math.log(0.2), "bytes": None},
+                        {"token": "B", "logprob": math.log(0.05), "bytes": None},  # same label, no space
+                        {"token": " Story", "logprob": math.log(0.1), "bytes": None},  # not a label
+                    ],
+                }
+            ]
+        }
         payload = (
             {"error": {"message": "busy"}}
             if status != 200
@@ -105,7 +126,12 @@ class _Fake(BaseHTTPRequestHandler):
                 "created": 0,
                 "model": body["model"],
                 "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Preferred: B"}}
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "Preferred: B"},
+                        "logprobs": logprobs if body.get("logprobs") else None,
+                    }
                 ],
                 "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
             }
@@ -198,3 +224,151 @@ def test_cache_is_safe_for_concurrent_writers(tmp_path):
     for t in threads:
         t.join()
     assert len(ReplyCache(tmp_path)) == 80 and caches[0].get("1-39") == "reply 1 39"
+
+
+# --- issue 16 item 4 -------------------------------------------------------------------------
+
+
+def _openai(url, tmp_path=None, **kw):
+    kw.setdefault("api_key_env", None)
+    return make_client(
+        ClientConfig(
+            kind="openai", base_url=url, model="m", max_retries=0, cache_dir=str(tmp_path) if tmp_path else None, **kw
+        )
+    )
+
+
+def test_cache_key_covers_the_server(fake_server, tmp_path):
+    first = _openai(fake_server, tmp_path)
+    first.chat(MSG, cache_tag="v1")
+    other_server = _openai(fake_server.replace("/v1", "/other/v1"), tmp_path)  # same model name, another server
+    assert other_server.model_key != first.model_key
+    other_server.chat(MSG, cache_tag="v1")
+    assert other_server.stats["calls"] == 1 and other_server.stats["cache_hits"] == 0
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"max_completion_tokens": 9}, {"response_format": {"type": "json_object"}}, {"extra_body": {"top_k": 5}}],
+)
+def test_cache_key_covers_every_request_parameter(fake_server, tmp_path, option):
+    _openai(fake_server, tmp_path).chat(MSG, cache_tag="v1")
+    changed = _openai(fake_server, tmp_path, **option)
+    changed.chat(MSG, cache_tag="v1")
+    assert changed.stats["calls"] == 1  # a different request is not answered from the cache
+    same = _openai(fake_server, tmp_path, **option)
+    same.chat(MSG, cache_tag="v1")
+    assert same.stats["calls"] == 0 and same.stats["cache_hits"] == 1
+
+
+def test_sampled_replies_are_never_cached(tmp_path):
+    replies = iter(["Preferred: A", "Preferred: B"])
+    client = _scripted(tmp_path, script=lambda m: next(replies), temperature=0.7)
+    assert [client.chat(MSG, cache_tag="v1"), client.chat(MSG, cache_tag="v1")] == ["Preferred: A", "Preferred: B"]
+    assert client.stats["calls"] == 2 and client.stats["cache_hits"] == 0 and len(ReplyCache(tmp_path)) == 0
+
+
+def test_weights_fingerprint_changes_with_any_weight():
+    import torch
+
+    from rlcw.judges.client import weights_fingerprint
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    before = weights_fingerprint(model)
+    assert weights_fingerprint(model) == before
+    with torch.no_grad():
+        model[1].weight[0, 3] += 1e-3
+    assert weights_fingerprint(model) != before
+
+
+@pytest.mark.parametrize(
+    "url,allowed",
+    [
+        ("http://10.0.0.7:8000/v1", False),
+        ("http://judge.example.org/v1", False),
+        ("https://judge.example.org/v1", True),
+        ("http://127.0.0.1:8000/v1", True),
+        ("http://localhost:8000/v1", True),
+        ("http://[::1]:8000/v1", True),
+    ],
+)
+def test_no_key_over_plain_http_to_another_host(monkeypatch, url, allowed):
+    monkeypatch.setenv("RLCW_TEST_KEY", "sk-secret")
+    cfg = dict(kind="openai", base_url=url, model="m", api_key_env="RLCW_TEST_KEY")
+    if allowed:
+        make_client(ClientConfig(**cfg))
+    else:
+        with pytest.raises(RlcwError, match="refusing to send the API key") as err:
+            make_client(ClientConfig(**cfg))
+        assert "sk-secret" not in str(err.value)
+        make_client(ClientConfig(**cfg, allow_insecure_key=True))  # explicitly allowed
+    monkeypatch.delenv("RLCW_TEST_KEY")
+    make_client(ClientConfig(**cfg))  # no key to send: nothing to refuse
+
+
+def test_damaged_cache_is_a_clear_error_naming_the_file(tmp_path):
+    cache = ReplyCache(tmp_path)
+    for i in range(300):
+        cache.put(f"k{i}", "reply " * 50)
+    cache.close()
+    path = tmp_path / "judge_cache.sqlite"
+    data = bytearray(path.read_bytes())
+    data[4096 * 2 : 4096 * 6] = b"\xab" * (4096 * 4)  # data pages overwritten, header intact
+    path.write_bytes(bytes(data))
+    with pytest.raises(RlcwError, match="damaged") as err:
+        ReplyCache(tmp_path).get("k5")
+    assert str(path) in str(err.value)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "judge_cache.sqlite").write_bytes(b"not sqlite at all " * 20)
+    with pytest.raises(RlcwError, match="damaged or not a cache file"):
+        ReplyCache(tmp_path / "other")
+
+
+def test_wal_falls_back_to_the_default_journal(tmp_path, monkeypatch):
+    real_connect = sqlite3.connect
+
+    class NoWal:  # a filesystem without shared memory: WAL fails with an I/O error
+        def __init__(self, conn):
+            self._conn = conn
+
+        def execute(self, sql, *args):
+            if "journal_mode=WAL" in sql:
+                raise sqlite3.OperationalError("disk I/O error")
+            return self._conn.execute(sql, *args)
+
+        def close(self):
+            self._conn.close()
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: NoWal(real_connect(*a, **k)))
+    cache = ReplyCache(tmp_path)
+    cache.put("k", "v")
+    assert cache.get("k") == "v" and cache.journal_mode == "delete"
+
+
+def test_openai_pass_through_parameters(fake_server):
+    schema = {"type": "json_schema", "json_schema": {"name": "v", "schema": {"type": "object"}}}
+    client = _openai(fake_server, max_completion_tokens=33, response_format=schema, extra_body={"top_k": 5})
+    client.chat(MSG)
+    body = _Fake.seen[-1][2]
+    assert body["max_completion_tokens"] == 33 and "max_tokens" not in body
+    assert body["response_format"] == schema and body["top_k"] == 5
+
+
+def test_openai_logprob_verdicts(fake_server, tmp_path):
+    client = _openai(fake_server, tmp_path, extra_body={"top_k": 5})
+    [probs] = client.verdict_probs([MSG], "Preferred:", ("A", "B"), cache_tag="v1", progress=False)
+    # " A" 0.5; " B" 0.2 + "B" 0.05 = 0.25; renormalised over the labels: 2/3, 1/3 (" Story" ignored)
+    assert probs == pytest.approx({"A": 2 / 3, "B": 1 / 3})
+    body = _Fake.seen[-1][2]
+    assert body["messages"][-1] == {"role": "assistant", "content": "Preferred:"}
+    assert body["logprobs"] is True and body["max_tokens"] == 1 and body["continue_final_message"] is True
+    assert body["top_k"] == 5 and body["top_logprobs"] == 20
+    again = _openai(fake_server, tmp_path, extra_body={"top_k": 5})
+    assert again.verdict_probs([MSG], "Preferred:", ("A", "B"), cache_tag="v1", progress=False) == [probs]
+    assert again.stats["calls"] == 0  # cached under a key that names the logprob verdict
+
+
+def test_scripted_client_cannot_give_logprob_verdicts():
+    with pytest.raises(RlcwError, match="cannot read verdicts from label probabilities"):
+        _scripted(script=lambda m: "x").verdict_probs([MSG], "Preferred:", ("A", "B"), progress=False)

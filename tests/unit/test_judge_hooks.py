@@ -18,6 +18,7 @@ def test_builtin_templates_load_and_render():
         "agents_room",
         "agents_room_brief",
         "ttcw_baseline",
+        "ttcw_original",
         "ttcw_reference",
     } == set(builtin_templates())
     for name in builtin_templates():
@@ -89,6 +90,11 @@ def test_judge_evaluator_vs_baseline(tmp_path):
     # candidate longer on 2 prompts (wins both orders), shorter on 1 (loses both): 4 of 6 -> 2/3
     assert out["win_rate"] == pytest.approx(2 / 3) and out["judgments"] == 6 and out["invalid"] == 0
     assert out["order_consistency"] == 1.0 and out["calls"] == 6
+    # A wins in order 0 on the two prompts where the candidate (A) is longer, and in order 1 on the
+    # prompt where the baseline (A) is longer: 3 of 6 verdicts for the first position
+    assert out["position_bias"] == 0.5
+    biased = make_judge_evaluator({"client": {"kind": "scripted"}}, {"script": lambda m: "Preferred: A"})
+    assert biased.evaluate(cands, base, tmp_path / "b")["position_bias"] == 1.0
     rows = [json.loads(x) for x in (tmp_path / "judge_run_5.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and rows[0]["candidate_system"] == "run@5"
     assert ev.evaluate(cands, base, tmp_path)["calls"] == 0  # cached in <out_dir>/judge_cache

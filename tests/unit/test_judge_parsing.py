@@ -88,6 +88,53 @@ def test_yes_no(reply, value, reason):
     assert (p.reason is None) if reason is None else p.reason.startswith(reason)
 
 
+# Replies written for the original TTCW prompt (Chakrabarty et al.: "Start your answer with Yes or No.
+# You can optionally then provide a short explanation"), hand-written in the shapes real judges use.
+ORIGINAL_STYLE_CASES = [
+    ("Yes", "Yes", None),  # the bare answer
+    ("No.", "No", None),
+    ("Yes.\n\nThe ending resolves the quarrel the opening sets up.", "Yes", None),
+    ("No\n\nExplanation:\nThe closing scene arrives without any build-up.", "No", None),
+    ("Yes, the story balances scene and summary well; both are used with care.", "Yes", None),  # "both" later
+    ("No, the turns are neither surprising nor fitting.", "No", None),  # "neither" later is prose
+    ("**Yes**, the sensory detail is vivid throughout.", "Yes", None),  # markdown
+    ("**No.** The metaphors feel forced.", "No", None),
+    ('"Yes." The world feels tangible.', "Yes", None),  # quoted
+    ("> No - the characters exist to move the plot.", "No", None),  # blockquote, spaced dash
+    ("  YES: every character has a history.", "Yes", None),  # case, leading space
+    ("No\u2014the form is a plain linear account.", "No", None),  # em dash
+    ("Yes. The ending is earned.\nAnswer: Yes", "Yes", None),  # agreeing answer line
+    ("Yes. The answer is Yes because the ending is earned.", "Yes", None),
+    # must stay invalid
+    ("Yes, the ending lands.\n\nAnswer: No", None, "conflicting"),  # leading answer contradicted
+    ("No. On reflection the answer is Yes.", None, "conflicting"),
+    ("Yes and no: the ending is earned but abrupt.", None, "hedge"),
+    ("Yes/No. It depends on the reader.", None, "hedge"),
+    ("Yes, and no, it is hard to say.", None, "hedge"),
+    ("No one could call this ending earned.", None, "no verdict"),  # "No" starts a sentence, not a verdict
+    ("No-one in the story is unlikeable.", None, "no verdict"),
+    ("Partially. The ending is earned but rushed.", None, "no verdict"),
+    ("Mostly yes, though the middle drags.", None, "no verdict"),
+    ("Content Blocked", None, "no verdict"),  # a refusal is no verdict
+    ("Yesterday's events drive the plot.", None, "no verdict"),  # "Yes" inside a word
+]
+
+
+@pytest.mark.parametrize("reply,value,reason", ORIGINAL_STYLE_CASES)
+def test_yes_no_original_style(reply, value, reason):
+    p = parse_yes_no(reply)
+    assert p.value == value, p.reason
+    assert (p.reason is None) if reason is None else p.reason.startswith(reason)
+
+
+def test_every_invalid_reply_of_the_corpus_stays_invalid_as_yes_no():
+    """No invalid reply of any protocol's corpus becomes a Yes/No verdict (non-yes/no replies included)."""
+    invalid = [r for cases in (PREFERENCE_CASES, LIKERT_CASES, YES_NO_CASES) for r, v, _ in cases if v is None]
+    invalid += [r for r, v, _ in ORIGINAL_STYLE_CASES if v is None]
+    for reply in invalid + [r for cases in (PREFERENCE_CASES, LIKERT_CASES) for r, _, _ in cases]:
+        assert not parse_yes_no(reply).valid, reply
+
+
 def _values(reply: str) -> dict:
     return {k: v.value for k, v in parse_side_by_side(reply).items()}
 
