@@ -177,24 +177,6 @@ def wait_until(what: str, check, job: str, env: dict, timeout: float = 600):
     pytest.fail(f"job {job}: {what} did not happen in {timeout} s")
 
 
-def resume_override() -> str:
-    """`train.resume=auto` (start fresh when there is no checkpoint, else continue) once PPO takes it.
-
-    Until the false|true|auto contract of rlcw.runs.resume_checkpoint reaches the PPO recipe, PPO's
-    boolean `train.resume=true` already means auto (rlcw.rl.ppo: latest complete checkpoint or none).
-    train-rm is not used here: today it resumes from the newest checkpoint folder even when a kill
-    mid-save left it empty, and fails."""
-    from rlcw.config import load_config
-    from rlcw.errors import RlcwError
-    from rlcw.recipes.ppo import PPORecipeConfig
-
-    try:
-        load_config(PPORecipeConfig, None, ["train.resume=auto"])
-    except (RlcwError, ValueError):
-        return "train.resume=true"
-    return "train.resume=auto"
-
-
 def test_requeue_resumes_from_checkpoint(slurm, tiny_model_dir, tmp_path):
     """One submission, three starts: `scontrol requeue` (what preemption does) mid-run, then USR1 to
     the batch shell (what `#SBATCH --signal=B:USR1@300` sends before the time limit; the script
@@ -215,7 +197,7 @@ def test_requeue_resumes_from_checkpoint(slurm, tiny_model_dir, tmp_path):
         "train.micro_batch_size=2",
         "train.max_new_tokens=8",
         "train.save_steps=2",
-        resume_override(),
+        "train.resume=auto",
         "eval.every_steps=0",
         "lora.r=4",
         "value.lora.r=4",
