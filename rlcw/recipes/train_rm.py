@@ -382,7 +382,7 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
         model.resize_token_embeddings(len(tokenizer))
     before = {}
-    if cfg.train.eval_before and eval_pairs:
+    if cfg.train.eval_before and eval_pairs and start is None:  # a resumed run has its step-0 row already
         scorer = GenRMScorer(
             run.path, batch_size=cfg.train.eval_batch_size, model=model, tokenizer=tokenizer, spec=spec
         )
