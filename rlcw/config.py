@@ -2,8 +2,12 @@
 
 Knows nothing of the domain. A misspelt key is an error that names the key, where it came
 from (file or command line) and the closest valid keys; a wrong type names the expected type.
+The loaded config remembers which keys the user set (`user_keys`), so code that rewrites keys
+(`assign`) never resets one silently.
 
     cfg = load_config(GRPOConfig, "configs/grpo/cpu.yaml", ["train.max_steps=20"])
+    user_keys(cfg)                       # {"train.max_steps", ...every leaf key the YAML sets}
+    assign(cfg, "train.max_steps", 20)   # fine: the same value; 30 would be an error naming the key
 """
 
 from __future__ import annotations
@@ -121,9 +125,49 @@ def parse_overrides(overrides: list[str]) -> dict:
         raise RlcwError(f"cannot parse overrides: {exc}", where="command line") from None
 
 
+_USER_KEYS = "_rlcw_user_keys"
+
+
+def user_keys(cfg: Any) -> frozenset[str]:
+    """Dotted leaf keys the user set in the YAML file or on the command line (empty for a config built in code)."""
+    return getattr(cfg, _USER_KEYS, frozenset())
+
+
+def _leaf_values(value: Any, prefix: str) -> dict[str, Any]:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            out.update(_leaf_values(getattr(value, f.name), f"{prefix}.{f.name}"))
+        return out
+    if isinstance(value, dict) and value:
+        out = {}
+        for k, v in value.items():
+            out.update(_leaf_values(v, f"{prefix}.{k}"))
+        return out
+    return {prefix: value}
+
+
+def assign(cfg: Any, key: str, value: Any) -> None:
+    """Set the dotted `key` of `cfg` to `value` (a leaf or a whole section); an error when that would
+    change a value the user set (`user_keys`), so a derived setting never resets an override silently."""
+    *path, last = key.split(".")
+    parent = cfg
+    for part in path:
+        parent = getattr(parent, part)
+    old, new = _leaf_values(getattr(parent, last), key), _leaf_values(value, key)
+    for k in sorted(user_keys(cfg)):
+        if (k == key or k.startswith(key + ".")) and old.get(k, "<unset>") != new.get(k, "<unset>"):
+            raise RlcwError(
+                f"'{k}' is set to {old.get(k)!r} by you, but this command sets it to {new.get(k, '<unset>')!r}",
+                hint=f"remove the override of '{k}': this command derives it (see its wire() docstring)",
+            )
+    setattr(parent, last, value)
+
+
 def load_config(cls: type[T], config_file: str | Path | None = None, overrides: list[str] | None = None) -> T:
-    """Build a `cls` instance from defaults, an optional YAML file and dotlist overrides."""
+    """Build a `cls` instance from defaults, an optional YAML file and dotlist overrides (keys set: `user_keys`)."""
     base = OmegaConf.structured(cls)
+    keys: set[str] = set()
     if config_file is not None:
         path = Path(config_file)
         if not path.is_file():
@@ -136,14 +180,18 @@ def load_config(cls: type[T], config_file: str | Path | None = None, overrides: 
             raise RlcwError("top level must be a mapping of keys", where=str(path))
         _check_keys(cls, data, str(path))
         base = _merge(base, data, cls, str(path))
+        keys.update(_leaves(data, ""))
     if overrides:
         data = parse_overrides(overrides)
         _check_keys(cls, data, "command line")
         base = _merge(base, data, cls, "command line")
+        keys.update(_leaves(data, ""))
     try:
-        return OmegaConf.to_object(base)
+        cfg = OmegaConf.to_object(base)
     except OmegaConfBaseException as exc:
         raise RlcwError(f"invalid config: {exc}") from None
+    object.__setattr__(cfg, _USER_KEYS, frozenset(keys))
+    return cfg
 
 
 def to_yaml(cfg: Any) -> str:
@@ -161,3 +209,15 @@ def describe(cls: type) -> str:
     for key, (tp, default) in flat_keys(cls).items():
         lines.append(f"  {key}: {_type_name(tp)} = {default!r}")
     return "\n".join(lines)
+
+
+def check_choice(key: str, value: Any, choices: tuple | list) -> None:
+    """An error naming `key` unless `value` is one of `choices` (for `validate(cfg)` functions)."""
+    if value not in choices:
+        raise RlcwError(f"unknown {key} {value!r}", where=key, hint=f"use one of {', '.join(map(str, choices))}")
+
+
+def check_at_least(key: str, value: Any, low: float) -> None:
+    """An error naming `key` unless `value` >= `low` (None counts as unset: no error)."""
+    if value is not None and not value >= low:
+        raise RlcwError(f"{key} must be >= {low}, got {value!r}", where=key, hint=f"set {key}={low} or more")

@@ -11,8 +11,10 @@ import csv
 import io
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,30 @@ def atomic_write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
     """Write one JSON object per line, atomically."""
     text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
     return atomic_write_text(path, text)
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """Write a folder (a saved model) atomically: yield a temp folder beside `path`, rename it on success.
+
+    A crash or an exception leaves `path` as it was (absent or the previous complete folder) and
+    removes the temp folder; an existing `path` is replaced only once the new folder is whole.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        if path.exists():
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+            os.replace(path, old / path.name)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def append_jsonl(path: str | Path, row: dict) -> None:

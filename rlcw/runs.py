@@ -8,10 +8,16 @@
     report.md       short human-readable report (+ PNG plots beside it)
 
 Only rank 0 writes (`is_main_process`); writes are atomic.
+
+Run folders never mix runs (`prepare_run_folder`): a folder that holds checkpoints or metric rows
+is refused unless `train.resume` says to continue (true | auto; then every jsonl row logged after
+the checkpoint step is dropped and TensorBoard is purged from the next step) or `overwrite=true`
+is given (then the old folder is moved aside as `<name>.replaced-<time>`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -21,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlcw.errors import RlcwError
-from rlcw.io import append_jsonl, atomic_write_json, atomic_write_text
+from rlcw.io import append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text
 
 SUMMARY_SCHEMA = {
     "command": "str: the rlcw command (e.g. 'grpo')",
@@ -84,6 +90,133 @@ def resume_checkpoint(value: str | bool, folder: str | Path) -> Path | None:
     return last
 
 
+def checkpoint_step(path: str | Path) -> int:
+    """The step in a checkpoint folder's name (`checkpoint-12`, `step_000012`)."""
+    m = _CHECKPOINT_NAME.fullmatch(Path(path).name)
+    if not m:
+        raise RlcwError(f"not a checkpoint folder name: {Path(path).name!r}", where=str(path))
+    return int(m.group(1))
+
+
+def run_contents(path: str | Path) -> list[str]:
+    """What makes `path` a used run folder: its checkpoints and metric rows (empty: free to use)."""
+    path = Path(path)
+    found = []
+    ckpts = path / "checkpoints"
+    if ckpts.is_dir():
+        names = sorted(p.name for p in ckpts.iterdir())
+        if names:
+            found.append(f"checkpoints/ ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
+    metrics = path / "metrics.jsonl"
+    if metrics.is_file():
+        rows = sum(1 for line in metrics.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
+        if rows:
+            found.append(f"metrics.jsonl ({rows} rows)")
+    return found
+
+
+def move_aside(path: str | Path) -> Path:
+    """Rename a run folder to `<name>.replaced-<time>` (a free name) and return the new path."""
+    path = Path(path)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.replaced-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.replaced-{stamp}-{n}")
+    path.rename(aside)
+    return aside
+
+
+def drop_rows_after(folder: str | Path, step: int) -> dict[str, int]:
+    """Drop rows with `"step" > step` from every jsonl under `folder` (checkpoints/ aside), atomically.
+
+    A torn last line (the run was killed mid-write) is dropped too; a file left with no rows is
+    removed. Returns {relative path: rows dropped} for the files that changed.
+    """
+    folder = Path(folder)
+    changed = {}
+    for file in sorted(folder.rglob("*.jsonl")):
+        rel = file.relative_to(folder)
+        if rel.parts[0] == "checkpoints":
+            continue
+        keep, dropped = [], 0
+        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                dropped += 1
+                continue
+            row_step = row.get("step") if isinstance(row, dict) else None
+            if isinstance(row_step, int) and not isinstance(row_step, bool) and row_step > step:
+                dropped += 1
+            else:
+                keep.append(row)
+        if dropped:
+            changed[str(rel)] = dropped
+            if keep:
+                atomic_write_jsonl(file, keep)
+            else:
+                file.unlink()
+    return changed
+
+
+def purge_tensorboard(log_dir: str | Path, step: int) -> None:
+    """Hide TensorBoard events at `step` and later (a SummaryWriter `purge_step` marker in `log_dir`)."""
+    log_dir = Path(log_dir)
+    if not log_dir.is_dir():
+        return
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(log_dir), purge_step=step)
+    writer.flush()
+    writer.close()
+
+
+def prepare_run_folder(path: str | Path, resume: str | bool = "false", overwrite: bool = False) -> int | None:
+    """Make `path` safe to use for a new run or a continued one, before anything is written.
+
+    Free folder (no checkpoints, no metric rows): nothing to do. Used folder: `overwrite` moves it
+    aside; `resume` true|auto keeps it, drops jsonl rows after the last complete checkpoint's step
+    (all step-tagged rows when there is none) and purges TensorBoard from the next step, returning
+    that checkpoint step (-1: none); otherwise an error naming what the folder holds.
+    """
+    path = Path(path)
+    mode = resume_mode(resume)
+    if overwrite and mode == "true":
+        raise RlcwError(
+            "overwrite=true and train.resume=true contradict each other",
+            where=str(path),
+            hint="train.resume=true continues the run in this folder; overwrite=true starts a new one (old folder "
+            "moved aside). Pick one.",
+        )
+    held = run_contents(path)
+    if not held:
+        return None
+    if overwrite:
+        if is_main_process():
+            aside = move_aside(path)
+            print(f"[rlcw] overwrite=true: the old run folder is kept as {aside}", flush=True)
+        return None
+    if mode == "false":
+        raise RlcwError(
+            f"the run folder already holds another run: {'; '.join(held)}",
+            where=str(path),
+            hint="use a new run_name, continue it with train.resume=true|auto (training stages), or pass "
+            "overwrite=true to move the old folder aside",
+        )
+    last = last_checkpoint(path / "checkpoints")
+    step = checkpoint_step(last) if last is not None else -1
+    if is_main_process():
+        dropped = drop_rows_after(path, step)
+        purge_tensorboard(path / "tensorboard", step + 1)
+        if dropped:
+            print(f"[rlcw] resume after step {step}: dropped later rows {dropped}", flush=True)
+    return step
+
+
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -117,8 +250,18 @@ class RunDir:
     sha: str | None = None
 
     @classmethod
-    def create(cls, output_dir: str, run_name: str, command: str, config_yaml: str) -> RunDir:
+    def create(
+        cls,
+        output_dir: str,
+        run_name: str,
+        command: str,
+        config_yaml: str,
+        resume: str | bool = "false",
+        overwrite: bool = False,
+    ) -> RunDir:
+        """Check the folder (`prepare_run_folder`), then write config.yaml and a running summary."""
         run = cls(Path(output_dir) / run_name, command, sha=git_sha())
+        prepare_run_folder(run.path, resume, overwrite)
         if is_main_process():
             for sub in ("samples", "checkpoints"):
                 (run.path / sub).mkdir(parents=True, exist_ok=True)

@@ -22,13 +22,13 @@ MUNGE=${RLCW_MUNGE_DIR:-/tmp/rlcw-munge-$(printf %s "$DIR" | md5sum | cut -c1-10
 die() { echo "slurm_local.sh: $*" >&2; exit 2; }
 
 stop_pid() {  # stop_pid PIDFILE: TERM, wait up to 10 s, then KILL
-  local file=$1 pid i
+  local file=$1 pid _
   [ -f "$file" ] || return 0
   pid=$(cat "$file" 2>/dev/null || true)
   rm -f "$file"
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
   kill "$pid" 2>/dev/null || true
-  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
   kill -9 "$pid" 2>/dev/null || true
 }
 
@@ -90,8 +90,8 @@ start() {
   write_conf
   slurmctld
   slurmd -N localhost
-  local i
-  for i in $(seq 100); do
+  local _
+  for _ in $(seq 100); do
     if sinfo -h -o %t 2>/dev/null | grep -q idle; then
       echo "export SLURM_CONF=$SLURM_CONF"
       return 0

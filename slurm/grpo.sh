@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 #SBATCH --job-name=rlcw-grpo
 #SBATCH --output=logs/%x-%j.out
+#SBATCH --open-mode=append
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --cpus-per-task=2
 #SBATCH --time=04:00:00
+#SBATCH --requeue
+#SBATCH --signal=B:USR1@300
 # GRPO (`rlcw grpo`) under torchrun, one or more nodes. All hyperparameters are config:
-#   sbatch slurm/grpo.sh --config configs/grpo/cpu.yaml train.max_steps=50
+#   sbatch slurm/grpo.sh --config configs/grpo/cpu.yaml train.max_steps=50 train.resume=auto
 #   NPROC=2 sbatch slurm/grpo.sh --config configs/grpo/cpu.yaml             # 2 CPU ranks, one node
-#   sbatch --nodes=2 --gpus-per-node=8 slurm/grpo.sh --config configs/grpo/cpu.yaml train.deepspeed=configs/deepspeed/zero2.json
-# Environment: RLCW_VENV, NPROC, MASTER_PORT (see slurm/lib.sh). Submit from the repo root.
+#   sbatch --gpus-per-node=8 --cpus-per-task=64 --exclusive slurm/grpo.sh --config configs/grpo/litbench_1node.yaml train.resume=auto
+#   sbatch --nodes=2 --gpus-per-node=8 --cpus-per-task=64 --exclusive slurm/grpo.sh --config configs/grpo/litbench_2node.yaml \
+#       reward.specs.rm.urls=[http://$RM_HOST:8000] train.resume=auto        # the RM served by `rlcw serve-rm` on RM_HOST
+# Preemption, `scontrol requeue` and the time limit (USR1 300 s before it: the job requeues itself)
+# restart the job with the same arguments: pass train.resume=auto and it continues from its last checkpoint.
+# Environment: RLCW_VENV, NPROC, MASTER_PORT (see slurm/lib.sh). Submit from the repo root (bash slurm/submit.sh makes logs/).
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")/..}"
 # shellcheck source=slurm/lib.sh
 . slurm/lib.sh
 echo "rlcw grpo $*"
-"${TORCHRUN[@]}" -m rlcw grpo "$@"
+rlcw_run "${TORCHRUN[@]}" -m rlcw grpo "$@"

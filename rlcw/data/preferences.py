@@ -14,17 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlcw.data.records import validate_preference
+from rlcw.data.records import message_text, validate_preference
 from rlcw.errors import RlcwError, location
 from rlcw.io import TABLE_SUFFIXES, read_table
 
 
 def _message_text(value: Any, role: str) -> Any:
-    """Text of the last message with `role` in a conversational value; other values pass through."""
-    if isinstance(value, list) and value and all(isinstance(m, dict) and "content" in m for m in value):
-        texts = [m["content"] for m in value if m.get("role") == role]
-        return texts[-1] if texts else ""
-    return value
+    """Text of the last message with `role` in a conversational value; other values pass through (and are
+    checked by validate_preference)."""
+    try:
+        return message_text(value, role) if isinstance(value, list) else value
+    except TypeError:
+        return value
 
 
 def to_preference(row: dict, columns: dict[str, str], where: str, line: int) -> dict:

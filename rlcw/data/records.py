@@ -3,6 +3,7 @@
 Story record (jsonl): required `id`, `prompt`, `story`, `system` (who wrote it: a run, a
 model, "human"); optional `reference`, `source`, `step`, `seed`, `min_words`, `max_words`,
 `meta`. Preference record: `prompt`, `chosen`, `rejected`; optional `source`, `meta`.
+`message_text` reads the text out of a chat-message list (TRL's conversational layout).
 """
 
 from __future__ import annotations
@@ -12,6 +13,25 @@ from typing import Any
 
 from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_jsonl, iter_jsonl
+
+
+def message_text(value: Any, role: str | None = None) -> str:
+    """Plain text of a string or a list of chat messages (`{"role", "content"}` dicts).
+
+    role given: the last message with that role ("" when there is none). No role (a TRL prompt or
+    completion): the last user message unless the list ends with the assistant, else the last message."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(m, dict) and "content" in m for m in value):
+        if role is not None:
+            texts = [m["content"] for m in value if m.get("role") == role]
+            return texts[-1] if texts else ""
+        users = [m["content"] for m in value if m.get("role") == "user"]
+        if users and value[-1].get("role") != "assistant":
+            return users[-1]
+        return value[-1]["content"]
+    raise TypeError(f"cannot read text from {type(value).__name__}")
+
 
 STORY_REQUIRED = ("id", "prompt", "story", "system")
 STORY_OPTIONAL = ("reference", "source", "step", "seed", "min_words", "max_words", "meta")

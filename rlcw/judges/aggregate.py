@@ -22,6 +22,7 @@ from collections import Counter
 import numpy as np
 
 from rlcw.metrics.bradley_terry import bt_strengths, wins_matrix
+from rlcw.metrics.pairwise import consistent_share
 
 Judgment = tuple[str, str, float, int, int]  # (system_a, system_b, outcome for a, words_a, words_b)
 
@@ -69,7 +70,8 @@ def length_controlled_win_rate(outcomes: list[float], word_diffs: list[float]) -
 
 
 def order_consistency(rows: list[dict], dimension: str) -> tuple[float, int]:
-    """(share consistent, number of pairs with both orders valid) over verdict rows of one dimension."""
+    """(share consistent, number of pairs with both orders valid) over verdict rows of one dimension
+    (`rlcw.metrics.pairwise.consistent_share`; NaN when no pair was judged validly in both orders)."""
     by_pair: dict[tuple, dict[int, float]] = {}
     for r in rows:
         v = r["verdicts"].get(dimension)
@@ -80,10 +82,9 @@ def order_consistency(rows: list[dict], dimension: str) -> tuple[float, int]:
         y = y if r["system_a"] == first else 1.0 - y
         key = (r["prompt_id"], first, max(r["system_a"], r["system_b"]))
         by_pair.setdefault(key, {})[r["order"]] = y
-    both = [o for o in by_pair.values() if len(o) == 2]
-    if not both:
-        return float("nan"), 0
-    return sum(1 for o in both if o[0] == o[1]) / len(both), len(both)
+    pairs = list(by_pair.values())
+    share, n = consistent_share([o.get(0) for o in pairs], [o.get(1) for o in pairs])
+    return (float("nan") if share is None else share), n
 
 
 def invalid_counts(rows: list[dict], dimension: str) -> dict:

@@ -41,11 +41,15 @@ def _or_zero(value: float) -> float:
     return 0.0 if value is None or math.isnan(value) else float(value)
 
 
-def spearman(human: Sequence[float], judge: Sequence[float]) -> float:
-    """Spearman's rho on average ranks (scipy); undefined (constant or < 2 items) -> 0."""
+def spearman(human: Sequence[float], judge: Sequence[float], undefined: float = 0.0) -> float:
+    """Spearman's rho on average ranks (scipy); undefined (constant or < 2 items) -> `undefined`.
+
+    The one Spearman of rlcw: 0 by default, as agreement counts a constant group (Agents' Room);
+    the RL monitors pass NaN so an undefined correlation never reads as "no correlation"."""
     if len(human) < 2 or len(set(human)) < 2 or len(set(judge)) < 2:
-        return 0.0
-    return _or_zero(stats.spearmanr(human, judge).statistic)
+        return undefined
+    rho = stats.spearmanr(human, judge).statistic
+    return undefined if rho is None or math.isnan(rho) else float(rho)
 
 
 def kendall_tau_b(human: Sequence[float], judge: Sequence[float]) -> float:

@@ -1,9 +1,15 @@
 """Pairwise evaluation maths: accuracy, the length-only baseline (longer wins), accuracy by length
-direction, score-length correlation, and order consistency of pairwise scorers.
+direction, score-length correlation, and order consistency of pairwise scorers (the one owner:
+eval-rm, train-rm and the LLM judges all call `consistent_share`).
 
     pairwise_accuracy([2.0, 0.1], [1.0, 0.3])                   # 0.5
     order_consistency([0.9, 0.8], [0.2, 0.7])                    # 0.5: the 2nd pair's verdict follows position
     averaged_preference([0.9], [0.2])                            # [0.85] = (0.9 + 1 - 0.2) / 2
+
+Two-order rule (GenRM and judges as pairwise scorers): a pair's preference is the average of both
+presentation orders, and only a pair valid in BOTH orders has one; a pair with one invalid order
+is left out of accuracy and counted as invalid (one order alone keeps the position bias the
+averaging cancels). `rlcw.rewards.genrm.GenRMScorer.prefer`, train-rm and eval-rm use this rule.
 
 Pure maths: no model code.
 """
@@ -61,27 +67,65 @@ def length_correlation(scores: list[float], words: list[float]) -> dict[str, flo
 
 
 def averaged_preference(forward: list[float | None], backward: list[float | None]) -> list[float | None]:
-    """P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2; None unless both orders are valid."""
+    """P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2; None unless both orders are valid
+    (the two-order rule of this module's docstring)."""
     return [None if f is None or b is None else (f + 1.0 - b) / 2.0 for f, b in zip(forward, backward, strict=True)]
+
+
+def outcome(p: float) -> float:
+    """One preference probability as an outcome: 1 when > 0.5, 0.5 at exactly 0.5, else 0."""
+    return 1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0
 
 
 def prob_outcomes(p_chosen: list[float]) -> list[float]:
     """Per pair: 1 when P(chosen better) > 0.5, 0.5 at exactly 0.5, else 0."""
-    return [1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0 for p in p_chosen]
+    return [outcome(p) for p in p_chosen]
+
+
+def consistent_share(first: list[float | None], second: list[float | None]) -> tuple[float | None, int]:
+    """(share, pairs) of order consistency: over pairs with an outcome in both orders, the share whose
+    outcome for the SAME story is the same in both (win/win, tie/tie or loss/loss); None when no pair has both.
+
+    first / second: the outcome (1, 0.5, 0; None = invalid) of one fixed story of each pair in each order."""
+    both = [(a, b) for a, b in zip(first, second, strict=True) if a is not None and b is not None]
+    if not both:
+        return None, 0
+    return sum(a == b for a, b in both) / len(both), len(both)
 
 
 def order_consistency(forward: list[float | None], backward: list[float | None]) -> float | None:
-    """Share of pairs (both orders valid) whose verdict flips with the order, i.e. picks the same story.
-
-    forward = P(first better) with chosen first, backward = the same with rejected first. A pair is
-    consistent when one order says 'first' and the other 'second' (a 0.5 is no verdict: inconsistent)."""
-    both = [(f, b) for f, b in zip(forward, backward, strict=True) if f is not None and b is not None]
-    if not both:
-        return None
-    return sum((f > 0.5 and b < 0.5) or (f < 0.5 and b > 0.5) for f, b in both) / len(both)
+    """`consistent_share` of a probability scorer: forward = P(first better) with chosen first, backward = the
+    same with rejected first, so chosen's outcomes are outcome(f) and outcome(1 - b)."""
+    first = [None if f is None else outcome(f) for f in forward]
+    second = [None if b is None else outcome(1.0 - b) for b in backward]
+    return consistent_share(first, second)[0]
 
 
 def first_position_rate(forward: list[float | None], backward: list[float | None]) -> float | None:
     """Share of valid verdicts (both orders pooled) that prefer the story shown first (0.5 = no position bias)."""
     votes = [p for p in list(forward) + list(backward) if p is not None]
-    return sum(1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0 for p in votes) / len(votes) if votes else None
+    return sum(outcome(p) for p in votes) / len(votes) if votes else None
+
+
+def two_order_metrics(forward: list[float | None], backward: list[float | None]) -> dict[str, float | None]:
+    """What train-rm and eval-rm report for a pairwise scorer under the two-order rule (None = undefined).
+
+    accuracy: mean outcome of the averaged preference over the pairs valid in both orders."""
+    avg = [p for p in averaged_preference(forward, backward) if p is not None]
+    return {
+        "accuracy": mean_of(prob_outcomes(avg)),
+        "order_consistency": order_consistency(forward, backward),
+        "first_position_rate": first_position_rate(forward, backward),
+        "invalid_chosen_first": float(sum(p is None for p in forward)),
+        "invalid_rejected_first": float(sum(p is None for p in backward)),
+        "pairs_scored": float(len(avg)),
+    }
+
+
+def side_agreement(dx: list[float], dy: list[float], skip_ties: bool) -> tuple[float, int]:
+    """(share, pairs) of pairs on which two scorers prefer the same side, from their score differences
+    (first - second); a difference of 0 counts as 'not first' unless `skip_ties` leaves the pair out. NaN, 0 for none."""
+    kept = [(x, y) for x, y in zip(dx, dy, strict=True) if not (skip_ties and (x == 0 or y == 0))]
+    if not kept:
+        return float("nan"), 0
+    return sum((x > 0) == (y > 0) for x, y in kept) / len(kept), len(kept)

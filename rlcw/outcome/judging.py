@@ -5,13 +5,16 @@ judged against the start model's stories for the same prompts (first sample per 
 `max_items` prompts), in both orders, through the `judge` evaluator (rlcw.judges.evaluator).
 Invalid verdicts are counted and excluded; the win rate gets a bootstrap CI over valid verdicts.
 
-    judge_against_start(rows, start_stories, Path("runs/outcome/measure"), cfg.judge, "runs/outcome")
+    judge_against_start(rows, start_stories, Path("runs/outcome/measure"), protocol="agents_room",
+                        template="agents_room_brief", max_items=6, client={"kind": "local", ...},
+                        every_checkpoint=False, cache_dir=Path("runs/outcome/judge_cache"))
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from rlcw.io import read_table
 from rlcw.judges.aggregate import oriented
@@ -56,24 +59,30 @@ def stories_of(row: dict, measure_dir: Path) -> list[dict]:
     return read_stories(measure_dir / row["run"] / f"step_{row['step']:06d}.jsonl")
 
 
-def judge_against_start(rows: list[dict], start_stories: list[dict], measure_dir: Path, judge_cfg, root: str) -> None:
-    """Add judge/* keys (win_rate, ci_low, ci_high, invalid_share, judgments) to the selected rows, in place."""
-    client = dict(judge_cfg.client)
-    client.setdefault("cache_dir", str(Path(root) / "judge_cache"))
+def judge_against_start(
+    rows: list[dict],
+    start_stories: list[dict],
+    measure_dir: Path,
+    *,
+    protocol: str,
+    template: str | None,
+    max_items: int | None,
+    client: dict[str, Any],
+    every_checkpoint: bool,
+    cache_dir: Path,
+) -> None:
+    """Add judge/* keys (win_rate, ci_low, ci_high, invalid_share, judgments) to the selected rows, in place.
+
+    client: rlcw.judges.client.ClientConfig fields (its own `cache_dir` wins over `cache_dir`)."""
+    client = {"cache_dir": str(cache_dir), **client}
     evaluator = make_judge_evaluator(
-        {
-            "protocol": judge_cfg.protocol,
-            "template": judge_cfg.template,
-            "max_items": judge_cfg.max_items,
-            "client": client,
-        },
-        {},
+        {"protocol": protocol, "template": template, "max_items": max_items, "client": client}, {}
     )
-    baseline = first_samples(start_stories, judge_cfg.max_items)
+    baseline = first_samples(start_stories, max_items)
     out_dir = measure_dir / "judge"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for row in rows_to_judge(rows, judge_cfg.every_checkpoint):
-        candidates = first_samples(stories_of(row, measure_dir), judge_cfg.max_items)
+    for row in rows_to_judge(rows, every_checkpoint):
+        candidates = first_samples(stories_of(row, measure_dir), max_items)
         metrics = evaluator.evaluate(candidates, baseline, out_dir)
         metrics.pop("calls", None)  # uncached calls differ between a first run and a resumed one
         system = candidates[0].get("system", "candidate")

@@ -21,8 +21,10 @@ import torch
 from tqdm.auto import tqdm
 
 from rlcw.generation import chat_messages, generate_stories
+from rlcw.metrics.pairwise import side_agreement
+from rlcw.metrics.stories import in_range_share, mean, repetition_stats
 from rlcw.metrics.text import count_words, distinct_n
-from rlcw.rl.evaluation import LengthEvaluator, RepetitionEvaluator
+from rlcw.rewards.length import length_penalty
 from rlcw.rl.ppo_math import kl_per_token, logprobs_from_logits
 
 _TRL_CKPT = re.compile(r"^checkpoint-(\d+)$")
@@ -59,19 +61,22 @@ def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
 
 def story_metrics(stories: list[dict]) -> dict[str, float]:
     """Length against the prompt's stated range, repetition within stories, diversity across them
-    (the `length` and `repetition` evaluators' numbers, plus distinct-2 and words / stated maximum)."""
-    length = LengthEvaluator().evaluate(stories, [], None)
-    rep = RepetitionEvaluator().evaluate(stories, [], None)
+    (the numbers of the `length` and `repetition` evaluators, from rlcw.metrics.stories, plus distinct-2
+    and words / stated maximum)."""
+    texts = [s["story"] for s in stories]
+    words = [count_words(t) for t in texts]
+    rep = repetition_stats(texts, 3)
     out = {
-        "words": length["mean_words"],
+        "words": mean([float(w) for w in words]),
         "rep_intra_3": rep["intra_trigram_rep"],
-        "distinct_2": distinct_n([s["story"] for s in stories], 2),
+        "distinct_2": distinct_n(texts, 2),
         "distinct_3": rep["distinct_3"],
     }
-    if "in_range" in length:
-        ranged = [s for s in stories if s.get("min_words") is not None and s.get("max_words") is not None]
-        out["in_range"], out["range_penalty"] = length["in_range"], length["range_penalty"]
-        out["words_over_max"] = sum(count_words(s["story"]) / s["max_words"] for s in ranged) / len(ranged)
+    ranged = [(w, s) for w, s in zip(words, stories, strict=True) if s.get("min_words") is not None]
+    if ranged:
+        out["in_range"] = in_range_share([w for w, _ in ranged], [(s["min_words"], s["max_words"]) for _, s in ranged])
+        out["range_penalty"] = mean([length_penalty(w, s["min_words"], s["max_words"]) for w, s in ranged])
+        out["words_over_max"] = mean([w / s["max_words"] for w, s in ranged if s.get("max_words") is not None])
     return out
 
 
@@ -174,27 +179,19 @@ class Measurer:
 def rm_agreement(proxy_pairs: list[dict], gold_pairs: list[dict]) -> dict[str, float]:
     """Share of pairs on which two RMs prefer the same side, from eval-rm `scores.jsonl` rows of the same pair file."""
     n = min(len(proxy_pairs), len(gold_pairs))
-    if n == 0:
-        return {"agreement": float("nan"), "pairs": 0.0}
-    same = sum(
-        1
-        for a, b in zip(proxy_pairs[:n], gold_pairs[:n], strict=False)
-        if (a["chosen_score"] > a["rejected_score"]) == (b["chosen_score"] > b["rejected_score"])
+    share, _ = side_agreement(
+        [a["chosen_score"] - a["rejected_score"] for a in proxy_pairs[:n]],
+        [b["chosen_score"] - b["rejected_score"] for b in gold_pairs[:n]],
+        skip_ties=False,
     )
-    return {"agreement": same / n, "pairs": float(n)}
+    return {"agreement": share, "pairs": float(n)}
 
 
 def paired_agreement(stories_a: list[dict], stories_b: list[dict]) -> dict[str, float]:
     """Do proxy and gold agree on which of two stories for the same prompt is better? (meta scores from `Measurer.score`)"""
     by_id = {x["id"]: x for x in stories_b}
-    agree = total = 0
-    for a in stories_a:
-        b = by_id.get(a["id"])
-        if b is None:
-            continue
-        dp, dg = a["meta"]["proxy"] - b["meta"]["proxy"], a["meta"]["gold"] - b["meta"]["gold"]
-        if dp == 0 or dg == 0:
-            continue
-        total += 1
-        agree += (dp > 0) == (dg > 0)
-    return {"agreement": agree / total if total else float("nan"), "pairs": float(total)}
+    both = [(a["meta"], by_id[a["id"]]["meta"]) for a in stories_a if a["id"] in by_id]
+    share, n = side_agreement(
+        [a["proxy"] - b["proxy"] for a, b in both], [a["gold"] - b["gold"] for a, b in both], skip_ties=True
+    )
+    return {"agreement": share, "pairs": float(n)}

@@ -1,11 +1,12 @@
 """The outcome study's report: curves per run, win rates, the table of final numbers, the conclusion.
 
-report, finals, plots = write_outcome_report(Path("runs/outcome"), cfg, rows, rm_metrics, timings)
+report, finals, plots = write_outcome_report(Path("runs/outcome"), rows, rm_metrics, timings, StudySetup(...))
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -180,8 +181,20 @@ def _table(start: dict, finals: dict[str, dict]) -> list[str]:
     return lines
 
 
+@dataclass
+class StudySetup:
+    """What the report states about how the study ran (the recipe fills it from its config)."""
+
+    policy: str  # the start model's name
+    samples_per_prompt: int
+    temperature: float
+    max_new_tokens: int
+    judge_model: str | None = None  # None: the judge was disabled
+    judge_protocol: str | None = None
+
+
 def write_outcome_report(
-    root: Path, cfg, rows: list[dict], rm_metrics: dict, timings: dict
+    root: Path, rows: list[dict], rm_metrics: dict, timings: dict, setup: StudySetup
 ) -> tuple[Path, dict, dict]:
     measure_dir = root / "measure"
     start = next(r for r in rows if r["step"] == 0)
@@ -214,13 +227,13 @@ def write_outcome_report(
     verdicts += ["- " + " ".join(controls_verdict(finals, start))] if controls_verdict(finals, start) else []
     total = sum(timings.values())
     n_prompts = len({s["id"].rsplit("#", 1)[0] for s in start_stories})
-    judge_model = cfg.judge.client.get("model", "?") if cfg.judge.enabled else None
+    judge_model = setup.judge_model
     lines = [
         "# Outcome study: a better story, or only a higher reward?",
         "",
-        f"Policy `{cfg.model.name}`; proxy RM = corruption pairs (`proxy_pairs/`), gold RM = human TELL ME A STORY stories vs the "
-        f"policy's own, cut to the same length (`gold_pairs/`). Held-out: {n_prompts} prompts x {cfg.data.samples_per_prompt} samples "
-        f"(temperature {cfg.measure.temperature}, {cfg.measure.max_new_tokens} new tokens). Sum of stage times {total / 60:.1f} min "
+        f"Policy `{setup.policy}`; proxy RM = corruption pairs (`proxy_pairs/`), gold RM = human TELL ME A STORY stories vs the "
+        f"policy's own, cut to the same length (`gold_pairs/`). Held-out: {n_prompts} prompts x {setup.samples_per_prompt} samples "
+        f"(temperature {setup.temperature}, {setup.max_new_tokens} new tokens). Sum of stage times {total / 60:.1f} min "
         "(a reused stage counts at its original time; measuring and judging count only what this invocation computed, "
         "cached checkpoints and verdicts cost nothing).",
         "",
@@ -233,7 +246,7 @@ def write_outcome_report(
         f"repetition = within-story trigram repetition x{REPETITION_RISE:g} and above {REPETITION_FLOOR}; diversity loss = distinct-3 "
         f"down by more than {DIVERSITY_DROP}. The judge "
         + (
-            f"(`{judge_model}`, {cfg.judge.protocol}) is reported as evidence only "
+            f"(`{judge_model}`, {setup.judge_protocol}) is reported as evidence only "
             "when its CI excludes 0.5; a small local judge near chance is not evidence."
             if judge_model
             else "was disabled."

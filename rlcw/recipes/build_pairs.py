@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rlcw.config import check_at_least, check_choice
 from rlcw.data.bundled import resolve_data_path
 from rlcw.data.human_pairs import build_human_pairs, read_model_stories
 from rlcw.data.pairs import build_corruption_pairs
@@ -49,6 +50,7 @@ class BuildPairsConfig:
     output_dir: str = "runs"
     run_name: str = "build_pairs"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
@@ -87,10 +89,38 @@ def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
     return run.write_summary("completed", metrics, paths)
 
 
-def main(cfg: BuildPairsConfig) -> dict:
+def validate(cfg: BuildPairsConfig) -> None:
+    """Every config check, before the run folder is written and before any file is read."""
+    from rlcw.data.corrupt import CORRUPTIONS
+
     d = cfg.data
-    if d.kind not in ("corruption", "human_vs_model"):
-        raise RlcwError(f"unknown data.kind '{d.kind}'", where="data.kind", hint="use corruption or human_vs_model")
+    check_choice("data.kind", d.kind, ("corruption", "human_vs_model"))
+    if d.kind == "corruption":
+        if not d.kinds:
+            raise RlcwError("data.kinds is empty", where="data.kinds", hint=f"use some of {', '.join(CORRUPTIONS)}")
+        for kind in d.kinds:
+            check_choice("data.kinds", kind, CORRUPTIONS)
+        check_at_least("data.chunk_sentences", d.chunk_sentences, 1)
+        check_at_least("data.max_chunks_per_story", d.max_chunks_per_story, 1)
+    if not 0.0 <= d.eval_fraction < 1.0:
+        raise RlcwError(
+            f"data.eval_fraction must be in [0, 1), got {d.eval_fraction}",
+            where="data.eval_fraction",
+            hint="e.g. data.eval_fraction=0.3",
+        )
+    if not 0.0 <= d.tolerance < 1.0:
+        raise RlcwError(
+            f"data.tolerance must be in [0, 1), got {d.tolerance}",
+            where="data.tolerance",
+            hint="e.g. data.tolerance=0.05",
+        )
+    check_at_least("data.min_words", d.min_words, 1)
+    check_at_least("data.max_words", d.max_words, d.min_words)
+
+
+def main(cfg: BuildPairsConfig) -> dict:
+    validate(cfg)
+    d = cfg.data
     with stage_run(cfg, "build-pairs") as run:
         if d.kind == "human_vs_model":
             return human_vs_model(cfg, run)

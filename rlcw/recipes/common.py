@@ -310,8 +310,15 @@ def tensorboard_dir(run: RunDir) -> str:
 
 @contextmanager
 def stage_run(cfg, command: str) -> Iterator[RunDir]:
-    """Create the run folder (config + git SHA first), seed everything, mark failures in summary.json."""
-    run = RunDir.create(cfg.output_dir, cfg.run_name, command, to_yaml(cfg))
+    """Create the run folder (config + git SHA first), seed everything, mark failures in summary.json.
+
+    Nothing is written before the `with` block is entered (recipes validate their config first). A
+    folder that holds another run is refused unless `train.resume` is true|auto or `overwrite=true`
+    (`rlcw.runs.prepare_run_folder`).
+    """
+    resume = getattr(getattr(cfg, "train", None), "resume", False)
+    overwrite = bool(getattr(cfg, "overwrite", False))
+    run = RunDir.create(cfg.output_dir, cfg.run_name, command, to_yaml(cfg), resume=resume, overwrite=overwrite)
     set_seed(cfg.seed)
     try:
         yield run

@@ -62,6 +62,7 @@ class CurateConfig:
     output_dir: str = "runs"
     run_name: str = "curate"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_rows(src: SourceSection) -> tuple[list[tuple[int, dict]], str]:
@@ -107,13 +108,21 @@ def read_source(src: SourceSection) -> tuple[list[Post], Counter, dict]:
     return posts, drops, {"source": where, "layout": layout, "rows": len(rows), "posts": len(posts)}
 
 
+def validate(cfg: CurateConfig) -> None:
+    """Every config check, before the run folder is written and before any data loads."""
+    if not cfg.train.source:
+        raise RlcwError(
+            "train.source is not set", where="train.source", hint="a hub id or a local .jsonl/.csv/.parquet file"
+        )
+    for key in ("train_before", "test_from"):
+        if getattr(cfg.rules, key):
+            parse_date(getattr(cfg.rules, key), f"rules.{key}")
+
+
 def main(cfg: CurateConfig) -> dict:
+    validate(cfg)
     r = cfg.rules
     with stage_run(cfg, "curate") as run:
-        if not cfg.train.source:
-            raise RlcwError(
-                "train.source is not set", where="train.source", hint="a hub id or a local .jsonl/.csv/.parquet file"
-            )
         rules, count_tokens = build_rules(r), build_token_counter(r)
         before = parse_date(r.train_before, "rules.train_before") if r.train_before else None
         start = parse_date(r.test_from, "rules.test_from") if r.test_from else None
@@ -151,6 +160,13 @@ def main(cfg: CurateConfig) -> dict:
         )
         results["train"].drops.update(train_drops)
         if not results["train"].pairs:
+            # the report (counts after each rule, drops by reason) is what tells the user which rule to relax
+            text = report(results, infos, cfg).replace(
+                "![length differences before/after balancing](length_balance.png)", ""
+            )
+            run.write_report(
+                text + "\n**No training pairs survived curation**: relax the rule where the count falls to 0.\n"
+            )
             raise RlcwError(
                 "no training pairs survived curation", hint="see the counts in " + str(run.path / "report.md")
             )

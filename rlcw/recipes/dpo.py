@@ -97,6 +97,7 @@ class DPORecipeConfig:
     output_dir: str = "runs"
     run_name: str = "dpo"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 # ---------------------------------------------------------------- data

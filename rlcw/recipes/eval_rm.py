@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
@@ -76,6 +77,7 @@ class EvalRMConfig:
     output_dir: str = "runs"
     run_name: str = "eval_rm"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def reference_stories(path: str, limit: int | None) -> tuple[list[str], list[str]]:
@@ -157,7 +159,7 @@ def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     )
     fwd = scorer.prefer_ordered(prompts, chosen, rejected)  # P(chosen better), chosen shown first
     bwd = scorer.prefer_ordered(prompts, rejected, chosen)  # P(rejected better), rejected shown first
-    avg = pw.averaged_preference(fwd, bwd)
+    avg = pw.averaged_preference(fwd, bwd)  # the two-order rule: None unless both orders gave a verdict
     valid = [i for i, p in enumerate(avg) if p is not None]
     if not valid:
         raise RlcwError(
@@ -166,25 +168,42 @@ def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     pos = {i: j for j, i in enumerate(valid)}
     sub = {k: [pos[i] for i in idx if i in pos] for k, idx in split.items()}
     metrics = accuracy_block(pw.prob_outcomes([avg[i] for i in valid]), sub, "", cfg.bootstrap_resamples, cfg.seed)
-    metrics.update(
-        {
-            "order_consistency": pw.order_consistency(fwd, bwd),
-            "first_position_rate": pw.first_position_rate(fwd, bwd),
-            "invalid_chosen_first": float(sum(p is None for p in fwd)),
-            "invalid_rejected_first": float(sum(p is None for p in bwd)),
-            "pairs_scored": float(len(valid)),
-            "p_chosen_length_diff_spearman": pw.length_correlation(
-                [avg[i] for i in valid], [float(cw[i] - rw[i]) for i in valid]
-            )["spearman"],
-        }
-    )
+    both = pw.two_order_metrics(fwd, bwd)  # the same accuracy train-rm reports (accuracy_block adds the CI)
+    metrics.update({k: v for k, v in both.items() if k != "accuracy"})
+    metrics["p_chosen_length_diff_spearman"] = pw.length_correlation(
+        [avg[i] for i in valid], [float(cw[i] - rw[i]) for i in valid]
+    )["spearman"]
     rows = [
         {"p_chosen_first": f, "p_rejected_first": b, "p_chosen": a} for f, b, a in zip(fwd, bwd, avg, strict=False)
     ]
     return metrics, rows
 
 
+def validate(cfg: EvalRMConfig) -> None:
+    """Every config check, before the run folder is written and before anything loads."""
+    from rlcw.rewards.scorers import KINDS
+
+    s = cfg.scorer
+    if s.kind not in KINDS:
+        raise RlcwError(f"unknown scorer kind '{s.kind}'", where="scorer.kind", hint=f"use one of {', '.join(KINDS)}")
+    if s.kind != "judge" and not s.path:
+        raise RlcwError(
+            f"scorer.kind={s.kind} needs scorer.path", where="scorer.path", hint="e.g. scorer.path=runs/train_rm/model"
+        )
+    check_at_least("scorer.batch_size", s.batch_size, 1)
+    check_at_least("bootstrap_resamples", cfg.bootstrap_resamples, 1)
+    check_at_least("data.max_pairs", cfg.data.max_pairs, 1)
+    check_choice("length_control.feature", cfg.length_control.feature, ("words", "log_words"))
+    if cfg.length_control.fit_on and s.kind in ("genrm", "judge"):
+        raise RlcwError(
+            "length control applies to pointwise (bt) scorers",
+            where="length_control.fit_on",
+            hint="use scorer.kind=bt, or drop length_control.fit_on",
+        )
+
+
 def main(cfg: EvalRMConfig) -> dict:
+    validate(cfg)
     s = cfg.scorer
     with stage_run(cfg, "eval-rm") as run:
         pairs = load_preferences(cfg.data.file, cfg.data.split, cfg.data.columns, cfg.data.max_pairs)

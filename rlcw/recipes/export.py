@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from rlcw.config import check_at_least
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import atomic_write_text
@@ -63,6 +64,7 @@ class ExportConfig:
     output_dir: str = "runs"
     run_name: str = "export"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 @torch.no_grad()
@@ -247,7 +249,28 @@ def push_to_hub(folder: Path, hub: HubSection) -> str:
     return str(url)
 
 
+def validate(cfg: ExportConfig) -> None:
+    """Every config check, before the run folder is written and before the model loads."""
+    check_at_least("atol", cfg.atol, 0.0)
+    if cfg.model.chat_template and not Path(cfg.model.chat_template).is_file():
+        raise RlcwError(
+            "chat template file not found", where="model.chat_template", hint=f"no file {cfg.model.chat_template}"
+        )
+    h = cfg.hub
+    if h.push and not h.repo_id:
+        raise RlcwError(
+            "hub.push=true needs hub.repo_id", where="hub.repo_id", hint="e.g. hub.repo_id=your-name/story-model"
+        )
+    if h.push and not os.environ.get(h.token_env):
+        raise RlcwError(
+            f"hub.push=true but {h.token_env} is not set",
+            where="hub.token_env",
+            hint=f"export {h.token_env}=<a write token from huggingface.co/settings/tokens>",
+        )
+
+
 def main(cfg: ExportConfig) -> dict:
+    validate(cfg)
     with stage_run(cfg, "export") as run:
         src = resolve(cfg.model.name)
         base = lora_base_spec(Path(src)) if is_lora_checkpoint(Path(src)) else cfg.model.name

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from rlcw.config import check_at_least, check_choice
 from rlcw.data.prompts import load_prompts
 from rlcw.data.records import read_stories, write_stories
 from rlcw.errors import RlcwError
@@ -92,6 +94,7 @@ class GenerateConfig:
     output_dir: str = "runs"
     run_name: str = "generate"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_rows(data: GenDataConfig) -> list[dict]:
@@ -240,10 +243,39 @@ def best_of_outputs(
     return metrics, paths
 
 
+def validate(cfg: GenerateConfig) -> list[int]:
+    """Every config check, before the run folder is written and before any model loads; returns the best-of sizes."""
+    from rlcw.agents.variants import VARIANTS
+
+    check_choice("generator", cfg.generator, ("default", "agents_room"))
+    d, s = cfg.data, cfg.sampling
+    check_choice("data.format", d.format, ("prompts", "tmas"))
+    if d.format == "tmas" and not d.source:
+        raise RlcwError(
+            "data.format=tmas needs data.source",
+            where="data.source",
+            hint="a TELL ME A STORY folder, jsonl file or hub id",
+        )
+    check_at_least("data.max_prompts", d.max_prompts, 1)
+    check_at_least("sampling.max_new_tokens", s.max_new_tokens, 1)
+    check_at_least("sampling.batch_size", s.batch_size, 1)
+    check_at_least("sampling.temperature", s.temperature, 0.0)
+    if not 0.0 < s.top_p <= 1.0:
+        raise RlcwError(
+            f"sampling.top_p must be in (0, 1], got {s.top_p}", where="sampling.top_p", hint="e.g. sampling.top_p=0.95"
+        )
+    if cfg.generator == "agents_room":
+        check_choice("variant", cfg.variant, tuple(VARIANTS))
+        check_choice("agents.backend", cfg.agents.backend, ("local", "server"))
+    if cfg.model.chat_template and not Path(cfg.model.chat_template).is_file():
+        raise RlcwError(
+            "chat template file not found", where="model.chat_template", hint=f"no file {cfg.model.chat_template}"
+        )
+    return check_best_of(cfg)
+
+
 def main(cfg: GenerateConfig) -> dict:
-    if cfg.generator not in ("default", "agents_room"):
-        raise RlcwError(f"unknown generator '{cfg.generator}'", hint="use default or agents_room")
-    sizes = check_best_of(cfg)
+    sizes = validate(cfg)
     with stage_run(cfg, "generate") as run:
         rows = load_rows(cfg.data)
         server = cfg.generator == "agents_room" and cfg.agents.backend == "server"

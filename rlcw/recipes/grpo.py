@@ -151,6 +151,7 @@ class GRPORecipeConfig:
     output_dir: str = "runs"
     run_name: str = "grpo"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 # ---------------------------------------------------------------- validate: every config check, before anything loads

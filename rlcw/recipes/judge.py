@@ -87,6 +87,7 @@ class JudgeConfig:
     output_dir: str = "runs"
     run_name: str = "judge"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 # --- inputs --------------------------------------------------------------------------------
@@ -385,7 +386,8 @@ def main(cfg: JudgeConfig) -> dict:
         plot = plot_strengths(panels, run.path / "rankings.png")
         write_report(run, cfg, results, client.stats, plot)
         metrics = summary_metrics(cfg, results, client.stats)
-        run.log(0, metrics)
+        # summary.json only, no metrics.jsonl row: re-running the same judge in its folder is how an
+        # interrupted evaluation continues from <run>/cache, so the folder must not count as another run's
         return run.write_summary(
             "completed",
             metrics,

@@ -37,14 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlcw.config import to_yaml
+from rlcw.config import assign, to_yaml
 from rlcw.data.prompts import load_prompts
 from rlcw.data.records import read_stories, write_stories
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
 from rlcw.outcome.judging import judge_against_start
 from rlcw.outcome.measure import Measurer, MeasureSettings, checkpoints_of, paired_agreement, rm_agreement
-from rlcw.outcome.report import write_outcome_report
+from rlcw.outcome.report import StudySetup, write_outcome_report
 from rlcw.recipes import build_pairs, eval_rm, prepare_model, train_rm
 from rlcw.recipes import dpo as dpo_recipe
 from rlcw.recipes import generate as generate_recipe
@@ -53,6 +53,7 @@ from rlcw.recipes import ppo as ppo_recipe
 from rlcw.recipes.common import ModelConfig, stage_run
 from rlcw.rewards.best_of_n import kl_best_of
 from rlcw.rewards.length import range_fits_cap
+from rlcw.runs import move_aside, resume_mode
 
 RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
 
@@ -104,61 +105,74 @@ class OutcomeConfig:
     output_dir: str = "runs"
     run_name: str = "outcome"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def wire(cfg: OutcomeConfig, root: str) -> None:
-    """Point every stage at the shared model, seed and this study's folder, and chain their files."""
-    for name in (
-        "proxy_pairs",
-        "proxy_rm",
-        "gold_generate",
-        "gold_pairs",
-        "gold_rm",
-        "grpo",
-        "grpo_lc",
-        "ppo",
-        "dpo",
-        "best_of_n",
-    ):
-        stage = getattr(cfg, name)
-        stage.output_dir, stage.run_name, stage.seed = root, name, cfg.seed
+    """Point every stage at the shared model, seed and this study's folder, and chain their files.
+
+    Every key set here is derived: setting one yourself (YAML or command line) to another value is an
+    error naming it (`rlcw.config.assign`), never a silent reset."""
+
+    def put(key: str, value) -> None:
+        assign(cfg, key, value)
+
+    for name in STAGE_NAMES:
+        put(f"{name}.output_dir", root), put(f"{name}.run_name", name), put(f"{name}.seed", cfg.seed)
     base = ModelConfig(**vars(cfg.model))
-    proxy, _gold = f"{root}/proxy_rm/model", f"{root}/gold_rm/model"
-    cfg.proxy_rm.model = ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype)
-    cfg.proxy_rm.data.train_file, cfg.proxy_rm.data.eval_file = (
-        f"{root}/proxy_pairs/pairs/train.jsonl",
-        f"{root}/proxy_pairs/pairs/eval.jsonl",
-    )
-    cfg.gold_generate.model = base
-    cfg.gold_generate.data.format, cfg.gold_generate.data.source = "tmas", cfg.data.tmas
-    cfg.gold_generate.data.split, cfg.gold_generate.data.max_prompts = cfg.data.tmas_split, cfg.data.gold_prompts
-    cfg.gold_pairs.data.kind, cfg.gold_pairs.data.stories = (
-        "human_vs_model",
-        f"{root}/gold_generate/samples/stories.jsonl",
-    )
-    cfg.gold_rm.model = ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype)
-    cfg.gold_rm.data.train_file, cfg.gold_rm.data.eval_file = (
-        f"{root}/gold_pairs/pairs/train.jsonl",
-        f"{root}/gold_pairs/pairs/eval.jsonl",
-    )
+    proxy = f"{root}/proxy_rm/model"
+    proxy_files = (f"{root}/proxy_pairs/pairs/train.jsonl", f"{root}/proxy_pairs/pairs/eval.jsonl")
+    put("proxy_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
+    put("proxy_rm.data.train_file", proxy_files[0]), put("proxy_rm.data.eval_file", proxy_files[1])
+    put("gold_generate.model", base)
+    put("gold_generate.data.format", "tmas"), put("gold_generate.data.source", cfg.data.tmas)
+    put("gold_generate.data.split", cfg.data.tmas_split), put("gold_generate.data.max_prompts", cfg.data.gold_prompts)
+    put("gold_pairs.data.kind", "human_vs_model")
+    put("gold_pairs.data.stories", f"{root}/gold_generate/samples/stories.jsonl")
+    put("gold_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
+    put("gold_rm.data.train_file", f"{root}/gold_pairs/pairs/train.jsonl")
+    put("gold_rm.data.eval_file", f"{root}/gold_pairs/pairs/eval.jsonl")
     rm_files = [f"{root}/{p}/pairs/{s}.jsonl" for p in ("proxy_pairs", "gold_pairs") for s in ("train", "eval")]
-    for rl in (cfg.grpo, cfg.grpo_lc, cfg.ppo):
-        rl.model, rl.reward.rm_path = base, proxy
-        rl.data.prompts = cfg.data.prompts
-        rl.eval.every_steps = 0  # the study measures every checkpoint itself
-    for rl in (cfg.grpo, cfg.grpo_lc):
-        rl.data.no_overlap_with = rm_files
-    cfg.dpo.model, cfg.dpo.eval.every_steps = base, 0
-    cfg.dpo.data.train_file, cfg.dpo.data.eval_file = (
-        f"{root}/proxy_pairs/pairs/train.jsonl",
-        f"{root}/proxy_pairs/pairs/eval.jsonl",
-    )
-    cfg.best_of_n.model, cfg.best_of_n.best_of.rm_path = base, proxy
+    for rl in ("grpo", "grpo_lc", "ppo"):
+        put(f"{rl}.model", base), put(f"{rl}.reward.rm_path", proxy), put(f"{rl}.data.prompts", cfg.data.prompts)
+        put(f"{rl}.eval.every_steps", 0)  # the study measures every checkpoint itself
+    for rl in ("grpo", "grpo_lc"):
+        put(f"{rl}.data.no_overlap_with", rm_files)
+    put("dpo.model", base), put("dpo.eval.every_steps", 0)
+    put("dpo.data.train_file", proxy_files[0]), put("dpo.data.eval_file", proxy_files[1])
+    put("best_of_n.model", base), put("best_of_n.best_of.rm_path", proxy)
     # the measurement's prompts and sampling, so best-of-1 is a plain sample of the start model
-    cfg.best_of_n.data.format, cfg.best_of_n.data.prompts = "prompts", f"{root}/eval_prompts.jsonl"
-    cfg.best_of_n.data.split, cfg.best_of_n.data.max_prompts = None, None
-    m, s = cfg.measure, cfg.best_of_n.sampling
-    s.max_new_tokens, s.temperature, s.top_p = m.max_new_tokens, m.temperature, m.top_p
+    put("best_of_n.data.format", "prompts"), put("best_of_n.data.prompts", f"{root}/eval_prompts.jsonl")
+    put("best_of_n.data.split", None), put("best_of_n.data.max_prompts", None)
+    m = cfg.measure
+    put("best_of_n.sampling.max_new_tokens", m.max_new_tokens)
+    put("best_of_n.sampling.temperature", m.temperature), put("best_of_n.sampling.top_p", m.top_p)
+
+
+STAGE_NAMES = (
+    "proxy_pairs",
+    "proxy_rm",
+    "gold_generate",
+    "gold_pairs",
+    "gold_rm",
+    "grpo",
+    "grpo_lc",
+    "ppo",
+    "dpo",
+    "best_of_n",
+)
+
+
+def study_setup(cfg: OutcomeConfig) -> StudySetup:
+    """What the report states about this study's setup."""
+    return StudySetup(
+        policy=cfg.model.name,
+        samples_per_prompt=cfg.data.samples_per_prompt,
+        temperature=cfg.measure.temperature,
+        max_new_tokens=cfg.measure.max_new_tokens,
+        judge_model=cfg.judge.client.get("model", "?") if cfg.judge.enabled else None,
+        judge_protocol=cfg.judge.protocol if cfg.judge.enabled else None,
+    )
 
 
 class Stages:
@@ -178,10 +192,9 @@ class Stages:
                 self.results[name] = done
                 self.timings.setdefault(name, float(done.get("wall_time_s") or 0.0))
                 return done
-        if folder.exists() and not getattr(getattr(stage_cfg, "train", None), "resume", False):
+        if folder.exists() and resume_mode(getattr(getattr(stage_cfg, "train", None), "resume", False)) == "false":
             # a stage run again under a new config starts clean: old checkpoints or metrics must not mix in
-            aside = folder.with_name(f"{folder.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
-            folder.rename(aside)
+            aside = move_aside(folder)
             print(
                 f"[outcome] {name}: config changed or run unfinished; the old folder is kept as {aside.name}",
                 flush=True,
@@ -327,10 +340,30 @@ def measure_best_of_n(bon_dir: Path, measurer: Measurer, start_stories: list[dic
     return rows
 
 
-def main(cfg: OutcomeConfig) -> dict:
+def validate(cfg: OutcomeConfig) -> None:
+    """Every check of the study's own keys and of each stage's, before the run folder is written and before
+    anything loads: wire() first (an override it would reset is an error), then each stage's validate()."""
     unknown = sorted(set(cfg.runs) - set(RUNS))
     if unknown:
         raise RlcwError(f"unknown run(s) {unknown}", where="runs", hint=f"choose from {', '.join(RUNS)}")
+    wire(cfg, str(Path(cfg.output_dir) / cfg.run_name))
+    for name, check in (
+        ("proxy_pairs", build_pairs.validate),
+        ("gold_pairs", build_pairs.validate),
+        ("proxy_rm", train_rm.validate),
+        ("gold_rm", train_rm.validate),
+        ("gold_generate", generate_recipe.validate),
+        ("best_of_n", generate_recipe.validate),
+    ):
+        try:
+            check(getattr(cfg, name))
+        except RlcwError as exc:  # name the study's key: proxy_rm.train.batch_size, not train.batch_size
+            message = str(exc).split("\n  hint:")[0].removeprefix(f"{exc.where}: ")
+            raise RlcwError(message, where=f"{name}.{exc.where}" if exc.where else name, hint=exc.hint) from None
+
+
+def main(cfg: OutcomeConfig) -> dict:
+    validate(cfg)
     with stage_run(cfg, "outcome") as run:
         root = str(run.path)
         wire(cfg, root)
@@ -376,10 +409,21 @@ def main(cfg: OutcomeConfig) -> dict:
         if cfg.judge.enabled:
             start_time = time.time()
             print("[outcome] judging against the start model ...", flush=True)
-            judge_against_start(rows, start[0], measure_dir, cfg.judge, root)
+            j = cfg.judge
+            judge_against_start(
+                rows,
+                start[0],
+                measure_dir,
+                protocol=j.protocol,
+                template=j.template,
+                max_items=j.max_items,
+                client=dict(j.client),
+                every_checkpoint=j.every_checkpoint,
+                cache_dir=Path(root) / "judge_cache",
+            )
             st.timings["judge"] = time.time() - start_time
         atomic_write_jsonl(run.path / "measurements.jsonl", rows)
-        report, finals, plots = write_outcome_report(run.path, cfg, rows, rm_metrics, st.timings)
+        report, finals, plots = write_outcome_report(run.path, rows, rm_metrics, st.timings, study_setup(cfg))
         metrics = {**rm_metrics, **finals, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
         return run.write_summary(

@@ -95,6 +95,7 @@ class PPORecipeConfig:
     output_dir: str = "runs"
     run_name: str = "ppo"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def validate(cfg: PPORecipeConfig) -> None:

@@ -23,6 +23,7 @@ class PrepareModelConfig:
     output_dir: str = "runs"
     run_name: str = "prepare_model"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def main(cfg: PrepareModelConfig) -> dict:

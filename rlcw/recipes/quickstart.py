@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from rlcw.config import assign
 from rlcw.data.records import read_stories
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
 from rlcw.recipes.common import ModelConfig, stage_run
@@ -42,21 +43,29 @@ class QuickstartConfig:
     output_dir: str = "runs"
     run_name: str = "quickstart"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def wire(cfg: QuickstartConfig, root: str) -> None:
-    """Point every stage at the shared model, seed and this run's folder, and chain their files."""
+    """Point every stage at the shared model, seed and this run's folder, and chain their files.
+
+    Every key set here is derived: setting one yourself (YAML or command line) to another value is an
+    error naming it (`rlcw.config.assign`), never a silent reset."""
+
+    def put(key: str, value) -> None:
+        assign(cfg, key, value)
+
     for name in ("build_pairs", "train_rm", "grpo", "generate", "export"):
-        stage = getattr(cfg, name)
-        stage.output_dir, stage.run_name, stage.seed = root, name, cfg.seed
-    cfg.train_rm.model = ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype)
-    cfg.train_rm.data.train_file = f"{root}/build_pairs/pairs/train.jsonl"
-    cfg.train_rm.data.eval_file = f"{root}/build_pairs/pairs/eval.jsonl"
-    cfg.grpo.model = cfg.model
-    cfg.grpo.reward.rm_path = f"{root}/train_rm/model"
-    cfg.grpo.data.no_overlap_with = [f"{root}/build_pairs/pairs/train.jsonl", f"{root}/build_pairs/pairs/eval.jsonl"]
-    cfg.export.model = ModelConfig(**{**vars(cfg.model), "name": f"{root}/grpo/checkpoints/final"})
-    cfg.generate.model = cfg.model
+        put(f"{name}.output_dir", root), put(f"{name}.run_name", name), put(f"{name}.seed", cfg.seed)
+        put(f"{name}.overwrite", True)  # a re-run of the quickstart starts each stage fresh
+    pairs = [f"{root}/build_pairs/pairs/train.jsonl", f"{root}/build_pairs/pairs/eval.jsonl"]
+    put("train_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
+    put("train_rm.data.train_file", pairs[0]), put("train_rm.data.eval_file", pairs[1])
+    put("grpo.model", cfg.model)
+    put("grpo.reward.rm_path", f"{root}/train_rm/model")
+    put("grpo.data.no_overlap_with", pairs)
+    put("export.model", ModelConfig(**{**vars(cfg.model), "name": f"{root}/grpo/checkpoints/final"}))
+    put("generate.model", cfg.model)
 
 
 def main(cfg: QuickstartConfig) -> dict:
@@ -76,7 +85,9 @@ def main(cfg: QuickstartConfig) -> dict:
         stage(
             "prepare_model",
             prepare_model.main,
-            prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"),
+            prepare_model.PrepareModelConfig(
+                model=cfg.model, output_dir=root, run_name="prepare_model", overwrite=True
+            ),
         )
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)

@@ -37,12 +37,16 @@ class ServeRMConfig:
     max_wait_ms: float = 10.0
     max_request_items: int = 256
     max_chars: int = 20000
+    max_queue: int = 256  # requests waiting to be scored; more are answered 503 + Retry-After
+    limit_concurrency: int = 512  # uvicorn: open connections + tasks before it answers 503
+    idempotency_ttl_s: float = 600.0  # how long a scored Idempotency-Key is remembered
     scorer_batch_size: int = 16  # the scorer's own forward batch (length-bucketed)
     device: str | None = None  # None = the model's default (cpu here, cuda when available)
     log_level: str = "info"
     output_dir: str = "runs"
     run_name: str = "serve_rm"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def read_token(token_env: str | None) -> str | None:
@@ -61,11 +65,18 @@ def build_app(cfg: ServeRMConfig):
     from rlcw.rewards.bt import BTScorer
     from rlcw.rewards.server import ServerLimits, create_app
 
-    if cfg.max_batch < 1 or cfg.max_request_items < 1 or cfg.max_chars < 1:
-        raise RlcwError("max_batch, max_request_items and max_chars must be at least 1")
+    if min(cfg.max_batch, cfg.max_request_items, cfg.max_chars, cfg.max_queue, cfg.limit_concurrency) < 1:
+        raise RlcwError("max_batch, max_request_items, max_chars, max_queue and limit_concurrency must be at least 1")
     token = read_token(cfg.token_env)
     scorer = BTScorer(cfg.rm_path, batch_size=cfg.scorer_batch_size, device=cfg.device)
-    limits = ServerLimits(cfg.max_batch, cfg.max_wait_ms, cfg.max_request_items, cfg.max_chars)
+    limits = ServerLimits(
+        cfg.max_batch,
+        cfg.max_wait_ms,
+        cfg.max_request_items,
+        cfg.max_chars,
+        max_queue=cfg.max_queue,
+        idempotency_ttl_s=cfg.idempotency_ttl_s,
+    )
     return create_app(scorer, limits, token=token, name=cfg.rm_path)
 
 
@@ -92,10 +103,12 @@ def main(cfg: ServeRMConfig) -> dict:
         # so the batch statistics below still reach summary.json.
         signal.signal(signal.SIGTERM, _stop)
         try:
-            uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level)
+            uvicorn.run(
+                app, host=cfg.host, port=cfg.port, log_level=cfg.log_level, limit_concurrency=cfg.limit_concurrency
+            )
         except (KeyboardInterrupt, SystemExit):
             pass
         stats = app.state.batcher.stats.as_dict()
         metrics = {k: float(v) for k, v in stats.items()}
-        run.log(0, metrics)
+        # summary.json only, no metrics.jsonl row: a restarted server reuses its folder without overwrite=true
         return run.write_summary("completed", metrics, {"rm": cfg.rm_path})

@@ -10,10 +10,11 @@ Pairs (`data.mode`):
 - `systems`: two systems on the same prompts (policy vs base); `data.systems` picks two when the
   files hold more.
 - `all_pairs`: every pair of systems per prompt (Agents' Room).
-Pairs are blinded (random A/B under `seed`), assigned in a Latin square (nobody sees a prompt
+Pairs are blinded (A/B sides, item ids and order from `secrets`, never from `seed`), assigned in a Latin square (nobody sees a prompt
 twice, at most `design.per_sitting` items per sitting, `design.raters_per_item` raters per item),
-and written as one offline HTML page per sitting, a CSV and Label Studio tasks. Identities live
-only in `<run>/key.json` (with a SHA-256 checksum): send `<run>/packets/`, keep the key.
+and written as one offline HTML page per sitting, a CSV and Label Studio tasks, each carrying the
+study's random `study_id`. Identities live only in `<run>/private/key.json` (mode 0600, with the
+study_id and a SHA-256 checksum): send `<run>/packets/`, keep `private/`.
 Sample-size guidance is printed and saved. It does not recruit raters or host anything;
 `rlcw study-ingest` reads the answers back.
 """
@@ -68,6 +69,7 @@ class StudyExportConfig:
     output_dir: str = "runs"
     run_name: str = "study_export"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_records(paths: list[str]) -> list[dict]:
@@ -134,7 +136,6 @@ def main(cfg: StudyExportConfig) -> dict:
                 pairs,
                 run.path,
                 study=cfg.study,
-                seed=cfg.seed,
                 raters_per_item=d.raters_per_item,
                 per_sitting=d.per_sitting,
                 attention_checks=d.attention_checks,
@@ -150,7 +151,7 @@ def main(cfg: StudyExportConfig) -> dict:
         run.write_report(
             f"# Study export: {cfg.study}\n\nmode `{cfg.data.mode}`; {counts['pairs']} pairs, {counts['raters']} raters, "
             f"{counts['packets']} packets (at most {counts['max_items_per_sitting']} items per sitting), "
-            f"{counts['attention_checks']} attention checks.\n\nSend `packets/` to raters; keep `key.json` private.\n\n"
+            f"{counts['attention_checks']} attention checks.\n\nSend `packets/` to raters; keep `private/key.json` private.\n\n"
             f"```\n{text}\n```\n"
         )
         metrics = {k: float(v) for k, v in counts.items()}

@@ -1,6 +1,6 @@
 """`rlcw study-ingest`: validate human-study answers, unblind them, and analyse them.
 
-    rlcw study-ingest key=runs/study_export/key.json answers=[answers/]
+    rlcw study-ingest key=runs/study_export/private/key.json answers=[answers/]
     rlcw study-ingest --config configs/study_ingest/default.yaml judges=[runs/judge/verdicts.jsonl]
 
 `answers` lists files or folders: the HTML pages' downloads (answers-*.json), the survey CSV filled
@@ -39,6 +39,7 @@ class StudyIngestConfig:
     output_dir: str = "runs"
     run_name: str = "study_ingest"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def _fmt(x) -> str:
@@ -99,7 +100,7 @@ def plot_strengths(results: dict, path: Path) -> Path:
 
 def main(cfg: StudyIngestConfig) -> dict:
     if not cfg.key:
-        raise RlcwError("no key file given", where="key", hint="key=runs/study_export/key.json")
+        raise RlcwError("no key file given", where="key", hint="key=runs/study_export/private/key.json")
     if not cfg.answers:
         raise RlcwError("no answers given", where="answers", hint="answers=[folder/with/answers-*.json]")
     with stage_run(cfg, "study-ingest") as run:

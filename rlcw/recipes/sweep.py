@@ -7,11 +7,15 @@ schema (`rlcw.config.load_config`) BEFORE anything runs or is submitted, so a mi
 a wrong type fails at once. Each run gets `output_dir=<output_dir>/<name>` and a distinct
 `run_name=<name>-<index>`; the list is saved in `<output_dir>/<name>/sweep.json` (index, run
 name, overrides), which `rlcw summarize` joins to the runs' summaries.
+`--slurm` freezes the sweep at submission: the base config is copied to
+`<output_dir>/<name>/sweep_config.yaml` and each array task runs `rlcw sweep <...>/sweep.json --index I`,
+reading that manifest (absolute output folder, fixed overrides, runs), so editing the sweep YAML or
+the base config while tasks wait in the queue changes nothing that was submitted.
 Not here: early stopping, Bayesian search, several commands in one sweep.
 
     rlcw sweep configs/sweeps/build_pairs_grid.yaml --dry-run     # print the runs, run nothing
     rlcw sweep configs/sweeps/build_pairs_grid.yaml               # run them here, one after another
-    rlcw sweep configs/sweeps/build_pairs_grid.yaml --slurm       # sbatch --array=0-(N-1) slurm/sweep_array.sh FILE
+    rlcw sweep configs/sweeps/build_pairs_grid.yaml --slurm       # sbatch --array=0-(N-1) slurm/sweep_array.sh <run>/sweep.json
     rlcw sweep configs/sweeps/build_pairs_grid.yaml --index 2     # one run (what each array task does)
     rlcw summarize runs/sweeps/pairs-grid                         # one table of every run
 
@@ -33,6 +37,7 @@ import importlib
 import itertools
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -111,7 +116,7 @@ def _check_axes(axes, what: str, where: str) -> dict[str, list]:
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    """Read a sweep file, expand it and validate every run's config against the command's schema."""
+    """Read a sweep file (or the frozen sweep.json of a submission), expand it and validate every run's config."""
     from omegaconf import OmegaConf
 
     from rlcw.cli import COMMANDS
@@ -119,6 +124,8 @@ def load_sweep(path: str | Path) -> Sweep:
     where = str(path)
     if not Path(path).is_file():
         raise RlcwError("sweep file not found", where=where, hint="examples: configs/sweeps/*.yaml")
+    if Path(path).suffix == ".json":
+        return load_frozen(path)
     try:
         data = OmegaConf.to_container(OmegaConf.load(path)) or {}
     except Exception as exc:  # yaml errors carry line numbers
@@ -164,6 +171,22 @@ def load_sweep(path: str | Path) -> Sweep:
     return sweep
 
 
+def load_frozen(path: str | Path) -> Sweep:
+    """The sweep as submitted: the manifest `freeze` wrote (runs, fixed overrides, frozen base config)."""
+    where = str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        sweep = Sweep(
+            data["name"], data["command"], data["frozen_config"], data["output_dir"], data["overrides"], data["runs"]
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RlcwError(
+            f"not a frozen sweep manifest ({exc})", where=where, hint="written by `rlcw sweep FILE --slurm`"
+        ) from None
+    validate(sweep, where)
+    return sweep
+
+
 def validate(sweep: Sweep, where: str) -> None:
     """Load every run's config (defaults <- base config <- overrides); the first problem is an error."""
     from rlcw.cli import COMMANDS
@@ -196,6 +219,22 @@ def write_manifest(sweep: Sweep, source: str) -> Path:
     )
 
 
+def freeze(sweep: Sweep, source: str) -> Path:
+    """Fix the sweep as submitted: absolute output folder, a copy of the base config, the manifest.
+
+    Returns the manifest (`<root>/sweep.json`) the array tasks read instead of the editable files."""
+    sweep.output_dir = str(Path(sweep.output_dir).resolve())
+    frozen = None
+    if sweep.config:
+        frozen = sweep.root / "sweep_config.yaml"
+        frozen.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(sweep.config, frozen)
+    manifest = write_manifest(sweep, source)
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data.update(output_dir=sweep.output_dir, overrides=sweep.fixed, frozen_config=str(frozen) if frozen else None)
+    return atomic_write_json(manifest, data)
+
+
 def run_local(sweep: Sweep, runs: list[dict]) -> int:
     """Run each as `python -m rlcw ...` in turn; a failed run is reported and the rest still run."""
     failed = []
@@ -209,11 +248,15 @@ def run_local(sweep: Sweep, runs: list[dict]) -> int:
     return 1 if failed else 0
 
 
+def log_folder(logs: str | None) -> Path:
+    return Path(logs).resolve() if logs else REPO / "logs"
+
+
 def sbatch_command(sweep_file: str, n_runs: int, name: str, logs: str | None, max_parallel: int | None) -> list[str]:
+    """sbatch for the array; the log folder is absolute (sbatch opens it before any task runs)."""
     array = f"0-{n_runs - 1}" + (f"%{max_parallel}" if max_parallel else "")
     cmd = ["sbatch", "--parsable", f"--array={array}", f"--job-name=rlcw-sweep-{name}"]
-    if logs:
-        cmd.append(f"--output={Path(logs).resolve()}/%x-%A_%a.out")
+    cmd.append(f"--output={log_folder(logs)}/%x-%A_%a.out")
     return cmd + [str(REPO / "slurm" / "sweep_array.sh"), str(Path(sweep_file).resolve())]
 
 
@@ -255,8 +298,9 @@ def cli(argv: list[str]) -> int:
     if args.slurm:
         if args.index is not None:
             raise RlcwError("--slurm submits every run; --index runs one run here", hint="use one of them")
-        write_manifest(sweep, str(Path(args.sweep_file).resolve()))
-        cmd = sbatch_command(args.sweep_file, len(runs), sweep.name, args.logs, args.max_parallel)
+        manifest = freeze(sweep, str(Path(args.sweep_file).resolve()))
+        cmd = sbatch_command(str(manifest), len(runs), sweep.name, args.logs, args.max_parallel)
+        log_folder(args.logs).mkdir(parents=True, exist_ok=True)
         try:
             out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
         except FileNotFoundError:

@@ -11,6 +11,8 @@ at generation time, built from a scratchpad of the earlier agents' synthetic out
 completion is its synthetic output or gold section) and a LoRA adapter trained with TRL's
 SFTTrainer (`<run>/checkpoints/adapters/<agent>`), ready for `rlcw generate
 generator=agents_room agents.adapters.<agent>=...` (`<run>/adapters.yaml` lists them).
+`train.save_steps` checkpoints each agent's trainer; `train.resume=true|auto` continues each agent
+from its last one (`true`: an error when one is missing; the teacher's data is made again).
 Not here: the paper's checkpoint selection on validation loss; the teacher is as good as the model you give it.
 
     rlcw train-agents --config configs/train_agents/cpu.yaml
@@ -20,6 +22,7 @@ Not here: the paper's checkpoint selection on validation loss; the teacher is as
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,6 +30,7 @@ import torch
 from rlcw.agents.agents import agent_prompt
 from rlcw.agents.scratchpad import PLANNING, WRITING, Scratchpad, fit
 from rlcw.agents.synthetic import locate_sections, parse_split, split_prompt, teacher_planning_prompt
+from rlcw.config import check_at_least, check_choice
 from rlcw.data.bundled import resolve_data_path
 from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError
@@ -34,6 +38,7 @@ from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import atomic_write_jsonl, atomic_write_text
 from rlcw.models import EMBEDDED_ALIAS, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run
+from rlcw.runs import resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -69,6 +74,8 @@ class AgentTrainSection:
     batch_size: int = 2
     max_length: int = 1024  # tokens of prompt + completion (longer examples are truncated by TRL)
     context_tokens: int = 2048  # scratchpads in SFT prompts are fitted to this, as at generation time
+    save_steps: int = 0  # checkpoints in <run>/checkpoints/adapters/<agent>/trainer every N steps; 0 = none
+    resume: str = "false"  # false | true (error if an agent has no checkpoint) | auto (rlcw.runs.resume_checkpoint)
 
 
 @dataclass
@@ -82,6 +89,7 @@ class TrainAgentsConfig:
     output_dir: str = "runs"
     run_name: str = "train_agents"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_pairs(data: AgentDataConfig) -> list[dict]:
@@ -178,7 +186,23 @@ def sft_examples(
     return out
 
 
-def train_adapter(cfg: TrainAgentsConfig, agent: str, rows: list[dict], tokenizer, out_dir) -> float:
+def trainer_dir(checkpoints: Path, agent: str) -> Path:
+    """Where one agent's trainer checkpoints live (its adapter is saved one level up)."""
+    return checkpoints / "adapters" / agent / "trainer"
+
+
+def resume_points(resume: str, checkpoints: Path, agents: list[str]) -> dict[str, str | None]:
+    """Per agent, the checkpoint `train.resume` continues from (false | true | auto, rlcw.runs)."""
+    out = {}
+    for agent in agents:
+        last = resume_checkpoint(resume, trainer_dir(checkpoints, agent))
+        out[agent] = str(last) if last else None
+    return out
+
+
+def train_adapter(
+    cfg: TrainAgentsConfig, agent: str, rows: list[dict], tokenizer, out_dir: Path, resume_from: str | None = None
+) -> float:
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -191,7 +215,8 @@ def train_adapter(cfg: TrainAgentsConfig, agent: str, rows: list[dict], tokenize
         per_device_train_batch_size=t.batch_size,
         max_length=t.max_length,
         logging_steps=max(1, t.max_steps // 4),
-        save_strategy="no",
+        save_strategy="steps" if t.save_steps else "no",
+        save_steps=t.save_steps or 500,
         report_to="none",
         bf16=False,
         gradient_checkpointing=False,
@@ -207,17 +232,33 @@ def train_adapter(cfg: TrainAgentsConfig, agent: str, rows: list[dict], tokenize
         processing_class=tokenizer,
         peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers),
     )
-    result = trainer.train()
+    result = trainer.train(resume_from_checkpoint=resume_from)
     save_lora_checkpoint(trainer.model, tokenizer, out_dir, cfg.model.name)
     return float(result.training_loss)
 
 
+def validate(cfg: TrainAgentsConfig) -> list[str]:
+    """Every config check, before the run folder is written and before any model loads; returns the agents."""
+    agents = agent_list(cfg.train.agents)
+    check_choice("split.fallback", cfg.split.fallback, ("fuzzy", "proportional"))
+    check_choice("data.format", cfg.data.format, ("records", "tmas"))
+    check_choice("teacher.backend", cfg.teacher.backend, ("local", "server"))
+    t = cfg.train
+    for key in ("max_steps", "batch_size", "max_length", "context_tokens"):
+        check_at_least(f"train.{key}", getattr(t, key), 1)
+    check_at_least("train.save_steps", t.save_steps, 0)
+    check_at_least("data.max_examples", cfg.data.max_examples, 1)
+    resume_mode(t.resume)
+    return agents
+
+
 def main(cfg: TrainAgentsConfig, teacher=None) -> dict:
     """`teacher`: any backend object (tests pass a scripted one); default from `teacher.*`."""
-    agents = agent_list(cfg.train.agents)
-    if cfg.split.fallback not in ("fuzzy", "proportional"):
-        raise RlcwError(f"unknown split.fallback '{cfg.split.fallback}'", hint="use fuzzy or proportional")
+    agents = validate(cfg)
     with stage_run(cfg, "train-agents") as run:
+        starts = resume_points(
+            cfg.train.resume, run.checkpoints, agents
+        )  # `true` without one fails before the teacher
         pairs = load_pairs(cfg.data)
         items, report = back_translate(pairs, teacher or build_teacher(cfg), cfg)
         tokenizer = load_tokenizer(cfg.model.name, padding_side="right")
@@ -239,8 +280,8 @@ def main(cfg: TrainAgentsConfig, teacher=None) -> dict:
                 raise RlcwError(
                     f"no training examples for agent '{agent}'", hint="the teacher gave no usable output for it"
                 )
-            path = run.checkpoints / "adapters" / agent
-            metrics[f"train/{agent}/loss"] = train_adapter(cfg, agent, data[agent], tokenizer, path)
+            path = trainer_dir(run.checkpoints, agent).parent
+            metrics[f"train/{agent}/loss"] = train_adapter(cfg, agent, data[agent], tokenizer, path, starts[agent])
             adapters[agent] = str(path)
         atomic_write_text(
             run.path / "adapters.yaml",

@@ -8,15 +8,16 @@ the meta upvotes), reward centering (`rm.center_rewards_coefficient`).
 
 `genrm`: a causal LM fine-tuned (LoRA or full) to answer `Preferred: A|B` for a pair shown as
 Story A / Story B, on BOTH orders of every pair so position is not learnt (LitBench's GenRM).
-It trains with a transformers Trainer whose loss covers only the answer tokens and applies the LM
-head to the answer span only (TRL's SFTTrainer runs its full-vocabulary head on every position:
-~30x slower per step on the tiny test model on CPU), with the same checkpoints/resume/DeepSpeed. With `rm.cot=true` it writes `Reasoning: ...` first (GenRM-CoT); rationales
+It trains with `rlcw.rewards.genrm_trainer.GenRMTrainer` (a transformers Trainer whose loss covers
+only the answer tokens), with the same checkpoints/resume/DeepSpeed. With `rm.cot=true` it writes `Reasoning: ...` first (GenRM-CoT); rationales
 come from `rm.rationales.source`: `teacher` (a local model, `rm.rationales.teacher_model`),
 `file` (jsonl, see `rlcw.data.rationales`) or `judge` (OpenAI-compatible, `rm.rationales.judge`).
-Held-out accuracy uses `GenRMScorer.prefer` (verdict probabilities averaged over both orders).
+Held-out accuracy follows the two-order rule of `rlcw.metrics.pairwise` (verdict probabilities averaged
+over both orders; a pair needs a verdict in both), the same numbers eval-rm reports.
 
 Both save a merged model + tokenizer + `rlcw_rm.json` in `<run>/model`. Checkpoints every
-`train.save_steps`; `train.resume=true` continues from the last one in `<run>/checkpoints`.
+`train.save_steps`; `train.resume=true` continues from the last one in `<run>/checkpoints` (an
+error when there is none), `train.resume=auto` continues when there is one.
 Multi-GPU: `torchrun --nproc_per_node N -m rlcw train-rm ... train.deepspeed=configs/deepspeed/zero2.json`
 (ZeRO-3 is not supported for the final merge). Not here: PPO value heads, listwise RMs.
 
@@ -34,14 +35,16 @@ from typing import Any
 
 import torch
 
+from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
-from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy
+from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
 from rlcw.models import load_causal_lm, load_tokenizer, resolve
 from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, tensorboard_dir
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
 from rlcw.rl.callbacks import JsonlMetricsCallback
+from rlcw.runs import resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -98,7 +101,7 @@ class RMTrainSection:
     eval_batch_size: int = 16
     eval_before: bool = False  # genrm: also measure held-out accuracy of the untrained model
     save_steps: int = 0  # 0 = no intermediate checkpoints
-    resume: bool = False  # resume from the last checkpoint in <run>/checkpoints
+    resume: str = "false"  # false | true (error if no checkpoint) | auto, in <run>/checkpoints (rlcw.runs)
     deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json
 
 
@@ -112,6 +115,7 @@ class TrainRMConfig:
     output_dir: str = "runs"
     run_name: str = "train_rm"
     seed: int = 0
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def build_spec(cfg: TrainRMConfig, tokenizer) -> RMSpec:
@@ -246,17 +250,14 @@ def build_args(cfg: TrainRMConfig, run, has_eval: bool):
     )
 
 
-def resume_point(cfg: TrainRMConfig, run) -> str | None:
-    """The last checkpoint in <run>/checkpoints when train.resume (None: start at step 0)."""
-    if not cfg.train.resume:
-        return None
-    from transformers.trainer_utils import get_last_checkpoint
-
-    last = get_last_checkpoint(str(run.checkpoints)) if run.checkpoints.is_dir() else None
-    print(
-        f"[train-rm] resume: {'from ' + last if last else 'no checkpoint in ' + str(run.checkpoints) + ', starting at step 0'}"
-    )
-    return last
+def resume_point(resume: str, checkpoints: Path) -> str | None:
+    """`train.resume` (false | true | auto, rlcw.runs.resume_checkpoint) -> the checkpoint to continue from."""
+    last = resume_checkpoint(resume, checkpoints)
+    if resume_mode(resume) != "false":
+        print(
+            f"[train-rm] resume: {'from ' + str(last) if last else 'no checkpoint in ' + str(checkpoints) + ', starting at step 0'}"
+        )
+    return str(last) if last else None
 
 
 def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
@@ -275,6 +276,7 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
     from trl import RewardTrainer
 
     margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)  # bad margins fail before any model loads
+    start = resume_point(cfg.train.resume, run.checkpoints)
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
     spec = build_spec(cfg, tokenizer)
     model = build_model(cfg, tokenizer)
@@ -287,7 +289,6 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
         peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers),
         callbacks=[JsonlMetricsCallback(run)],
     )
-    start = resume_point(cfg, run)
     if eval_pairs and cfg.train.eval_steps and start is None:
         trainer.evaluate()  # step-0 accuracy for the curve (logged by the trainer)
     trainer.train(resume_from_checkpoint=start)
@@ -345,99 +346,35 @@ def build_genrm_dataset(pairs: list[dict], spec: RMSpec, tokenizer, rationales: 
 
 
 def evaluate_genrm(scorer, pairs: list[dict], prefix: str = "eval") -> dict[str, float]:
-    """Held-out accuracy of P(chosen better) averaged over both orders (None = no verdict, counts as a tie)."""
-    from rlcw.rewards.genrm import average_orders
-
+    """Held-out metrics under the two-order rule (`rlcw.metrics.pairwise.two_order_metrics`, as eval-rm):
+    accuracy over the pairs with a verdict in both orders; no_verdict counts the missing verdicts."""
     prompts, chosen, rejected = (
         [p["prompt"] for p in pairs],
         [p["chosen"] for p in pairs],
         [p["rejected"] for p in pairs],
     )
-    fwd = scorer.prefer_ordered(prompts, chosen, rejected)
-    bwd = scorer.prefer_ordered(prompts, rejected, chosen)
-    probs = average_orders(fwd, bwd)
-    both = [(f, b) for f, b in zip(fwd, bwd, strict=False) if f is not None and b is not None]
+    m = two_order_metrics(
+        scorer.prefer_ordered(prompts, chosen, rejected), scorer.prefer_ordered(prompts, rejected, chosen)
+    )
+    nan = float("nan")  # undefined (no pair with both verdicts)
     return {
-        f"{prefix}/accuracy": pairwise_accuracy([0.5 if q is None else q for q in probs], [0.5] * len(probs)),
-        f"{prefix}/order_consistency": sum((f > 0.5) == (b < 0.5) for f, b in both) / len(both) if both else 0.0,
-        f"{prefix}/first_position_rate": sum(v > 0.5 for v in fwd + bwd if v is not None)
-        / max(1, sum(v is not None for v in fwd + bwd)),
-        f"{prefix}/no_verdict": float(sum(q is None for q in fwd + bwd)),
+        f"{prefix}/accuracy": nan if m["accuracy"] is None else m["accuracy"],
+        f"{prefix}/order_consistency": nan if m["order_consistency"] is None else m["order_consistency"],
+        f"{prefix}/first_position_rate": nan if m["first_position_rate"] is None else m["first_position_rate"],
+        f"{prefix}/no_verdict": m["invalid_chosen_first"] + m["invalid_rejected_first"],
+        f"{prefix}/pairs_scored": m["pairs_scored"],
         f"{prefix}/length_baseline_accuracy": length_baseline_accuracy(pairs),
         f"{prefix}/pairs": float(len(pairs)),
     }
-
-
-def collate_left(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Left-pad GenRM examples so every answer ends at the last column; positions count real tokens only."""
-    width = max(len(r["input_ids"]) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        n = len(r["input_ids"])
-        ids[i, width - n :], labels[i, width - n :], mask[i, width - n :] = (
-            torch.tensor(r["input_ids"]),
-            torch.tensor(r["labels"]),
-            1,
-        )
-    return {
-        "input_ids": ids,
-        "labels": labels,
-        "attention_mask": mask,
-        "position_ids": (mask.cumsum(1) - 1).clamp(min=0),
-    }
-
-
-def answer_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Mean next-token NLL over the answer tokens, with the LM head applied to the answer span only.
-
-    Left padding puts every answer at the end, so `logits_to_keep` skips the full-vocabulary head
-    on the (long) prompt: TRL's SFT head runs it on every position, ~5x the cost here on CPU."""
-    labels = batch["labels"]  # (B, T), -100 outside the answers
-    answer_cols = (labels != -100).any(0).nonzero()
-    keep = labels.shape[1] - int(answer_cols[0]) + 1  # the answer span plus the position that predicts its first token
-    logits = model(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"],
-        logits_to_keep=keep,
-    ).logits  # (B, keep, V)
-    target = labels[:, -keep + 1 :]  # (B, keep - 1)
-    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), target.flatten(), ignore_index=-100)
-
-
-def make_genrm_trainer(model, args, dataset, tokenizer, peft_config, callbacks):
-    """A transformers Trainer whose loss is `answer_loss` (checkpoints, resume, DeepSpeed, logging as usual)."""
-    from transformers import Trainer
-
-    if peft_config is not None:
-        from peft import get_peft_model
-
-        model = get_peft_model(model, peft_config)
-
-    class GenRMTrainer(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            loss = answer_loss(model, inputs)
-            return (loss, None) if return_outputs else loss
-
-    trainer = GenRMTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        data_collator=lambda rows: collate_left(rows, tokenizer.pad_token_id),
-        callbacks=callbacks,
-    )
-    trainer.loss_is_scaled_for_ga = False  # a per-micro-batch mean: the Trainer divides by grad_accum
-    return trainer
 
 
 def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict]):
     from transformers import TrainingArguments
 
     from rlcw.rewards.genrm import GenRMScorer
+    from rlcw.rewards.genrm_trainer import GenRMTrainer
 
+    start = resume_point(cfg.train.resume, run.checkpoints)
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
     spec = build_spec(cfg, tokenizer)
     rationales = genrm_rationales(cfg, run, train_pairs)
@@ -445,28 +382,55 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
         model.resize_token_embeddings(len(tokenizer))
     before = {}
-    if cfg.train.eval_before and eval_pairs:
+    if cfg.train.eval_before and eval_pairs and start is None:  # a resumed run has its step-0 row already
         scorer = GenRMScorer(
             run.path, batch_size=cfg.train.eval_batch_size, model=model, tokenizer=tokenizer, spec=spec
         )
         before = evaluate_genrm(scorer, eval_pairs, prefix="before")
         run.log(0, before)
     args = TrainingArguments(**common_args(cfg, run), eval_strategy="no", remove_unused_columns=False)
-    trainer = make_genrm_trainer(
+    trainer = GenRMTrainer(
         model,
         args,
         build_genrm_dataset(train_pairs, spec, tokenizer, rationales),
         tokenizer,
-        build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"),
-        [JsonlMetricsCallback(run)],
+        peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"),
+        callbacks=[JsonlMetricsCallback(run)],
     )
-    trainer.train(resume_from_checkpoint=resume_point(cfg, run))
+    trainer.train(resume_from_checkpoint=start)
     return trainer, tokenizer, spec, before
 
 
+def validate(cfg: TrainRMConfig) -> None:
+    """Every config check, before the run folder is written and before anything loads."""
+    rm, t = cfg.rm, cfg.train
+    check_choice("rm.type", rm.type, ("bt", "genrm"))
+    check_choice("rm.truncation_side", rm.truncation_side, ("left", "right"))
+    if rm.type == "bt":
+        check_choice("rm.margin", rm.margin, ("none", "column", "upvotes"))
+    if rm.type == "genrm" and rm.cot:
+        check_choice("rm.rationales.source", rm.rationales.source, ("teacher", "file", "judge"))
+        if rm.rationales.source == "file" and not rm.rationales.file:
+            raise RlcwError(
+                "rm.rationales.source=file needs rm.rationales.file",
+                where="rm.rationales.file",
+                hint="point it at a jsonl of rationales",
+            )
+    for key in ("batch_size", "grad_accum", "max_steps", "eval_batch_size", "logging_steps", "max_length"):
+        section = rm if key == "max_length" else t
+        check_at_least(f"{'rm' if section is rm else 'train'}.{key}", getattr(section, key), 1)
+    check_at_least("train.save_steps", t.save_steps, 0)
+    resume_mode(t.resume)
+    if t.deepspeed is not None and not Path(t.deepspeed).is_file():
+        raise RlcwError(
+            "DeepSpeed config not found",
+            where="train.deepspeed",
+            hint=f"no file {t.deepspeed}; e.g. train.deepspeed=configs/deepspeed/zero2.json",
+        )
+
+
 def main(cfg: TrainRMConfig) -> dict:
-    if cfg.rm.type not in ("bt", "genrm"):
-        raise RlcwError(f"unknown rm.type '{cfg.rm.type}'", hint="use rm.type=bt or rm.type=genrm")
+    validate(cfg)
     with stage_run(cfg, "train-rm") as run:
         train_pairs = load_preferences(cfg.data.train_file, cfg.data.split, cfg.data.columns, cfg.data.max_train_pairs)
         eval_pairs = (

@@ -20,22 +20,11 @@ from pathlib import Path
 
 import torch
 
+from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
 from rlcw.rewards.length_control import LengthFit, load_length_fit
 from rlcw.rewards.render import RMSpec, encode_for_rm, load_spec
-
-
-def message_text(value) -> str:
-    """Plain text of a TRL prompt/completion (string, or a list of chat messages)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and isinstance(value[0], dict):
-        users = [m["content"] for m in value if m.get("role") == "user"]
-        if users and value[-1].get("role") != "assistant":
-            return users[-1]
-        return value[-1]["content"]
-    raise TypeError(f"cannot read text from {type(value).__name__}")
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

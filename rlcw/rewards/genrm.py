@@ -2,7 +2,7 @@
 
     scorer = GenRMScorer("runs/genrm/model")
     scorer.prefer_ordered(prompts, first, second)   # P(first shown is better), None if no verdict
-    scorer.prefer(prompts, a, b)                    # P(a better), averaged over both orders
+    scorer.prefer(prompts, a, b)                    # P(a better), averaged over both orders (None: an order gave no verdict)
     GenRMReward("runs/genrm/model", mode="groupmates", k=2, num_generations=4)   # TRL reward
 
 The verdict is read from the next-token probabilities of " A" and " B" (renormalised over the
@@ -20,8 +20,10 @@ import torch
 from tqdm.auto import tqdm
 from transformers import StoppingCriteria
 
+from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
-from rlcw.rewards.bt import message_text, pad_batch
+from rlcw.metrics.pairwise import averaged_preference
+from rlcw.rewards.bt import pad_batch
 from rlcw.rewards.render import (
     VERDICT_PREFIX,
     RMSpec,
@@ -33,15 +35,6 @@ from rlcw.rewards.render import (
     parse_verdict_prefix,
     verdict_token_ids,
 )
-
-
-def average_orders(forward: list[float | None], backward: list[float | None]) -> list[float | None]:
-    """P(a better) from P(a first wins) and P(b first wins); one missing order -> the other; both -> None."""
-    out: list[float | None] = []
-    for f, b in zip(forward, backward, strict=True):
-        votes = [v for v in (f, None if b is None else 1.0 - b) if v is not None]
-        out.append(sum(votes) / len(votes) if votes else None)
-    return out
 
 
 class _StopAtVerdict(StoppingCriteria):
@@ -157,8 +150,9 @@ class GenRMScorer:
         return out
 
     def prefer(self, prompts: list[str], a: list[str], b: list[str]) -> list[float | None]:
-        """P(a is better than b), averaged over both orders (cancels position bias)."""
-        return average_orders(self.prefer_ordered(prompts, a, b), self.prefer_ordered(prompts, b, a))
+        """P(a is better than b), averaged over both orders (cancels position bias); None unless both orders
+        gave a verdict (the two-order rule, `rlcw.metrics.pairwise.averaged_preference`)."""
+        return averaged_preference(self.prefer_ordered(prompts, a, b), self.prefer_ordered(prompts, b, a))
 
 
 # --- as an RL reward ---

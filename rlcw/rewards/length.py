@@ -18,8 +18,8 @@ third control, the length-controlled RM score, lives in the RM scorer
 
 from __future__ import annotations
 
+from rlcw.data.records import message_text
 from rlcw.metrics.text import count_words
-from rlcw.rewards.bt import message_text
 
 
 def length_penalty(words: int, min_words: int | None, max_words: int | None, clip: float = 2.0) -> float:

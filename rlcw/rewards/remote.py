@@ -6,22 +6,39 @@
 A call splits the batch into one contiguous chunk per URL and sends the chunks concurrently.
 A chunk that fails (connection error, timeout, 5xx or 429, or a garbage answer: not JSON, wrong
 length, a non-number) is retried with exponential backoff (tenacity), moving to the next URL
-on each attempt. After `max_retries` retries the call raises `RlcwError`: a failed call never
-becomes a reward. A 4xx other than 429 means the request itself is wrong and raises at once.
+on each attempt; a 503 or 429 with `Retry-After` waits at least that long (capped at
+`max_backoff_s`). Each chunk carries an `Idempotency-Key` kept across its retries, so a request
+that timed out on the client but was scored on the server is not scored again (servers without
+the cache ignore the header). After `max_retries` retries the call raises `RlcwError` naming the
+URLs: a failed call never becomes a reward. A 4xx other than 429 means the request itself is
+wrong and raises at once.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
-from rlcw.rewards.bt import message_text
 
 
 class _Retryable(Exception):
-    """A failure another attempt (maybe on another URL) could fix."""
+    """A failure another attempt (maybe on another URL) could fix; `retry_after` from the server (s)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A Retry-After header in seconds (HTTP-date forms are not used by rlcw servers: None)."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def split_evenly(n: int, parts: int) -> list[tuple[int, int]]:
@@ -116,10 +133,18 @@ class RemoteReward:
         from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
         attempts = []
+        backoff = wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s)
+
+        def wait(state) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            asked = getattr(exc, "retry_after", None) or 0.0
+            return max(backoff(state), min(asked, self.max_backoff_s))
+
+        key = uuid.uuid4().hex  # one key for this chunk across its retries: the server scores it once
         retrying = Retrying(
             stop=stop_after_attempt(self.max_retries + 1),
             retry=retry_if_exception_type(_Retryable),
-            wait=wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s),
+            wait=wait,
             reraise=False,
         )
         try:
@@ -127,7 +152,7 @@ class RemoteReward:
                 with attempt:
                     url = self.urls[(first_url + attempt.retry_state.attempt_number - 1) % len(self.urls)]
                     try:
-                        return self._post(client, url, prompts, stories)
+                        return self._post(client, url, prompts, stories, key)
                     except _Retryable as exc:
                         attempts.append(f"{url}: {exc}")
                         raise
@@ -140,15 +165,18 @@ class RemoteReward:
             hint="is `rlcw serve-rm` running and reachable from this node (host, port, token)? see its log",
         )
 
-    def _post(self, client, url: str, prompts: list[str], stories: list[str]) -> list[float]:
+    def _post(self, client, url: str, prompts: list[str], stories: list[str], key: str | None = None) -> list[float]:
         import httpx
 
+        headers = {"Idempotency-Key": key} if key else {}
         try:
-            resp = client.post(f"{url}/score", json={"prompts": prompts, "completions": stories})
+            resp = client.post(f"{url}/score", json={"prompts": prompts, "completions": stories}, headers=headers)
         except httpx.HTTPError as exc:  # connection refused, timeout, protocol error
             raise _Retryable(f"{type(exc).__name__}: {exc}") from None
         if resp.status_code == 429 or resp.status_code >= 500:
-            raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}")
+            raise _Retryable(
+                f"HTTP {resp.status_code}: {resp.text[:200]}", retry_after_s(resp.headers.get("retry-after"))
+            )
         if resp.status_code >= 400:
             raise RlcwError(
                 f"reward server rejected the request: HTTP {resp.status_code}: {resp.text[:300]}",

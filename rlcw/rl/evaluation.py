@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlcw.errors import RlcwError
-from rlcw.metrics.text import count_words, distinct_n, repetition_rate
+from rlcw.metrics.stories import in_range_share, mean, repetition_stats
+from rlcw.metrics.text import count_words
 from rlcw.rewards.length import length_penalty
 
 
@@ -34,8 +35,7 @@ class Evaluator(Protocol):
     def evaluate(self, candidates: list[dict], baseline: list[dict], out_dir: Path) -> dict[str, float]: ...
 
 
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
+_mean = mean  # rlcw.metrics.stories.mean
 
 
 class RMScoreEvaluator:
@@ -68,7 +68,9 @@ class LengthEvaluator:
         ranged = [(w, c) for w, c in zip(words, candidates, strict=False) if c.get("min_words") is not None]
         out = {"mean_words": _mean([float(w) for w in words])}
         if ranged:
-            out["in_range"] = _mean([1.0 if c["min_words"] <= w <= c["max_words"] else 0.0 for w, c in ranged])
+            out["in_range"] = in_range_share(
+                [w for w, _ in ranged], [(c["min_words"], c["max_words"]) for _, c in ranged]
+            )
             out["range_penalty"] = _mean([length_penalty(w, c["min_words"], c["max_words"]) for w, c in ranged])
         if baseline:
             out["baseline_mean_words"] = _mean([float(count_words(b["story"])) for b in baseline])
@@ -81,11 +83,7 @@ class RepetitionEvaluator:
     name = "repetition"
 
     def evaluate(self, candidates, baseline, out_dir):
-        stories = [c["story"] for c in candidates]
-        return {
-            "intra_trigram_rep": _mean([repetition_rate(s, 3) for s in stories]),
-            "distinct_3": distinct_n(stories, 3),
-        }
+        return repetition_stats([c["story"] for c in candidates], 3)
 
 
 def run_evaluators(evaluators: list, candidates: list[dict], baseline: list[dict], out_dir: Path) -> dict[str, float]:

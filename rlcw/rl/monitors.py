@@ -33,7 +33,10 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from rlcw.errors import RlcwError
+from rlcw.metrics.agreement import spearman
 from rlcw.metrics.text import count_words, distinct_n, ngrams, repetition_rate, tokens
+
+NAN = float("nan")
 
 STATS = (
     "words_mean",
@@ -59,15 +62,6 @@ def _std(xs: list[float]) -> float:
         return 0.0
     m = _mean(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
-
-
-def spearman(xs: list[float], ys: list[float]) -> float:
-    """Spearman rank correlation; NaN when either side is constant or there are < 3 points."""
-    if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
-        return float("nan")
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(xs, ys).statistic)
 
 
 def shared_ngram_share(texts: list[str], n: int = 3) -> float:
@@ -103,7 +97,8 @@ def step_stats(
         "distinct_group": group_distinct(texts, group_size, n),
         "distinct_batch": distinct_n(texts, n),
         "shared_ngrams": shared_ngram_share(texts, n),
-        "reward_length_corr": spearman(list(rewards), words),
+        # < 3 points: undefined here (two points always give +-1)
+        "reward_length_corr": spearman(list(rewards), words, undefined=NAN) if len(words) >= 3 else NAN,
     }
 
 

@@ -1,20 +1,23 @@
-"""Blinding: random A/B order under a seed; who wrote what lives only in a key file.
+"""Blinding: cryptographically random A/B order and ids; who wrote what lives only in a key file.
 
-    items, key = blind(pairs, seed=0)      # items: what raters see; key: item_id -> identities
-    write_key(path, key, packets); read_key(path)   # the key file carries a SHA-256 of its content
+    items, key = blind(pairs)              # items: what raters see; key: item_id -> identities
+    write_key(path, key, packets, {"study_id": new_study_id()}); read_key(path)
 
 An item is {"item_id", "prompt", "story_a", "story_b"} (+ "attention": True for attention
-checks, whose expected answers are in the key). Item ids are random hex under the seed, so they
-reveal neither order nor system. The key file also lists each packet's rater and items. The
-checksum is SHA-256 of the file's content (without the checksum) as canonical JSON (sorted keys,
-no spaces, UTF-8); `read_key` refuses a key whose content no longer matches it.
+checks, whose expected answers are in the key). Item ids, A/B sides and the order of items come
+from `secrets` (never from the config seed), so someone holding the code, the config and the
+packets cannot recompute which side is which: the assignment exists only in the key. The key file
+(written 0600) also lists each packet's rater and items. The checksum is SHA-256 of the file's
+content (without the checksum) as canonical JSON (sorted keys, no spaces, UTF-8); `read_key`
+refuses a key whose content no longer matches it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
+import os
+import secrets
 from pathlib import Path
 
 from rlcw.errors import RlcwError
@@ -31,21 +34,28 @@ def _side(rec: dict) -> dict:
     return {"system": rec["system"], "record_id": rec.get("id"), "rm_score": meta.get("rm_score")}
 
 
-def blind(pairs: list[dict], seed: int = 0, attention_checks: int = 0) -> tuple[list[dict], dict]:
-    """Shuffle A/B per pair and give each item a random id; add `attention_checks` check items
-    (a real story against an instruction to answer B everywhere)."""
-    rng = random.Random(seed)
+def new_study_id() -> str:
+    """A random id for one study, stored in every packet, answer file and the key (checked at ingest)."""
+    return secrets.token_hex(8)
+
+
+def blind(pairs: list[dict], attention_checks: int = 0) -> tuple[list[dict], dict]:
+    """Shuffle A/B per pair, give each item a random id and shuffle the items (all from `secrets`);
+    add `attention_checks` check items (a real story against an instruction to answer B everywhere)."""
+    rng = secrets.SystemRandom()
     items, key = [], {}
     ids = set()
 
     def new_id() -> str:
-        while (item_id := f"{rng.getrandbits(48):012x}") in ids:
+        while (item_id := secrets.token_hex(8)) in ids:
             pass
         ids.add(item_id)
         return item_id
 
+    pairs = list(pairs)
+    rng.shuffle(pairs)  # the order pairs come in (e.g. sorted system names) must not reach the packets
     for pair in pairs:
-        a, b = (pair["first"], pair["second"]) if rng.random() < 0.5 else (pair["second"], pair["first"])
+        a, b = (pair["first"], pair["second"]) if secrets.randbits(1) else (pair["second"], pair["first"])
         item_id = new_id()
         items.append({"item_id": item_id, "prompt": pair["prompt"], "story_a": a["story"], "story_b": b["story"]})
         key[item_id] = {"prompt": pair["prompt"], "kind": pair["kind"], "A": _side(a), "B": _side(b)}
@@ -86,7 +96,12 @@ def write_key(path: str | Path, key: dict, packets: list[dict], extra: dict | No
             for p in packets
         },
     }
-    return atomic_write_json(path, {**payload, "sha256": checksum(payload)})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)  # the key's folder is the owner's only (it is rlcw's own private/ folder)
+    written = atomic_write_json(path, {**payload, "sha256": checksum(payload)})
+    os.chmod(written, 0o600)
+    return written
 
 
 def read_key(path: str | Path) -> dict:

@@ -1,9 +1,9 @@
 """A CSV for survey platforms (Qualtrics, Prolific-hosted forms, spreadsheets): one row per
 item a rater sees, in presentation order, plus the answer columns to fill in.
 
-    write_packets_csv(packets, "study/packets.csv")
+    write_packets_csv(packets, "study/packets.csv", study_id)
 
-Columns: packet_id, rater_id, sitting, position, item_id, prompt, story_a, story_b, then one empty
+Columns: study_id, packet_id, rater_id, sitting, position, item_id, prompt, story_a, story_b, then one empty
 column per dimension (plot, creativity, development, language_use, overall: answer A, same or B)
 and comment. `rlcw study-ingest` reads the filled-in file back (answers=...csv).
 """
@@ -18,6 +18,7 @@ from rlcw.io import atomic_write_text
 from rlcw.study import DIMENSIONS
 
 COLUMNS = (
+    "study_id",
     "packet_id",
     "rater_id",
     "sitting",
@@ -31,7 +32,7 @@ COLUMNS = (
 )
 
 
-def write_packets_csv(packets: list[dict], path: str | Path) -> Path:
+def write_packets_csv(packets: list[dict], path: str | Path, study_id: str) -> Path:
     buf = io.StringIO(newline="")
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -39,6 +40,7 @@ def write_packets_csv(packets: list[dict], path: str | Path) -> Path:
         for pos, item in enumerate(packet["items"], start=1):
             writer.writerow(
                 {
+                    "study_id": study_id,
                     "packet_id": packet["packet_id"],
                     "rater_id": packet["rater_id"],
                     "sitting": packet["sitting"],

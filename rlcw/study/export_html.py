@@ -1,7 +1,7 @@
 """One self-contained HTML page per packet (a rater's sitting): works offline, no external
 resources; the annotator presses a button to download `answers-<packet_id>.json`.
 
-    write_packet_html(packet, "study/html/rater01-s1.html", study="demo")
+    write_packet_html(packet, "study/html/rater01-s1.html", study="demo", study_id="3f2a...")
 
 The page is `templates/packet.html` (package data) with the packet's JSON embedded in a
 `<script type="application/json">` block ("<" escaped, so story text cannot close the tag).
@@ -20,8 +20,9 @@ from rlcw.study.instructions import INTRO, dimensions
 PUBLIC_FIELDS = ("item_id", "prompt", "story_a", "story_b")
 
 
-def render_packet(packet: dict, study: str) -> str:
+def render_packet(packet: dict, study: str, study_id: str) -> str:
     data = {
+        "study_id": study_id,
         "packet_id": packet["packet_id"],
         "rater_id": packet["rater_id"],
         "study": study,
@@ -34,5 +35,5 @@ def render_packet(packet: dict, study: str) -> str:
     return template.replace("__TITLE__", html.escape(packet["packet_id"])).replace("__PACKET_JSON__", blob)
 
 
-def write_packet_html(packet: dict, path: str | Path, study: str) -> Path:
-    return atomic_write_text(path, render_packet(packet, study))
+def write_packet_html(packet: dict, path: str | Path, study: str, study_id: str) -> Path:
+    return atomic_write_text(path, render_packet(packet, study, study_id))

@@ -8,7 +8,7 @@ CSV filled in (columns of `export_csv.COLUMNS`), or Label Studio's JSON export o
 label is A, B or same (also "A is better", "Story B", "About the same", "tie"; any case).
 
 Validation collects every problem and raises one error listing them (file and entry each):
-unknown item or packet ids, an item answered outside its packet or by another rater, the same
+an item answered outside its packet or by another rater, the same
 rater answering an item twice, items or dimensions missing from a returned packet, unknown labels,
 and failed attention checks (every dimension must carry the expected label; with
 `drop_failed_raters=True` such raters' answers are dropped and reported instead).
@@ -47,9 +47,10 @@ def normalise_label(value) -> str | None:
     return _LABELS.get(str(value).strip().lower()) if value is not None else None
 
 
-def _answer(where, packet_id, rater_id, item_id, labels, comment="") -> dict:
+def _answer(where, packet_id, rater_id, item_id, labels, comment="", study_id=None) -> dict:
     return {
         "where": where,
+        "study_id": study_id,
         "packet_id": packet_id,
         "rater_id": rater_id,
         "item_id": item_id,
@@ -71,6 +72,7 @@ def _from_page(path: Path, data: dict) -> list[dict]:
             a.get("item_id"),
             {d: a[d] for d in DIMENSIONS if d in a},
             a.get("comment"),
+            data.get("study_id"),
         )
         for k, a in enumerate(data["answers"], start=1)
     ]
@@ -98,6 +100,7 @@ def _from_labelstudio(path: Path, data: list) -> list[dict]:
                     task_data.get("item_id"),
                     labels,
                     comment,
+                    task_data.get("study_id"),
                 )
             )
     return out
@@ -120,9 +123,26 @@ def _from_csv(path: Path, text: str) -> list[dict]:
             r["item_id"],
             {d: r[d] for d in DIMENSIONS if (r.get(d) or "").strip()},
             r.get("comment"),
+            r.get("study_id") or None,
         )
         for k, r in enumerate(rows, start=1)
     ]
+
+
+def _from_json(path: Path, text: str) -> list[dict]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RlcwError(f"broken JSON ({exc.msg})", where=f"{path}:{exc.lineno}") from None
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        return _from_page(path, data)
+    if isinstance(data, list):
+        return _from_labelstudio(path, data)
+    raise RlcwError(
+        "not an answers file",
+        where=str(path),
+        hint=f"expected the study page's download (format {FORMAT}), a filled CSV or a Label Studio export",
+    )
 
 
 def load_answers(paths: list[str | Path]) -> list[dict]:
@@ -139,23 +159,8 @@ def load_answers(paths: list[str | Path]) -> list[dict]:
                 hint="pass the downloaded answers-*.json files or their folder",
             )
         text = path.read_text(encoding="utf-8")
-        if path.suffix == ".csv":
-            out += _from_csv(path, text)
-            continue
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise RlcwError(f"broken JSON ({exc.msg})", where=f"{path}:{exc.lineno}") from None
-        if isinstance(data, dict) and data.get("format") == FORMAT:
-            out += _from_page(path, data)
-        elif isinstance(data, list):
-            out += _from_labelstudio(path, data)
-        else:
-            raise RlcwError(
-                "not an answers file",
-                where=str(path),
-                hint=f"expected the study page's download (format {FORMAT}), a filled CSV or a Label Studio export",
-            )
+        found = _from_csv(path, text) if path.suffix == ".csv" else _from_json(path, text)
+        out += [{**answer, "file": str(path)} for answer in found]
     if not out:
         raise RlcwError("no answers found", where=", ".join(map(str, paths)), hint="check the answers files")
     return out
@@ -190,9 +195,29 @@ def _check(answer: dict, key: dict, problems: list[str]) -> dict[str, str] | Non
     return labels
 
 
+def check_study_id(answers: list[dict], key: dict) -> None:
+    """Refuse answers that belong to another study than the key's (one error naming both ids)."""
+    expected = key.get("study_id")
+    if expected is None:  # a key written before study ids existed
+        return
+    wrong = [a for a in answers if a.get("study_id") != expected]
+    if not wrong:
+        return
+    found = sorted({str(a.get("study_id")) for a in wrong})
+    files = sorted({a.get("file") or a["where"] for a in wrong})
+    raise RlcwError(
+        f"{len(wrong)} answer(s) belong to study_id {', '.join(found)}, but the key is for study_id {expected!r}"
+        f" (study {key.get('study')!r})",
+        where=", ".join(files[:5]) + (" ..." if len(files) > 5 else ""),
+        hint="pass the key.json written with these packets (each export draws a new study_id); answers without "
+        "a study_id come from an edited file or an old packet",
+    )
+
+
 def validate_and_unblind(answers: list[dict], key: dict, drop_failed_raters: bool = False) -> tuple[list[dict], dict]:
     """(judgements, report). A judgement: rater_id, item_id, prompt, kind, A/B sides (system,
     record_id, rm_score) and labels {dimension: A|B|same}. Raises one RlcwError listing every problem."""
+    check_study_id(answers, key)
     problems: list[str] = []
     seen: dict[tuple, str] = {}
     answered: dict[str, set] = defaultdict(set)

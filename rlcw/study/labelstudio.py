@@ -1,9 +1,9 @@
 """Label Studio export: tasks (JSON) and a labeling config (XML).
 
-    write_labelstudio(packets, "study/labelstudio")   # tasks.json + config.xml
+    write_labelstudio(packets, "study/labelstudio", study_id)   # tasks.json + config.xml
 
 Import `tasks.json` into a project whose labeling interface is `config.xml`. Each task's data
-holds packet_id, rater_id, item_id, prompt, story_a, story_b; each dimension is a required single
+holds study_id, packet_id, rater_id, item_id, prompt, story_a, story_b; each dimension is a required single
 choice A / same / B (control names = rlcw's dimension keys), plus an optional comment. Label
 Studio's JSON export of the project is read back by `rlcw study-ingest` (answers=export.json).
 """
@@ -42,10 +42,11 @@ def labeling_config() -> str:
     return "\n".join(lines) + "\n"
 
 
-def tasks(packets: list[dict]) -> list[dict]:
+def tasks(packets: list[dict], study_id: str) -> list[dict]:
     return [
         {
             "data": {
+                "study_id": study_id,
                 "packet_id": p["packet_id"],
                 "rater_id": p["rater_id"],
                 "item_id": it["item_id"],
@@ -59,9 +60,9 @@ def tasks(packets: list[dict]) -> list[dict]:
     ]
 
 
-def write_labelstudio(packets: list[dict], folder: str | Path) -> dict[str, Path]:
+def write_labelstudio(packets: list[dict], folder: str | Path, study_id: str) -> dict[str, Path]:
     folder = Path(folder)
     return {
-        "tasks": atomic_write_json(folder / "tasks.json", tasks(packets)),
+        "tasks": atomic_write_json(folder / "tasks.json", tasks(packets, study_id)),
         "config": atomic_write_text(folder / "config.xml", labeling_config()),
     }

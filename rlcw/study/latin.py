@@ -1,6 +1,6 @@
 """Latin-square assignment of items to raters and sittings (Agents' Room human evaluation).
 
-    packets = assign(items, raters_per_item=3, per_sitting=5, seed=0)
+    packets = assign(items, raters_per_item=3, per_sitting=5)
 
 Items are grouped by prompt; prompt j has c_j items (e.g. one per compared system pair) and
 c = max c_j. There are c rater groups (times `raters_per_item` raters each). Group g rates, for
@@ -8,12 +8,13 @@ prompt j, the item (g + j) mod c of that prompt (skipped when the prompt has few
 every item is rated by exactly `raters_per_item` raters and nobody sees a prompt twice. Group g
 also starts its sequence at prompt g (a cyclic shift), balancing position effects. Each rater's
 sequence is cut into sittings of at most `per_sitting` items; a packet is one rater's sitting.
-Attention-check items (`item["attention"]`) are added one per sitting, at a seeded position.
+Attention-check items (`item["attention"]`) are added one per sitting, at a random position
+(`secrets`: a rater holding the code cannot predict where the check is).
 """
 
 from __future__ import annotations
 
-import random
+import secrets
 from collections import defaultdict
 
 
@@ -37,7 +38,7 @@ def _sequences(items: list[dict]) -> list[list[dict]]:
     return groups
 
 
-def assign(items: list[dict], raters_per_item: int = 1, per_sitting: int = 5, seed: int = 0) -> list[dict]:
+def assign(items: list[dict], raters_per_item: int = 1, per_sitting: int = 5) -> list[dict]:
     """Packets [{"packet_id", "rater_id", "sitting", "items": [...]}]; with attention checks a
     sitting holds per_sitting - 1 real items plus one check, so the cap always holds."""
     if per_sitting < 1 or raters_per_item < 1:
@@ -48,7 +49,7 @@ def assign(items: list[dict], raters_per_item: int = 1, per_sitting: int = 5, se
         raise ValueError("no items to assign")
     if checks and per_sitting < 2:
         raise ValueError("attention checks need per_sitting >= 2")
-    rng = random.Random(seed)
+    rng = secrets.SystemRandom()
     size = per_sitting - 1 if checks else per_sitting
     packets = []
     for g, seq in enumerate(_sequences(real)):

@@ -7,6 +7,7 @@ is down gives a clear error after the retries, never a reward.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -91,6 +92,20 @@ def server(tiny_model_dir, tmp_path_factory):
     log.close()
 
 
+def _healthy(url: str, proc, log_path, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail("serve-rm exited early:\n" + log_path.read_text())
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    proc.kill()
+    pytest.fail(f"serve-rm did not become healthy in {seconds:.0f} s:\n" + log_path.read_text())
+
+
 def _auth() -> dict:
     return {"Authorization": f"Bearer {TOKEN}"}
 
@@ -164,3 +179,26 @@ def test_server_down_raises_clear_error_after_retries():
     msg = str(info.value)
     assert "failed 3 time(s)" in msg and "no reward was produced" in msg and url in msg
     assert time.time() - start < 10
+
+
+def test_stopped_server_keeps_stats_in_summary_and_restarts_in_the_same_folder(server):
+    """Runs last (file order): stops the module's server. A clean stop writes its batch statistics to
+    summary.json and no metrics rows, so the same command restarts in the same run folder (no overwrite=true)."""
+    proc, root = server["proc"], server["root"]
+    proc.terminate()
+    assert proc.wait(timeout=60) == 0
+    summary = json.loads((root / "srv" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["metrics"]["requests"] >= 1
+    assert not (root / "srv" / "metrics.jsonl").exists()
+    port = free_port()
+    cmd = [sys.executable, "-m", "rlcw", "serve-rm", f"rm_path={server['rm']}", f"port={port}"]
+    cmd += [f"token_env={TOKEN_ENV}", f"output_dir={root}", "run_name=srv"]
+    env = {**os.environ, TOKEN_ENV: TOKEN, "OMP_NUM_THREADS": "1"}
+    log_path = root / "server2.log"
+    with log_path.open("w") as log:
+        again = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            _healthy(f"http://127.0.0.1:{port}", again, log_path)
+        finally:
+            again.terminate()
+            again.wait(timeout=60)

@@ -88,8 +88,17 @@ def test_curate_csv_with_list_strings_and_token_limit(tmp_path):
     # 100-word stories have > 80 tokens under the real tokenizer, 60-word ones fewer: no pair survives
     summary = _run(tmp_path, src, "cur_csv", "rules.test_from=null", "rules.max_tokens=400", "rules.balance=false")
     assert summary["metrics"]["train/after/max_tokens"] == 20 and summary["metrics"]["train/pairs"] == 10
-    with pytest.raises(RlcwError, match="no training pairs"):
+    with pytest.raises(RlcwError, match="no training pairs") as err:
         _run(tmp_path, src, "cur_csv2", "rules.test_from=null", "rules.max_tokens=80")
+    report = tmp_path / "cur_csv2" / "report.md"
+    assert str(report) in err.value.hint  # the error points at a report that exists, with the drop reasons
+    text = report.read_text()
+    assert (
+        "| tokens <= max | 3 |" in text
+        and "| candidate pairs (same post) | 0 |" in text
+        and "Dropped, by reason" in text
+        and "No training pairs survived" in text
+    )
 
 
 def test_curate_bad_source_and_dates(tmp_path):

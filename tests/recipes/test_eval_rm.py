@@ -136,7 +136,12 @@ def test_random_genrm_folder_is_evaluated_pairwise(tmp_path, tiny_model_dir, pai
         )
     )
     m = summary["metrics"]
-    assert m["pairs_scored"] == 3 and m["invalid_chosen_first"] == 0 and 0 <= m["order_consistency"] <= 1
+    assert m["pairs_scored"] == 3 and m["invalid_chosen_first"] == 0
+    rows = [json.loads(x) for x in (Path(summary["artifacts"]["scores"]).read_text().splitlines())]
+    from rlcw.metrics import pairwise as pw
+
+    fwd, bwd = [r["p_chosen_first"] for r in rows], [r["p_rejected_first"] for r in rows]
+    assert m["order_consistency"] == pytest.approx(pw.order_consistency(fwd, bwd))  # not only "in [0, 1]"
     pairs = load_preferences(pairs_run["artifacts"]["eval"])[:3]
     scorer = GenRMScorer(folder)
     p = scorer.prefer([x["prompt"] for x in pairs], [x["chosen"] for x in pairs], [x["rejected"] for x in pairs])
@@ -151,3 +156,30 @@ def test_bad_scorer_paths(tmp_path, tiny_model_dir, pairs_run, rm_run):
         main(_cfg(tmp_path, "bad2", f"scorer.path={rm_run['artifacts']['model']}", "scorer.kind=genrm", data))
     with pytest.raises(RlcwError, match="unknown scorer kind"):
         main(_cfg(tmp_path, "bad3", "scorer.kind=oracle", data))
+
+
+class _OneOrderMissing:
+    """Scripted pairwise scorer: chosen-first probabilities, then rejected-first ones (None = no verdict)."""
+
+    def __init__(self):
+        self.replies = iter([[0.9, 0.8, 0.3, 0.9], [0.2, 0.7, 0.6, None]])
+
+    def prefer_ordered(self, prompts, first, second):
+        return next(self.replies)
+
+
+def test_train_rm_and_eval_rm_report_the_same_genrm_accuracy():
+    from types import SimpleNamespace
+
+    from rlcw.metrics import pairwise as pw
+    from rlcw.recipes.train_rm import evaluate_genrm
+
+    pairs = [{"prompt": "p", "chosen": "a b c", "rejected": "a b"} for _ in range(4)]
+    train = evaluate_genrm(_OneOrderMissing(), pairs)
+    cw, rw = [3] * 4, [2] * 4
+    cfg = SimpleNamespace(bootstrap_resamples=50, seed=0)
+    ev, _ = eval_rm.eval_pairwise(_OneOrderMissing(), pairs, cw, rw, pw.length_direction(cw, rw), cfg)
+    # pair 4 has one order only: left out by both (two-order rule); pairs 1-3 average to 0.85, 0.55, 0.35
+    assert train["eval/accuracy"] == ev["accuracy"] == pytest.approx(2 / 3)
+    assert train["eval/order_consistency"] == ev["order_consistency"] == pytest.approx(2 / 3)
+    assert train["eval/pairs_scored"] == ev["pairs_scored"] == 3.0 and train["eval/no_verdict"] == 1.0

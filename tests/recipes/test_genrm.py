@@ -54,6 +54,18 @@ def test_genrm_folder_and_scorer(genrm_run, tiny_model_dir):
     assert m["train/steps"] == 2 and m["eval/pairs"] == 4 and 0.0 <= m["eval/accuracy"] <= 1.0
     assert {"before/accuracy", "eval/order_consistency", "eval/length_baseline_accuracy"} <= set(m)
     scorer = GenRMScorer(model_dir)
+    # the reported numbers are the saved model's under the two-order rule (a range check would only catch NaN)
+    from omegaconf import OmegaConf
+
+    from rlcw.metrics.pairwise import two_order_metrics
+
+    pairs = load_preferences(OmegaConf.load(model_dir.parent / "config.yaml").data.eval_file)[:4]
+    prompts, chosen, rejected = ([p[k] for p in pairs] for k in ("prompt", "chosen", "rejected"))
+    again = two_order_metrics(
+        scorer.prefer_ordered(prompts, chosen, rejected), scorer.prefer_ordered(prompts, rejected, chosen)
+    )
+    assert m["eval/accuracy"] == pytest.approx(again["accuracy"], abs=1e-6)
+    assert m["eval/order_consistency"] == pytest.approx(again["order_consistency"], abs=1e-6)
     ordered = scorer.prefer_ordered(["p", "p"], ["A calm story.", "Two."], ["Two.", "A calm story."])
     assert all(0.0 < v < 1.0 for v in ordered)
     assert scorer.prefer(["p"], ["A calm story."], ["Two."]) == pytest.approx([(ordered[0] + 1 - ordered[1]) / 2])

@@ -54,5 +54,6 @@ def test_grpo_with_judge_and_study_evaluators(runs_root, rm_run, tiny_model_dir,
         assert r["eval/judge/order_consistency"] == 0.0
         assert r["eval/study/pairs"] == 3.0
     packet = run_dir / "samples" / "study" / "step_000002"
-    assert (packet / "key.json").is_file()
+    assert (run_dir / "private" / "study" / "step_000002" / "key.json").is_file()
+    assert not list((run_dir / "samples").rglob("key*"))
     assert list(packet.rglob("*.html"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -147,7 +148,7 @@ def test_every_stage_and_measurement(study):
     )  # lr>0 moved the policy
     for r in rows:
         for key in ("proxy", "gold", "words", "rep_intra_3", "distinct_3"):
-            assert isinstance(r[key], float), (r["run"], key)
+            assert isinstance(r[key], float) and math.isfinite(r[key]), (r["run"], key)  # NaN is a float too
     judged = [(r["run"], r["step"]) for r in rows if "judge/win_rate" in r]
     assert judged == [
         ("grpo", 1),

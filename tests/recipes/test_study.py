@@ -74,6 +74,39 @@ def test_export_writes_blinded_packets(exported):
     assert not list(Path(summary["artifacts"]["html"]).parent.rglob("key*"))  # the key is not in packets/
 
 
+def _export(tmp_path, run_name, *systems):
+    files = ",".join(str(stories(tmp_path, s, f"Writer {k}")) for k, s in enumerate(systems))
+    args = [f"output_dir={tmp_path}", f"run_name={run_name}", "design.attention_checks=1", f"data.stories=[{files}]"]
+    return export_main(load_config(StudyExportConfig, None, args))
+
+
+def test_two_exports_of_one_config_differ_and_name_no_system(tmp_path):
+    one, two = _export(tmp_path, "one", "sysalpha", "sysomega"), _export(tmp_path, "two", "sysalpha", "sysomega")
+    keys = [json.loads(Path(s["artifacts"]["key"]).read_text()) for s in (one, two)]
+    assert keys[0]["study_id"] != keys[1]["study_id"]
+    assert not set(keys[0]["items"]) & set(keys[1]["items"])  # fresh item ids every export
+    for summary, key in zip((one, two), keys, strict=True):
+        packets = Path(summary["artifacts"]["html"]).parent
+        files = [f for f in packets.rglob("*") if f.is_file()]
+        assert len(files) == 6  # 2 pages, csv, tasks.json, config.xml, instructions.txt
+        for f in files:
+            text = f.read_text().lower()
+            assert "sysalpha" not in text and "sysomega" not in text and "sysalpha" not in str(f)
+            assert key["study_id"] in text or f.name in ("config.xml", "instructions.txt")
+        key_path = Path(summary["artifacts"]["key"])
+        assert key_path.parent.name == "private" and key_path.stat().st_mode & 0o777 == 0o600
+        assert key_path.parent.stat().st_mode & 0o077 == 0  # the private folder is the owner's only
+
+
+def test_ingest_refuses_answers_of_another_study(tmp_path):
+    one, two = _export(tmp_path, "one", "tuned", "base"), _export(tmp_path, "two", "tuned", "base")
+    answers = answer_packets(one, out=tmp_path / "answers")
+    ids = [json.loads(Path(s["artifacts"]["key"]).read_text())["study_id"] for s in (one, two)]
+    args = [f"output_dir={tmp_path}", "run_name=ing", f"key={two['artifacts']['key']}", f"answers=[{answers}]"]
+    with pytest.raises(RlcwError, match=f"belong to study_id {ids[0]}, but the key is for study_id '{ids[1]}'"):
+        ingest_main(load_config(StudyIngestConfig, None, args))
+
+
 def answer_packets(summary, prefer="tuned", out=None):
     """A rater who always prefers `prefer` (read through the key, as a perfect rater would)."""
     key = json.loads(Path(summary["artifacts"]["key"]).read_text())
@@ -90,6 +123,7 @@ def answer_packets(summary, prefer="tuned", out=None):
                     "format": "rlcw-study-answers/1",
                     "packet_id": pid,
                     "rater_id": packet["rater_id"],
+                    "study_id": key["study_id"],
                     "answers": answers,
                 }
             )

@@ -57,7 +57,7 @@ class Teacher:
         return out
 
 
-def _cfg(tmp_path, tiny_model_dir, name, agents):
+def _cfg(tmp_path, tiny_model_dir, name, agents, *extra):
     return load_config(
         train_agents.TrainAgentsConfig,
         None,
@@ -72,6 +72,7 @@ def _cfg(tmp_path, tiny_model_dir, name, agents):
             "train.max_length=512",
             "train.learning_rate=1e-2",
             "lora.r=2",
+            *extra,
         ],
     )
 
@@ -149,3 +150,22 @@ def test_bad_teacher_falls_back_and_says_so(tmp_path, tiny_model_dir):
     assert res[0]["split_method"] == "proportional" and re.match(
         r"Line 4 of tale 0", res[0]["completion"][0]["content"]
     )
+
+
+def test_resume_true_continues_each_agent_and_fails_without_a_checkpoint(tmp_path, tiny_model_dir):
+    from rlcw.errors import RlcwError
+
+    def cfg(*extra):
+        return _cfg(tmp_path, tiny_model_dir, "resume", "climax", *extra)
+
+    with pytest.raises(RlcwError, match="no complete checkpoint"):
+        train_agents.main(cfg("train.resume=true"), teacher=Teacher())
+    train_agents.main(cfg("train.save_steps=1"), teacher=Teacher())
+    trainer = tmp_path / "resume" / "checkpoints" / "adapters" / "climax" / "trainer"
+    assert {p.name for p in trainer.glob("checkpoint-*")} == {"checkpoint-1", "checkpoint-2"}
+    first = (trainer / "checkpoint-1" / "trainer_state.json").stat().st_mtime_ns
+    train_agents.main(cfg("train.save_steps=1", "train.max_steps=3", "train.resume=true"), teacher=Teacher())
+    state = json.loads((trainer / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    assert (trainer / "checkpoint-1" / "trainer_state.json").stat().st_mtime_ns == first  # steps 1-2 not trained again
+    assert train_agents.resume_points("auto", tmp_path / "none", ["climax"]) == {"climax": None}

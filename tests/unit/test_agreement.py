@@ -123,3 +123,9 @@ def test_cli_bad_rows_name_line_and_column(tmp_path, body, where):
     with pytest.raises(RlcwError) as err:
         rlcw_run(["agreement", str(_csv(tmp_path, body))])
     assert where in str(err.value)
+
+
+def test_the_one_spearman_says_what_undefined_is():
+    assert spearman([1, 1, 1], [1, 2, 3]) == 0.0  # agreement: a constant group counts 0
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3], undefined=float("nan")))  # monitors: undefined stays NaN
+    assert spearman([1, 2, 3], [3, 2, 1], undefined=float("nan")) == pytest.approx(-1.0)

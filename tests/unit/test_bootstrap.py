@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlcw.metrics.bootstrap import bootstrap_ci, bootstrap_indices
+from rlcw.metrics.bootstrap import bootstrap_ci, bootstrap_indices, grouped_bootstrap_ci
 
 
 def test_constant_values_give_a_point_interval():
@@ -29,3 +29,14 @@ def test_indices_shape_and_empty_input():
     assert bootstrap_indices(4, 7).shape == (7, 4)
     with pytest.raises(ValueError):
         bootstrap_indices(0, 3)
+
+
+def test_grouped_resampling_keeps_groups_whole():
+    # groups "a" = {0, 2} and "b" = {4, 6} (interleaved): a resample is aa, ab or bb -> mean 1, 3 or 5
+    values, groups = [0.0, 4.0, 2.0, 6.0], ["a", "b", "a", "b"]
+    lo, hi = grouped_bootstrap_ci(values, groups, n_resamples=2000, seed=0)
+    assert (lo, hi) == pytest.approx((1.0, 5.0))
+    # one group: every resample is the whole data
+    assert grouped_bootstrap_ci([1.0, 3.0], ["g", "g"], n_resamples=50) == pytest.approx((2.0, 2.0))
+    with pytest.raises(ValueError):
+        grouped_bootstrap_ci([1.0, 2.0], ["g"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlcw.cli import COMMANDS
-from rlcw.config import describe, flat_keys, load_config, parse_overrides, to_yaml
+from rlcw.config import assign, describe, flat_keys, load_config, parse_overrides, to_yaml, user_keys
 from rlcw.errors import RlcwError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -246,3 +246,27 @@ def test_config_checker_catches_bad_files(tmp_path):
     assert len(problems) == 2
     assert any("bad.yaml" in p and "train.max_stepz" in p for p in problems)
     assert any("no_such_command" in p for p in problems)
+
+
+def test_user_keys_are_what_the_yaml_and_the_command_line_set(tmp_path):
+    path = _yaml(tmp_path, "model:\n  name: big\ncolumns:\n  chosen: better\n")
+    cfg = load_config(ToyConfig, path, ["train.steps=5", "seed=1"])
+    assert user_keys(cfg) == {"model.name", "columns.chosen", "train.steps", "seed"}
+    assert user_keys(load_config(ToyConfig)) == frozenset() == user_keys(ToyConfig())
+
+
+def test_assign_never_changes_a_key_the_user_set():
+    cfg = load_config(ToyConfig, None, ["train.steps=5", "model.dtype=bfloat16"])
+    assign(cfg, "train.lr", 0.5)  # not set by the user: derived freely
+    assign(cfg, "train.steps", 5)  # the user's own value: fine
+    assert cfg.train.lr == 0.5 and cfg.train.steps == 5
+    with pytest.raises(RlcwError, match="'train.steps' is set to 5 by you, but this command sets it to 7"):
+        assign(cfg, "train.steps", 7)
+    assert cfg.train.steps == 5
+    assign(cfg, "model", ModelSec(name="other", dtype="bfloat16"))  # a section: only the user's leaves are checked
+    assert cfg.model.name == "other"
+    with pytest.raises(RlcwError, match="'model.dtype'"):
+        assign(cfg, "model", ModelSec(name="other"))
+    unset = ToyConfig()
+    assign(unset, "train.steps", 7)  # built in code: nothing was set by a user
+    assert unset.train.steps == 7

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.genrm import GenRMReward, GenRMScorer, average_orders, group_comparisons, groups_of, win_rates
+from rlcw.rewards.genrm import GenRMReward, GenRMScorer, group_comparisons, groups_of, win_rates
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, verdict_token_ids
 
 APPLE, FIG = "apple", "fig"  # single tokens in the SmolLM2 vocabulary
@@ -78,13 +78,12 @@ def test_cot_verdict_parsing_and_missing_prefix(tokenizer, monkeypatch):
     assert scorer.prefer_ordered(["p", "p"], [APPLE, APPLE], [FIG, FIG]) == [pytest.approx(0.8, abs=1e-6), None]
 
 
-def test_average_orders_handles_missing_verdicts():
-    assert average_orders([0.8, None, 0.9, None], [0.3, 0.4, None, None]) == [
-        pytest.approx(0.75),
-        pytest.approx(0.6),
-        0.9,
-        None,
-    ]
+def test_prefer_needs_a_verdict_in_both_orders(monkeypatch, tokenizer):
+    # the two-order rule (rlcw.metrics.pairwise): (0.8 + 1 - 0.3) / 2 = 0.75; one missing order -> None
+    scorer = make_scorer(tokenizer)
+    replies = iter([[0.8, None, 0.9, None], [0.3, 0.4, None, None]])
+    monkeypatch.setattr(scorer, "prefer_ordered", lambda prompts, a, b: next(replies))
+    assert scorer.prefer(["p"] * 4, ["a"] * 4, ["b"] * 4) == [pytest.approx(0.75), None, None, None]
 
 
 def test_groups_whole_and_split():

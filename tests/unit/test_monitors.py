@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rl.monitors import MonitorCallback, check_rules, group_distinct, shared_ngram_share, spearman, step_stats
+from rlcw.metrics.agreement import spearman
+from rlcw.rl.monitors import MonitorCallback, check_rules, group_distinct, shared_ngram_share, step_stats
 
 
 def test_shared_ngram_share_by_hand():
@@ -24,8 +25,14 @@ def test_group_distinct_by_hand():
 def test_spearman_perfect_and_degenerate():
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
-    assert math.isnan(spearman([1, 2], [1, 2]))
+    # the monitors' reward-length correlation: NaN when a side is constant or there are < 3 stories
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3], undefined=float("nan")))
+    two = step_stats(
+        ["a b", "a b c"], token_lengths=[2, 3], truncated=[False, False], rewards=[1.0, 2.0], group_size=2
+    )
+    assert math.isnan(two["reward_length_corr"])
+    flat = dict(token_lengths=[2, 3, 4], truncated=[False] * 3, rewards=[1.0, 1.0, 1.0], group_size=3)
+    assert math.isnan(step_stats(["a b", "a b c", "a b c d"], **flat)["reward_length_corr"])
 
 
 def test_step_stats_by_hand():

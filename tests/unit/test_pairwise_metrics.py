@@ -47,3 +47,23 @@ def test_length_batches_respect_rows_budget_and_padding():
     assert length_batches(lengths, batch_size=8, token_budget=250) == [[1, 3, 2], [0, 5], [4]]
     # at most 5% padding: 10/11/12 -> 3 x 12 = 36 vs 33 real (9%): split
     assert length_batches(lengths, batch_size=8, max_padding=0.05) == [[1, 3], [2], [0, 5], [4]]
+
+
+def test_consistent_share_counts_same_outcome_for_the_same_story_in_both_orders():
+    # win/win, tie/tie, win/loss, one invalid order -> 2 consistent of 3 with both orders
+    assert pw.consistent_share([1.0, 0.5, 1.0, None], [1.0, 0.5, 0.0, 1.0]) == (pytest.approx(2 / 3), 3)
+    assert pw.consistent_share([None], [1.0]) == (None, 0)
+    # probabilities: 0.5 both times is a tie both times (consistent), 0.5 then a verdict is not
+    assert pw.order_consistency([0.5, 0.5], [0.5, 0.4]) == pytest.approx(0.5)
+
+
+def test_two_order_metrics_by_hand():
+    fwd, bwd = [0.9, 0.8, 0.3, None], [0.2, 0.7, 0.6, 0.1]
+    # averaged: 0.85 (right), 0.55 (right), 0.35 (wrong), None (pair 4 lacks an order)
+    m = pw.two_order_metrics(fwd, bwd)
+    assert m["accuracy"] == pytest.approx(2 / 3) and m["pairs_scored"] == 3.0
+    assert m["order_consistency"] == pytest.approx(2 / 3)  # pair 2 says 'first' both times
+    assert m["invalid_chosen_first"] == 1.0 and m["invalid_rejected_first"] == 0.0
+    # first-position votes: 0.9, 0.8, 0.3(no) | 0.2(no), 0.7, 0.6, 0.1(no) -> 4 / 7
+    assert m["first_position_rate"] == pytest.approx(4 / 7)
+    assert pw.two_order_metrics([None], [0.4])["accuracy"] is None

@@ -245,3 +245,14 @@ def test_write_preferences_round_trip(tmp_path):
     path = tmp_path / "w.jsonl"
     write_preferences(path, [{**PAIR, "source": "s", "meta": {"k": 1}}])
     assert read_jsonl(path) == [{**PAIR, "source": "s", "meta": {"k": 1}}]
+
+
+def test_message_text_reads_strings_trl_messages_and_a_role():
+    from rlcw.data.records import message_text
+
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert message_text("plain") == "plain" and message_text(chat) == "u"
+    assert message_text([*chat, {"role": "assistant", "content": "a"}]) == "a"
+    assert message_text(chat, role="assistant") == "" and message_text(chat, role="system") == "s"
+    with pytest.raises(TypeError):
+        message_text(3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -28,12 +29,15 @@ def records(system, step=None):
 def test_evaluator_exports_a_packet_per_step(tmp_path):
     ev = make_study_evaluator({"raters_per_item": 2, "formats": ["html"]}, {"seed": 1, "run_name": "grpo"})
     assert ev.name == "study" and callable(ev.evaluate)
-    _: Evaluator = ev  # satisfies the protocol (name + evaluate)
-    out = ev.evaluate(records("policy", step=20), records("base"), tmp_path)
+    # satisfies the Evaluator protocol: an annotation cannot fail, so compare the call signatures
+    want = [p for p in inspect.signature(Evaluator.evaluate).parameters if p != "self"]
+    assert list(inspect.signature(ev.evaluate).parameters) == want == ["candidates", "baseline", "out_dir"]
+    out = ev.evaluate(records("policy", step=20), records("base"), tmp_path / "samples")
     # 7 pairs, 2 raters, sittings of 5 -> 2 packets per rater
     assert (out["pairs"], out["raters"], out["packets"], out["max_items_per_sitting"]) == (7.0, 2.0, 4.0, 5.0)
-    folder = tmp_path / "study" / "step_000020"
-    key = read_key(folder / "key.json")
+    folder = tmp_path / "samples" / "study" / "step_000020"
+    assert not list((tmp_path / "samples").rglob("key*"))  # samples/ is shared as a whole: no key in it
+    key = read_key(tmp_path / "private" / "study" / "step_000020" / "key.json")
     assert key["study"] == "grpo-step_000020"
     assert {frozenset((e["A"]["system"], e["B"]["system"])) for e in key["items"].values()} == {
         frozenset({"policy", "base"})
@@ -43,9 +47,9 @@ def test_evaluator_exports_a_packet_per_step(tmp_path):
 
 
 def test_same_system_name_is_relabelled_and_no_baseline_exports_nothing(tmp_path):
-    ev = make_study_evaluator({}, {})
-    ev.evaluate(records("model"), records("model"), tmp_path)
-    key = json.loads((tmp_path / "study" / "eval_001" / "key.json").read_text())
+    ev = make_study_evaluator({}, {"run_dir": tmp_path / "run"})
+    ev.evaluate(records("model"), records("model"), tmp_path / "run" / "samples")
+    key = json.loads((tmp_path / "run" / "private" / "study" / "eval_001" / "key.json").read_text())
     assert {e["A"]["system"] for e in key["items"].values()} | {e["B"]["system"] for e in key["items"].values()} == {
         "candidate",
         "model",

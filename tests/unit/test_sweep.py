@@ -128,3 +128,47 @@ def test_shipped_sweeps_are_valid(path):
     s = sw.load_sweep(path)
     assert len(s.runs) >= 2 and len({r["run_name"] for r in s.runs}) == len(s.runs)
     assert path.read_text().startswith("#")  # says how to launch it
+
+
+def test_slurm_submits_the_frozen_sweep(tmp_path, monkeypatch):
+    """--slurm copies the base config and hands the array the manifest: later edits of the sweep
+    YAML or the base config do not change what the tasks run."""
+    calls = []
+
+    class Submitted:
+        returncode, stdout, stderr = 0, "41\n", ""
+
+    monkeypatch.setattr(sw.subprocess, "run", lambda argv, **k: calls.append(argv) or Submitted())
+    base = tmp_path / "base.yaml"
+    base.write_text("data:\n  eval_fraction: 0.3\n", encoding="utf-8")
+    text = f"name: t\ncommand: build-pairs\nconfig: {base}\noutput_dir: {tmp_path / 'out'}\ngrid: {{seed: [5, 6]}}\n"
+    path = _file(tmp_path, text)
+    logs = tmp_path / "newlogs"
+    assert sw.cli([str(path), "--slurm", "--logs", str(logs)]) == 0
+    manifest = tmp_path / "out" / "t" / "sweep.json"
+    assert calls[0][-2:] == [str(sw.REPO / "slurm" / "sweep_array.sh"), str(manifest)]
+    assert f"--output={logs}/%x-%A_%a.out" in calls[0] and logs.is_dir()  # made before sbatch opens it
+    # edit both files after submission, as a user may while the array waits in the queue
+    path.write_text(text.replace("[5, 6]", "[7, 8, 9]"), encoding="utf-8")
+    base.write_text("data:\n  eval_fraction: 0.9\n", encoding="utf-8")
+    frozen = sw.load_sweep(manifest)
+    argv = frozen.argv(frozen.runs[1])
+    assert [r["overrides"] for r in frozen.runs] == [{"seed": 5}, {"seed": 6}]
+    assert argv[:3] == ["build-pairs", "--config", str(tmp_path / "out" / "t" / "sweep_config.yaml")]
+    assert "eval_fraction: 0.3" in (tmp_path / "out" / "t" / "sweep_config.yaml").read_text()
+    assert "seed=6" in argv and f"output_dir={tmp_path / 'out' / 't'}" in argv and "run_name=t-001" in argv
+    ran = []
+
+    class Done:
+        returncode = 0
+
+    monkeypatch.setattr(sw.subprocess, "run", lambda argv, **k: ran.append(argv) or Done())
+    assert sw.cli([str(manifest), "--index", "1"]) == 0  # what array task 1 runs
+    assert ran[0][3:] == argv
+
+
+def test_frozen_manifest_must_be_whole(tmp_path):
+    bad = tmp_path / "sweep.json"
+    bad.write_text('{"name": "t", "runs": []}', encoding="utf-8")
+    with pytest.raises(RlcwError, match="not a frozen sweep manifest"):
+        sw.load_sweep(bad)

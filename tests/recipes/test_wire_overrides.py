@@ -1,0 +1,37 @@
+"""outcome's and quickstart's wire(): a key the user set is never reset silently (issue 13, item 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlcw.config import load_config
+from rlcw.errors import RlcwError
+from rlcw.recipes import outcome, quickstart
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_outcome_wire_refuses_to_reset_an_override():
+    cfg = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/cpu.yaml", ["grpo.eval.every_steps=5"])
+    with pytest.raises(RlcwError, match="'grpo.eval.every_steps' is set to 5 by you"):
+        outcome.wire(cfg, "/tmp/study")
+
+
+def test_outcome_wire_keeps_the_shipped_config_and_derives_the_rest():
+    cfg = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/cpu.yaml", ["seed=3", "grpo.eval.every_steps=0"])
+    outcome.wire(cfg, "/tmp/study")  # the user's 0 equals what the study sets: no error
+    assert cfg.grpo.seed == 3 and cfg.grpo.run_name == "grpo" and cfg.grpo.output_dir == "/tmp/study"
+    assert cfg.ppo.reward.rm_path == "/tmp/study/proxy_rm/model" and cfg.dpo.eval.every_steps == 0
+    assert cfg.best_of_n.sampling.max_new_tokens == cfg.measure.max_new_tokens
+
+
+def test_quickstart_wire_refuses_to_reset_an_override():
+    for override, key in (("grpo.seed=5", "grpo.seed"), ("train_rm.model.name=other", "train_rm.model.name")):
+        cfg = load_config(quickstart.QuickstartConfig, CONFIGS / "quickstart/cpu.yaml", [override])
+        with pytest.raises(RlcwError, match=f"'{key}' is set to"):
+            quickstart.wire(cfg, "/tmp/qs")
+    cfg = load_config(quickstart.QuickstartConfig, CONFIGS / "quickstart/cpu.yaml", ["seed=4"])
+    quickstart.wire(cfg, "/tmp/qs")
+    assert cfg.grpo.seed == 4 and cfg.grpo.reward.rm_path == "/tmp/qs/train_rm/model"

@@ -1,0 +1,96 @@
+"""Every bad input rlcw is tested against, in one place: each is a clear error (RlcwError naming the
+file/line/key with a hint, or an HTTP 4xx with a message) or a counted, named drop.
+
+`n` is how many distinct bad inputs the row's test feeds (parametrized cases or corpus entries).
+The test below checks that every row names a test that exists and that the total stays >= 60.
+
+| n | area | bad input | outcome | tested in |
+|---|---|---|---|---|
+| 1 | data | broken JSON line in a jsonl file | error: file:line | tests/unit/test_io.py::test_read_jsonl_broken_line_names_file_and_line |
+| 1 | data | file that is not UTF-8 | error: file:line, byte, iconv hint | tests/unit/test_io.py::test_read_jsonl_non_utf8_names_file_line_and_utf8 |
+| 1 | data | empty file | error | tests/unit/test_io.py::test_read_jsonl_empty_file |
+| 1 | data | missing file | error | tests/unit/test_io.py::test_read_jsonl_missing_file |
+| 1 | data | a folder where a file is expected | error | tests/unit/test_io.py::test_read_jsonl_folder_is_an_error |
+| 2 | data | a jsonl line that is not an object | error: file:line | tests/unit/test_io.py::test_read_jsonl_non_object_line |
+| 1 | data | .json that is not a list | error | tests/unit/test_io.py::test_read_table_json_not_a_list |
+| 1 | data | broken .json | error: file:line | tests/unit/test_io.py::test_read_table_broken_json_names_line |
+| 1 | data | unsupported file type | error listing the types | tests/unit/test_io.py::test_read_table_unsupported_suffix |
+| 1 | data | .json list of non-objects | error: file:row | tests/unit/test_io.py::test_read_table_json_list_of_non_objects_is_a_located_error |
+| 10 | data | story record: null/number/blank story, list prompt, empty system, blank/null id, string step, bool seed, min_words > max_words | error: file:line:field | tests/unit/test_records.py::test_read_stories_bad_values_are_located |
+| 4 | data | story record missing id / prompt / story / system | error: file:line:field | tests/unit/test_records.py::test_read_stories_missing_field_is_located |
+| 1 | data | story meta not an object | error | tests/unit/test_records.py::test_story_meta_must_be_an_object |
+| 5 | data | preference: null chosen, numeric rejected, blank chosen, chosen == rejected, meta not an object | error: file:line:field | tests/unit/test_records.py::test_validate_preference_bad_values_are_located |
+| 3 | data | preference missing prompt / chosen / rejected | error: file:line:field | tests/unit/test_records.py::test_validate_preference_missing_field |
+| 1 | data | preference CSV missing a column | error: column and row | tests/unit/test_records.py::test_load_preferences_csv_missing_column_names_column_and_row |
+| 1 | data | conversational pair without an assistant turn | error | tests/unit/test_records.py::test_load_preferences_conversational_without_assistant_is_empty_error |
+| 1 | data | preference table with no pairs | error | tests/unit/test_records.py::test_load_preferences_empty_table_is_an_error |
+| 1 | data | curation: malformed rows and stories | counted drops by name | tests/unit/test_curate_rules.py::test_malformed_rows_and_stories_are_counted_by_name |
+| 1 | data | curation: row of the other layout | error: file, row, key | tests/unit/test_curate_rules.py::test_layout_mismatch_names_file_row_and_key |
+| 1 | data | curation where nothing survives | report.md written, then error pointing at it | tests/recipes/test_curate.py::test_curate_csv_with_list_strings_and_token_limit |
+| 1 | config | unknown YAML key | error: key, file, closest keys | tests/unit/test_config.py::test_unknown_yaml_key_names_key_file_and_suggestion |
+| 1 | config | unknown key=value override | error naming the command line | tests/unit/test_config.py::test_unknown_key_on_command_line_names_command_line |
+| 1 | config | misspelt section | error: full key + suggestion | tests/unit/test_config.py::test_misspelt_section_names_full_key_and_suggests |
+| 1 | config | scalar given for a section | error | tests/unit/test_config.py::test_scalar_for_a_section_names_the_section |
+| 1 | config | wrong type | error: key + expected type | tests/unit/test_config.py::test_wrong_type_names_key_and_expected_type |
+| 1 | config | missing config file | error | tests/unit/test_config.py::test_missing_config_file |
+| 1 | config | YAML whose top level is not a mapping | error | tests/unit/test_config.py::test_yaml_top_level_must_be_a_mapping |
+| 1 | config | unparsable YAML | error | tests/unit/test_config.py::test_unparsable_yaml_is_an_rlcw_error |
+| 1 | config | override without '=' | error | tests/unit/test_config.py::test_malformed_override_without_equals |
+| 1 | config | unknown reward type | error listing the types | tests/unit/test_reward_factory.py::test_unknown_type_lists_the_types |
+| 1 | config | unknown reward option | error listing the valid ones | tests/unit/test_reward_factory.py::test_unknown_option_names_the_option_and_the_valid_ones |
+| 3 | config | reward spec missing rm_path / urls, no reward left | error | tests/unit/test_reward_factory.py::test_missing_required_option_and_empty_set |
+| 1 | config | two rewards with one name | error | tests/unit/test_reward_factory.py::test_duplicate_names_are_rejected |
+| 1 | config | train.resume=yes | error listing false/true/auto | tests/unit/test_runs_resume.py::test_resume_mode_rejects_other_words |
+| 1 | config | train.resume=true with no checkpoint | error with hint | tests/unit/test_runs_resume.py::test_resume_true_without_checkpoint_is_an_error_auto_starts_fresh |
+| 1 | config | a run_name whose folder holds another run | error naming what it holds; folder untouched | tests/unit/test_run_folders.py::test_a_used_run_folder_is_refused_and_left_untouched |
+| 1 | config | overwrite=true with train.resume=true | error | tests/unit/test_run_folders.py::test_overwrite_and_resume_true_contradict |
+| 1 | config | unknown study evaluator option | error listing the options | tests/unit/test_study_evaluator.py::test_unknown_option_is_an_error |
+| 1 | config | unknown evaluator name | error listing the known ones | tests/unit/test_evaluation_registry.py::test_unknown_name_lists_the_known_ones |
+| 1 | config | broken rlcw_rm.json | error naming the file | tests/unit/test_render.py::test_load_spec_broken_json_is_an_rlcw_error |
+| 1 | config | missing remote token env / non-http URL | error | tests/unit/test_remote_reward.py::test_missing_token_env_and_bad_urls_are_errors |
+| 1 | judge | hedged, conflicting or unknown pairwise verdicts | invalid, counted, never a tie | tests/unit/test_judge_parsing.py::test_preference |
+| 1 | judge | unparsable Likert replies | invalid, counted | tests/unit/test_judge_parsing.py::test_likert |
+| 1 | judge | unparsable Yes/No replies | invalid, counted | tests/unit/test_judge_parsing.py::test_yes_no |
+| 1 | judge | side-by-side JSON with conflicts | invalid dimensions counted | tests/unit/test_judge_parsing.py::test_side_by_side_json_and_conflicts |
+| 1 | judge | side-by-side reply with no verdict | invalid | tests/unit/test_judge_parsing.py::test_side_by_side_nothing_and_subwords |
+| 5 | study | unknown item id, item answered twice, unanswered items, failed attention check, unknown label | one error listing each, file named | tests/unit/test_study_ingest.py::test_bad_answers_are_errors_naming_the_file |
+| 2 | study | missing dimension; item answered in a foreign packet | error | tests/unit/test_study_ingest.py::test_missing_dimension_and_foreign_packet |
+| 1 | study | tampered key | error: checksum | tests/unit/test_study_design.py::test_key_checksum_detects_tampering |
+| 1 | study | answers of another study (study_id mismatch) | error naming both study ids | tests/recipes/test_study.py::test_ingest_refuses_answers_of_another_study |
+| 23 | server | broken/empty JSON, non-UTF-8, lone surrogate, NaN, Infinity, deep nesting (x3), huge body, non-object, wrong types (x3), missing/unknown field, length mismatch, empty lists, oversize list, oversize item, missing token, wrong token, empty Idempotency-Key | 4xx with a message; the server answers after each | tests/integration/test_reward_server_limits.py::test_malformed_request_corpus_gets_clear_4xx_and_the_server_lives_on |
+| 1 | server | chunked upload past the body limit | 413 before the upload ends | tests/integration/test_reward_server_limits.py::test_a_chunked_upload_is_stopped_at_the_limit |
+| 1 | server | a story that breaks the scorer, merged with good requests | 500 for that request only | tests/integration/test_reward_server_limits.py::test_a_failing_merged_batch_fails_only_the_bad_request |
+| 1 | server | Idempotency-Key reused with another body | 422 | tests/integration/test_reward_server_limits.py::test_idempotency_key_scores_a_retried_request_once |
+| 6 | server | garbage answers to the client: not JSON, wrong length, non-number, NaN, wrong field, 503 | RlcwError after retries, never a reward | tests/unit/test_remote_reward.py::test_garbage_or_server_errors_raise_after_retries |
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ROW = re.compile(r"^\| (\d+) \| (\w+) \| .+ \| (tests/\S+\.py)::(\w+) \|$")
+
+
+def _rows() -> list[tuple[int, str, str, str]]:
+    rows = []
+    for line in __doc__.splitlines():
+        m = ROW.match(line)
+        if m:
+            rows.append((int(m.group(1)), m.group(2), m.group(3), m.group(4)))
+    return rows
+
+
+def test_the_table_names_tests_that_exist():
+    rows = _rows()
+    assert len(rows) == sum(1 for line in __doc__.splitlines() if line.startswith("| ") and "::" in line)
+    for _, _, path, name in rows:
+        text = (ROOT / path).read_text(encoding="utf-8")
+        assert re.search(rf"^def {name}\(", text, re.M), f"{path}::{name} is not a test there"
+
+
+def test_at_least_sixty_bad_inputs_across_every_area():
+    rows = _rows()
+    assert sum(n for n, *_ in rows) >= 60
+    assert {area for _, area, *_ in rows} == {"data", "config", "judge", "study", "server"}

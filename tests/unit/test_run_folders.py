@@ -1,0 +1,156 @@
+"""Run folders never mix runs: refuse, move aside (`overwrite`), or continue (`train.resume`) (rlcw.runs)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from rlcw.errors import RlcwError
+from rlcw.io import atomic_folder
+from rlcw.recipes.common import stage_run
+from rlcw.runs import drop_rows_after, prepare_run_folder, purge_tensorboard
+
+
+@dataclass
+class _Train:
+    resume: str = "false"
+
+
+@dataclass
+class _Cfg:
+    output_dir: str = "runs"
+    run_name: str = "r"
+    seed: int = 0
+    overwrite: bool = False
+    train: _Train = field(default_factory=_Train)
+
+
+def _used_run(root, steps=(1, 2, 3, 4, 5), ckpt=None):
+    run = root / "r"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "samples").mkdir()
+    if ckpt:
+        (run / "checkpoints" / ckpt).mkdir()
+        (run / "checkpoints" / ckpt / "trainer_state.json").write_text("{}")
+    rows = "".join(json.dumps({"step": s, "loss": s / 10}) + "\n" for s in steps)
+    (run / "metrics.jsonl").write_text(rows + '{"step": 6, "lo')  # torn by a SIGKILL
+    (run / "samples" / "data_order.jsonl").write_text(rows)
+    (run / "samples" / "train_step_000005.jsonl").write_text(json.dumps({"id": "a", "step": 5}) + "\n")
+    (run / "samples" / "no_steps.jsonl").write_text(json.dumps({"id": "a"}) + "\n")
+    return run
+
+
+def _steps(path):
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+
+
+def test_a_used_run_folder_is_refused_and_left_untouched(tmp_path):
+    run = _used_run(tmp_path, ckpt="checkpoint-3")
+    before = (run / "metrics.jsonl").read_text()
+    with pytest.raises(
+        RlcwError, match=r"already holds another run: checkpoints/ \(checkpoint-3\); metrics.jsonl"
+    ) as e:
+        with stage_run(_Cfg(output_dir=str(tmp_path)), "grpo"):
+            pytest.fail("the body must not run")
+    assert "overwrite=true" in e.value.hint and "train.resume" in e.value.hint
+    assert (run / "metrics.jsonl").read_text() == before
+    assert not (run / "summary.json").exists() and not (run / "config.yaml").exists()
+
+
+def test_a_folder_without_checkpoints_or_rows_is_reused(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "config.yaml").write_text("# a run that failed validation\n")
+    with stage_run(_Cfg(output_dir=str(tmp_path)), "grpo") as run:
+        assert (run.path / "config.yaml").read_text().startswith("# rlcw grpo")
+
+
+def test_overwrite_moves_the_old_folder_aside(tmp_path):
+    _used_run(tmp_path, ckpt="checkpoint-3")
+    with stage_run(_Cfg(output_dir=str(tmp_path), overwrite=True), "grpo") as run:
+        assert not (run.path / "metrics.jsonl").exists()
+        assert list(run.checkpoints.iterdir()) == []
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("r.replaced-")]
+    assert len(aside) == 1 and (aside[0] / "checkpoints" / "checkpoint-3").is_dir()
+    _used_run(tmp_path / "again")  # a second replacement in the same second gets its own name
+    (tmp_path / "again" / "r").rename(tmp_path / "r2")
+    (tmp_path / "r").rename(tmp_path / "r.keep")
+    (tmp_path / "r2").rename(tmp_path / "r")
+    with stage_run(_Cfg(output_dir=str(tmp_path), overwrite=True), "grpo"):
+        pass
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("r.replaced-")]) == 2
+
+
+def test_overwrite_and_resume_true_contradict(tmp_path):
+    with pytest.raises(RlcwError, match="contradict"):
+        prepare_run_folder(tmp_path / "r", "true", overwrite=True)
+
+
+def test_resume_drops_rows_after_the_checkpoint_everywhere(tmp_path):
+    run = _used_run(tmp_path, ckpt="checkpoint-3")
+    with stage_run(_Cfg(output_dir=str(tmp_path), train=_Train("auto")), "grpo") as r:
+        r.log(4, {"loss": 0.0})
+    assert _steps(run / "metrics.jsonl") == [1, 2, 3, 4]  # the torn row and 4, 5 of the killed run are gone
+    assert _steps(run / "samples" / "data_order.jsonl") == [1, 2, 3]
+    assert not (run / "samples" / "train_step_000005.jsonl").exists()
+    assert (run / "samples" / "no_steps.jsonl").read_text() == '{"id": "a"}\n'
+
+
+def test_resume_auto_without_checkpoint_drops_every_step_row(tmp_path):
+    run = _used_run(tmp_path)
+    assert prepare_run_folder(run, "auto") == -1
+    assert not (run / "metrics.jsonl").exists()
+
+
+def test_drop_rows_after_skips_checkpoints(tmp_path):
+    (tmp_path / "checkpoints" / "checkpoint-1").mkdir(parents=True)
+    log = tmp_path / "checkpoints" / "checkpoint-1" / "log.jsonl"
+    log.write_text('{"step": 9}\n')
+    assert drop_rows_after(tmp_path, 1) == {}
+    assert log.read_text() == '{"step": 9}\n'
+
+
+def test_tensorboard_is_purged_from_the_resumed_step(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(tmp_path))
+    for step in range(1, 6):
+        writer.add_scalar("loss", step, step)
+    writer.close()
+    purge_tensorboard(tmp_path, 4)
+    writer = SummaryWriter(log_dir=str(tmp_path))
+    writer.add_scalar("loss", 40, 4)
+    writer.close()
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(1, 1), (2, 2), (3, 3), (4, 40)]
+
+
+def test_stage_run_writes_nothing_until_entered(tmp_path):
+    stage_run(_Cfg(output_dir=str(tmp_path)), "grpo")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_folder_keeps_the_old_folder_on_failure_and_replaces_it_on_success(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "adapter_config.json").write_text("{}")
+    with pytest.raises(RuntimeError), atomic_folder(target) as tmp:
+        (tmp / "model.safetensors").write_text("half")
+        raise RuntimeError("killed")
+    assert sorted(p.name for p in target.iterdir()) == ["adapter_config.json"]
+    with atomic_folder(target) as tmp:
+        (tmp / "model.safetensors").write_text("whole")
+        assert not (target / "model.safetensors").exists()
+    assert sorted(p.name for p in target.iterdir()) == ["model.safetensors"]  # no stale adapter_config.json
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_quickstart_stages_replace_their_folders_on_a_rerun():
+    from rlcw.recipes.quickstart import QuickstartConfig, wire
+
+    cfg = QuickstartConfig()
+    wire(cfg, "runs/q")
+    assert all(getattr(cfg, n).overwrite for n in ("build_pairs", "train_rm", "grpo", "generate", "export"))
