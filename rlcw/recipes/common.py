@@ -10,7 +10,6 @@ RM is `reward.rm_path` (dpo, which has no reward: `eval.evaluators.rm.rm_path`),
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -299,13 +298,6 @@ def stage_tracker(cfg, run: RunDir, report_to: list[str] | str) -> Tracker:
     """The run's trackers (`train.report_to`, rank 0 only; other ranks get a no-op one), sent the resolved config."""
     names = report_to if is_main_process() else "none"
     return Tracker(names, run.path, run_name=run.path.name, config=to_dict(cfg))
-
-
-def tensorboard_dir(run: RunDir) -> str:
-    """Point transformers' TensorBoard callback at `<run>/tensorboard` (it reads the env var)."""
-    path = str(run.path / "tensorboard")
-    os.environ["TENSORBOARD_LOGGING_DIR"] = path
-    return path
 
 
 @contextmanager

@@ -14,6 +14,9 @@ generator=agents_room agents.adapters.<agent>=...` (`<run>/adapters.yaml` lists 
 `train.save_steps` checkpoints each agent's trainer; `train.resume=true|auto` continues each agent
 from its last one (`true`: an error when one is missing; the teacher's data is made again).
 Not here: the paper's checkpoint selection on validation loss; the teacher is as good as the model you give it.
+Trackers: `train.report_to` (tensorboard | wandb | trackio | none; default [tensorboard] into `<run>/tensorboard/`)
+gets the rows of metrics.jsonl (split statistics at step 0, each agent's final loss at `train.max_steps`) through
+rlcw.tracking (checked for secrets); TRL's own `report_to` is "none".
 
     rlcw train-agents --config configs/train_agents/cpu.yaml
     rlcw train-agents data.format=tmas data.source=../shared/data/tell-me-a-story teacher.backend=server teacher.server.model=...
@@ -21,6 +24,7 @@ Not here: the paper's checkpoint selection on validation loss; the teacher is as
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +41,7 @@ from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import atomic_write_jsonl, atomic_write_text
 from rlcw.models import EMBEDDED_ALIAS, load_causal_lm, load_tokenizer, save_lora_checkpoint
-from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run
+from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, stage_tracker, validate_train_keys
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -76,6 +80,7 @@ class AgentTrainSection:
     context_tokens: int = 2048  # scratchpads in SFT prompts are fitted to this, as at generation time
     save_steps: int = 0  # checkpoints in <run>/checkpoints/adapters/<agent>/trainer every N steps; 0 = none
     resume: str = "false"  # false | true (error if an agent has no checkpoint) | auto (rlcw.runs.resume_checkpoint)
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
 
 
 @dataclass
@@ -249,13 +254,14 @@ def validate(cfg: TrainAgentsConfig) -> list[str]:
     check_at_least("train.save_steps", t.save_steps, 0)
     check_at_least("data.max_examples", cfg.data.max_examples, 1)
     resume_mode(t.resume)
+    validate_train_keys(t.report_to, False)
     return agents
 
 
 def main(cfg: TrainAgentsConfig, teacher=None) -> dict:
     """`teacher`: any backend object (tests pass a scripted one); default from `teacher.*`."""
     agents = validate(cfg)
-    with stage_run(cfg, "train-agents") as run:
+    with stage_run(cfg, "train-agents") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         starts = resume_points(
             cfg.train.resume, run.checkpoints, agents
         )  # `true` without one fails before the teacher
@@ -274,6 +280,7 @@ def main(cfg: TrainAgentsConfig, teacher=None) -> dict:
             atomic_write_jsonl(sft_dir / f"{agent}.jsonl", rows)
         metrics = split_metrics(report)
         run.log(0, metrics)
+        tracker.log(metrics, 0)
         adapters = {}
         for agent in agents:
             if not data[agent]:
@@ -289,6 +296,7 @@ def main(cfg: TrainAgentsConfig, teacher=None) -> dict:
             + "".join(f"    {a}: {p}\n" for a, p in adapters.items()),
         )
         run.log(cfg.train.max_steps, metrics)
+        tracker.log(metrics, cfg.train.max_steps)
         summary = run.write_summary(
             "completed",
             metrics,

@@ -21,6 +21,12 @@ error when there is none), `train.resume=auto` continues when there is one.
 Multi-GPU: `torchrun --nproc_per_node N -m rlcw train-rm ... train.deepspeed=configs/deepspeed/zero2.json`
 (ZeRO-3 is not supported for the final merge). Not here: PPO value heads, listwise RMs.
 
+Trackers: `train.report_to` (tensorboard | wandb | trackio | none; default [tensorboard] into `<run>/tensorboard/`)
+gets the trainer's metrics and the before/final evaluation rows through rlcw.tracking (checked for secrets; HF's
+own `report_to` is "none"). Precision: both RM types load their weights as `model.dtype`; `train.bf16` (default
+false = fp32) is the HF bf16 mixed-precision flag (the cluster configs set it; a GPU without bf16 is an error,
+a CPU a warning).
+
     rlcw train-rm --config configs/train_rm/cpu.yaml          # BT on corruption pairs
     rlcw train-rm --config configs/train_rm/genrm_cpu.yaml    # GenRM (A/B verdict)
 """
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +46,16 @@ from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
-from rlcw.models import load_causal_lm, load_tokenizer, resolve
-from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, tensorboard_dir
+from rlcw.models import load_causal_lm, load_tokenizer, resolve, torch_dtype
+from rlcw.recipes.common import (
+    LoraSection,
+    ModelConfig,
+    check_bf16,
+    lora_config,
+    stage_run,
+    stage_tracker,
+    validate_train_keys,
+)
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
 from rlcw.rl.callbacks import JsonlMetricsCallback
@@ -103,6 +118,8 @@ class RMTrainSection:
     save_steps: int = 0  # 0 = no intermediate checkpoints
     resume: str = "false"  # false | true (error if no checkpoint) | auto, in <run>/checkpoints (rlcw.runs)
     deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
+    bf16: bool = False  # HF bf16 mixed precision (GPU configs); weights load as model.dtype
 
 
 @dataclass
@@ -191,7 +208,7 @@ def build_model(cfg: TrainRMConfig, tokenizer):
     from transformers import AutoModelForSequenceClassification
 
     model = AutoModelForSequenceClassification.from_pretrained(
-        resolve(cfg.model.name), num_labels=1, dtype=torch.float32
+        resolve(cfg.model.name), num_labels=1, dtype=torch_dtype(cfg.model.dtype)
     )
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
         model.resize_token_embeddings(len(tokenizer))
@@ -226,10 +243,10 @@ def common_args(cfg: TrainRMConfig, run) -> dict:
         logging_steps=t.logging_steps,
         save_strategy="steps" if t.save_steps else "no",
         save_steps=t.save_steps or 500,
-        bf16=False,
+        bf16=t.bf16,
         gradient_checkpointing=False,
         use_cpu=not torch.cuda.is_available(),
-        report_to=["tensorboard"],
+        report_to="none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
         seed=cfg.seed,
         disable_tqdm=False,
         save_only_model=False,
@@ -272,7 +289,7 @@ def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
     }
 
 
-def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict]):
+def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict], tracker=None):
     from trl import RewardTrainer
 
     margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)  # bad margins fail before any model loads
@@ -287,7 +304,7 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
         train_dataset=build_dataset(train_pairs, spec, tokenizer, margins),
         eval_dataset=build_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,
         peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers),
-        callbacks=[JsonlMetricsCallback(run)],
+        callbacks=[JsonlMetricsCallback(run, tracker)],
     )
     if eval_pairs and cfg.train.eval_steps and start is None:
         trainer.evaluate()  # step-0 accuracy for the curve (logged by the trainer)
@@ -368,7 +385,7 @@ def evaluate_genrm(scorer, pairs: list[dict], prefix: str = "eval") -> dict[str,
     }
 
 
-def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict]):
+def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict], tracker=None):
     from transformers import TrainingArguments
 
     from rlcw.rewards.genrm import GenRMScorer
@@ -388,6 +405,8 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
         )
         before = evaluate_genrm(scorer, eval_pairs, prefix="before")
         run.log(0, before)
+        if tracker is not None:
+            tracker.log(before, 0)
     args = TrainingArguments(**common_args(cfg, run), eval_strategy="no", remove_unused_columns=False)
     trainer = GenRMTrainer(
         model,
@@ -395,7 +414,7 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
         build_genrm_dataset(train_pairs, spec, tokenizer, rationales),
         tokenizer,
         peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"),
-        callbacks=[JsonlMetricsCallback(run)],
+        callbacks=[JsonlMetricsCallback(run, tracker)],
     )
     trainer.train(resume_from_checkpoint=start)
     return trainer, tokenizer, spec, before
@@ -421,6 +440,7 @@ def validate(cfg: TrainRMConfig) -> None:
         check_at_least(f"{'rm' if section is rm else 'train'}.{key}", getattr(section, key), 1)
     check_at_least("train.save_steps", t.save_steps, 0)
     resume_mode(t.resume)
+    validate_train_keys(t.report_to, t.bf16)
     if t.deepspeed is not None and not Path(t.deepspeed).is_file():
         raise RlcwError(
             "DeepSpeed config not found",
@@ -431,20 +451,20 @@ def validate(cfg: TrainRMConfig) -> None:
 
 def main(cfg: TrainRMConfig) -> dict:
     validate(cfg)
-    with stage_run(cfg, "train-rm") as run:
+    check_bf16(cfg.train.bf16)
+    with stage_run(cfg, "train-rm") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         train_pairs = load_preferences(cfg.data.train_file, cfg.data.split, cfg.data.columns, cfg.data.max_train_pairs)
         eval_pairs = (
             load_preferences(cfg.data.eval_file, "test", cfg.data.columns, cfg.data.max_eval_pairs)
             if cfg.data.eval_file
             else []
         )
-        tensorboard_dir(run)
         t0 = time.time()
         before: dict = {}
         if cfg.rm.type == "bt":
-            trainer, tokenizer, spec = train_bt(cfg, run, train_pairs, eval_pairs)
+            trainer, tokenizer, spec = train_bt(cfg, run, train_pairs, eval_pairs, tracker)
         else:
-            trainer, tokenizer, spec, before = train_genrm(cfg, run, train_pairs, eval_pairs)
+            trainer, tokenizer, spec, before = train_genrm(cfg, run, train_pairs, eval_pairs, tracker)
         metrics = {
             **before,
             "train/steps": float(trainer.state.global_step),
@@ -459,6 +479,7 @@ def main(cfg: TrainRMConfig) -> dict:
             metrics.update(evaluate_pairs(spec, model_dir, eval_pairs, cfg.train.eval_batch_size))
             metrics["time/eval_s"] = round(time.time() - t1, 1)
             run.log(trainer.state.global_step, metrics)
+            tracker.log(metrics, trainer.state.global_step)
         summary = run.write_summary("completed", metrics, {"model": model_dir, "metrics": run.path / "metrics.jsonl"})
         run.write_report(_report(cfg, metrics, model_dir))
         return summary

@@ -9,6 +9,7 @@ from rlcw.cli import run
 from rlcw.config import load_config
 from rlcw.recipes.grpo import GRPORecipeConfig
 from rlcw.recipes.ppo import PPORecipeConfig
+from rlcw.recipes.train_rm import TrainRMConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPES = ROOT / "tests" / "assets" / "model_shapes"
@@ -27,6 +28,9 @@ PLAN = [
         (GRPORecipeConfig, "configs/grpo/litbench_1node.yaml"),
         (GRPORecipeConfig, "configs/grpo/litbench_2node.yaml"),
         (PPORecipeConfig, "configs/ppo/litbench_1node.yaml"),
+        (TrainRMConfig, "configs/train_rm/litbench_bt_1b.yaml"),
+        (TrainRMConfig, "configs/train_rm/litbench_bt_8b.yaml"),
+        (TrainRMConfig, "configs/train_rm/litbench_genrm_7b.yaml"),
     ],
 )
 def test_gpu_configs_turn_bf16_on(cls, config):

@@ -10,11 +10,13 @@ import torch
 
 from rlcw.config import load_config
 from rlcw.errors import RlcwError
-from rlcw.recipes import dpo, grpo, ppo
+from rlcw.recipes import dpo, grpo, ppo, train_agents, train_rm
 from rlcw.recipes.common import check_bf16
 
 RUN = SimpleNamespace(checkpoints=Path("unused-checkpoints"))
 STAGES = [
+    (train_rm.TrainRMConfig, train_rm.validate),
+    (train_agents.TrainAgentsConfig, train_agents.validate),
     (grpo.GRPORecipeConfig, grpo.validate),
     (ppo.PPORecipeConfig, ppo.validate),
     (dpo.DPORecipeConfig, dpo.validate),
@@ -36,7 +38,12 @@ def test_unknown_tracker_names_the_valid_ones(cls, validate):
 def test_trl_args_report_to_none_and_carry_bf16(bf16):
     g = load_config(grpo.GRPORecipeConfig, None, [f"train.bf16={str(bf16).lower()}"])
     d = load_config(dpo.DPORecipeConfig, None, [f"train.bf16={str(bf16).lower()}"])
-    for args in (grpo.build_args(g, RUN, [1.0, 1.0]), dpo.build_args(d, RUN, False)):
+    r = load_config(train_rm.TrainRMConfig, None, [f"train.bf16={str(bf16).lower()}"])
+    for args in (
+        grpo.build_args(g, RUN, [1.0, 1.0]),
+        dpo.build_args(d, RUN, False),
+        train_rm.build_args(r, RUN, False),
+    ):
         assert args.report_to == []  # "none": HF starts no TensorBoard/wandb callback of its own
         assert args.bf16 is bf16
 
@@ -50,6 +57,15 @@ def test_ppo_accelerator_mixed_precision(monkeypatch, bf16, mode):
     cfg = load_config(ppo.PPORecipeConfig, None, [f"train.bf16={str(bf16).lower()}"])
     assert ppo.build_accelerator(cfg) == "acc"
     assert seen == {"cpu": not torch.cuda.is_available(), "mixed_precision": mode}
+
+
+def test_train_rm_loads_the_bt_model_as_model_dtype(tiny_model_dir):
+    from rlcw.models import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model_dir), for_reward_model=True)
+    for dtype, expected in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        cfg = load_config(train_rm.TrainRMConfig, None, [f"model.name={tiny_model_dir}", f"model.dtype={dtype}"])
+        assert train_rm.build_model(cfg, tokenizer).score.weight.dtype == expected
 
 
 def test_check_bf16_errors_on_a_gpu_without_bf16_and_warns_on_cpu(monkeypatch, capsys):
