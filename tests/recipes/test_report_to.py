@@ -148,3 +148,4 @@ def test_dpo_report_to_none_writes_no_tracker_files(tmp_path, runs_root, tiny_mo
     run_dir = Path(main(cfg)["artifacts"]["metrics"]).parent
     assert any("loss" in r for r in jsonl(run_dir))  # metrics.jsonl is written whatever report_to says
     assert not (run_dir / "tensorboard").exists() and not (run_dir / "wandb").exists()
+    assert not list(run_dir.rglob("events.out.tfevents*"))  # nor HF's own TensorBoard callback anywhere
