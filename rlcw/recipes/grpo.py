@@ -115,6 +115,8 @@ class GRPOTrainSection:
     use_vllm: bool = False
     fast_rollout: bool = False  # rlcw.rl.rollout: merged-LoRA copy + shared prompt cache (~1.2x TRL's rollout on CPU)
     rollout_precision: str = "fp32"  # fp32 | bf16: the fast rollout's weight copy (bf16: ~1.7x faster decode on AMX/AVX512-BF16 CPUs; loss stays fp32)
+    # fast rollout: per-token loss weight min(pi/mu, cap) for the sampler/policy gap (rlcw.rl.rollout_is); 0 = off
+    rollout_is_cap: float = 3.0
     vllm_mode: str = "colocate"  # colocate | server
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = 0.3
@@ -369,6 +371,12 @@ def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
             "train.rollout_precision applies to the fast rollout only",
             where="train.rollout_precision",
             hint="add train.fast_rollout=true, or leave train.rollout_precision=fp32",
+        )
+    if t.rollout_is_cap < 0 or (0 < t.rollout_is_cap < 1):
+        raise RlcwError(
+            f"train.rollout_is_cap={t.rollout_is_cap} would down-weight even on-policy tokens",
+            where="train.rollout_is_cap",
+            hint="a cap >= 1 (e.g. 3, TRL's vLLM default), or 0 for no correction",
         )
     if not t.fast_rollout:
         return
@@ -652,6 +660,45 @@ def trainer_class():
             self._rlcw_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
             return self._rlcw_rewards
 
+        rollout_is_cap: float = 0.0  # > 0: truncated importance weights on the rollout's own log-probs
+
+        def _compute_loss(self, model, inputs):
+            """TRL's loss with each completion token reweighted by min(pi/mu, cap) when the rollout returned
+            its sampler's log-probs mu (TRL 1.16 does that only for vLLM). No extra forward: the weight is taken
+            from the loss's own log-probs, caught in _get_per_token_logps_and_entropies below."""
+            if self.rollout_is_cap > 0 and inputs.get("sampling_per_token_logps") is not None:
+                inputs = dict(inputs)  # the buffered batch is reused across iterations: reweight a copy
+                self._rlcw_is_inputs = inputs
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._rlcw_is_inputs = None
+
+        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+            out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            inputs = getattr(self, "_rlcw_is_inputs", None)
+            if inputs is not None:  # the first call inside _compute_loss is the loss's forward
+                self._rlcw_is_inputs = None
+                self._rlcw_reweight(inputs, out[0])
+            return out
+
+        def _rlcw_reweight(self, inputs: dict, per_token_logps: torch.Tensor) -> None:
+            """Scale the advantages per token by w = min(exp(logp - mu), cap), w > 0: for every TRL loss linear
+            in the advantage (grpo, dapo, bnpo, dr_grpo, cispo, sapo) that is the loss times w, and TRL accepts
+            (B, T) advantages. logp = the old log-probs when TRL kept them (num_iterations > 1), so the weight is
+            pi_old/mu and TRL's own ratio covers pi/pi_old."""
+            from rlcw.rl.rollout_is import is_stats, truncated_is_weights
+
+            mask = inputs["completion_mask"]
+            base = inputs.get("old_per_token_logps")
+            base = per_token_logps.detach() if base is None else base  # (B, T)
+            weights, sums = truncated_is_weights(base, inputs["sampling_per_token_logps"], mask, self.rollout_is_cap)
+            adv = inputs["advantages"]
+            inputs["advantages"] = (adv.unsqueeze(1) if adv.dim() == 1 else adv) * weights  # (B, T)
+            mode = "train" if self.model.training else "eval"
+            for key, value in is_stats(self.accelerator.reduce(sums, reduction="sum")).items():
+                self._metrics[mode][f"rollout_is/{key}"].append(value)
+
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
             if self.step_logger is not None and self.model.training:
@@ -753,6 +800,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             **extra,
         )
         trainer.step_logger = StepLogger(cfg, run)
+        trainer.rollout_is_cap = cfg.train.rollout_is_cap if cfg.train.fast_rollout else 0.0
         resume = str(last_complete_checkpoint(run.checkpoints)) if cfg.train.resume else None
         trainer.train(resume_from_checkpoint=resume)
         final = run.checkpoints / "final"
@@ -808,7 +856,12 @@ def _plots(run) -> list[Path]:
         ],
         run.path / "plots" / "reward.png",
     )
-    return [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png")]
+    plots = [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png")]
+    if any("rollout_is/mean_weight" in r for r in rows):  # fast rollout with the importance-sampling correction
+        keys = ("mean_abs_gap", "mean_weight", "clipped_share")
+        panels = [(f"rollout IS: {k.replace('_', ' ')}", {k: series(rows, f"rollout_is/{k}")}) for k in keys]
+        plots.append(plot_lines(panels, run.path / "plots" / "rollout_is.png"))
+    return plots
 
 
 def _fmt(v) -> str:
