@@ -241,10 +241,18 @@ class PPOTrainer:
                 **{f"ppo/{k}": v for k, v in {**pg_stats, **vf_stats}.items()},
             }.items():
                 out[k] = out.get(k, 0.0) + weight * float(v.detach())
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        out["ppo/grad_norm"] = float(self.acc.clip_grad_norm_(params, s.max_grad_norm))
+        out.update(self.clip_gradients())
         self.optimizer.step()
         return out
+
+    def clip_gradients(self) -> dict[str, float]:
+        """Clip the policy's and the value model's gradients each to max_grad_norm, separately (as OpenRLHF
+        and verl do: a large value error must not shrink the policy step); their norms before clipping."""
+        policy, value = (group["params"] for group in self.optimizer.param_groups)  # the two groups of __init__
+        return {
+            "ppo/grad_norm": float(self.acc.clip_grad_norm_(policy, self.s.max_grad_norm)),
+            "ppo/value_grad_norm": float(self.acc.clip_grad_norm_(value, self.s.max_grad_norm)),
+        }
 
     # -- the loop ------------------------------------------------------------------------------
     def train(
