@@ -31,10 +31,11 @@ from rlcw.rl.ppo_math import (
     gae,
     kl_per_token,
     masked_mean,
+    masked_moments,
     policy_loss,
     token_rewards,
     value_loss,
-    whiten,
+    whiten_with_moments,
 )
 from rlcw.rl.ppo_rollout import Rollout, response_logprobs, response_values, sample_rollout, score_completions
 from rlcw.runs import RunDir
@@ -158,7 +159,7 @@ class PPOTrainer:
             "old_logp": logp,
             "old_values": values,
             "returns": ret,
-            "advantages": whiten(adv, mask) if s.whiten_advantages else adv,
+            "advantages": self._whiten_globally(adv, mask) if s.whiten_advantages else adv,
         }
         kl_seq = (kl_per_token(logp, ref_logp, "k1") * mask).sum(1)  # (B,) KL of each response
         stats.update(
@@ -188,6 +189,11 @@ class PPOTrainer:
             stats.update({PREFIX + k: v for k, v in mon.items()})
         self._last_texts, self._last_scores = texts, scores.cpu().tolist()
         return ro, {"batch": batch, "stats": stats}
+
+    def _whiten_globally(self, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Whiten with the mean and variance over every rank's tokens (one all-reduce), not this rank's alone."""
+        moments = self.acc.reduce(masked_moments(adv, mask), reduction="sum")  # (3,)
+        return whiten_with_moments(adv, mask, moments)
 
     def _forward_no_grad(self, policy, ro: Rollout):
         s, mb = self.s, self.s.micro_batch_size

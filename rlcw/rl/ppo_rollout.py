@@ -90,8 +90,7 @@ def sample_rollout(
     out = model.generate(
         input_ids=q_ids,
         attention_mask=q_mask,
-        max_new_tokens=max_new_tokens,
-        min_new_tokens=1,
+        max_new_tokens=max_new_tokens,  # no min_new_tokens: EOS may come first, as response_logprobs assumes
         do_sample=True,
         temperature=temperature,
         top_p=top_p,
