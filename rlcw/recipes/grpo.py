@@ -647,7 +647,7 @@ def trainer_class():
         step_logger: StepLogger | None = None
 
         def _get_train_sampler(self, dataset=None):
-            return EpochRepeatSampler(
+            self._rlcw_sampler = EpochRepeatSampler(
                 data_source=dataset if dataset is not None else self.train_dataset,
                 mini_repeat_count=self.num_generations,
                 batch_size=self.args.generation_batch_size // self.num_generations,
@@ -655,6 +655,16 @@ def trainer_class():
                 shuffle=self.shuffle_dataset,
                 seed=self.args.seed,
             )
+            return self._rlcw_sampler
+
+        def _run_epoch(self, *args, **kwargs):
+            # A multi-rank resume mid-epoch wraps the loader as SkipBatchSampler -> BatchSamplerShard ->
+            # BatchSampler; neither accelerate's nor transformers' set_epoch reaches the sampler through
+            # BatchSamplerShard (no .sampler), so it would replay epoch 0's order: set it here.
+            sampler = getattr(self, "_rlcw_sampler", None)
+            if sampler is not None and kwargs.get("epoch") is not None:
+                sampler.set_epoch(kwargs["epoch"])
+            return super()._run_epoch(*args, **kwargs)
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             self._rlcw_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -763,6 +773,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
         funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        lc_lines = length_control_lines(funcs)  # the resolved auto | true | false of every bt reward
         model = load_causal_lm(cfg.model.name, cfg.model.dtype)
         args = build_args(cfg, run, weights)
         tensorboard_dir(run)
@@ -829,7 +840,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             "metrics": run.path / "metrics.jsonl",
             **{p.stem: p for p in plots},
         }
-        run.write_report(_report(cfg, metrics, periodic.history, monitor, plots))
+        run.write_report(_report(cfg, metrics, periodic.history, monitor, plots, lc_lines))
         if monitor.stop_reason:
             return run.write_summary("failed", metrics, artifacts, error=monitor.stop_reason)
         return run.write_summary("completed", metrics, artifacts)
@@ -868,8 +879,28 @@ def _fmt(v) -> str:
     return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
 
 
+def length_control_lines(funcs: list) -> list[str]:
+    """What each BT reward's `length_control` (auto | true | false) resolved to in this run."""
+    out = []
+    for f in funcs:
+        if type(f).__name__ == "BTScorer":
+            fit = f.length_fit
+            state = (
+                f"on (residual of score ~ {fit.intercept:.3f} + {fit.slope:.3f} * {fit.feature}, fit on {fit.n} stories)"
+                if fit is not None
+                else "off (raw scores)"
+            )
+            out.append(f"- length control of `{f.__name__}`: {state}")
+    return out
+
+
 def _report(
-    cfg: GRPORecipeConfig, metrics: dict, history: list[dict], monitor: MonitorCallback, plots: list[Path]
+    cfg: GRPORecipeConfig,
+    metrics: dict,
+    history: list[dict],
+    monitor: MonitorCallback,
+    plots: list[Path],
+    length_control: list[str] | None = None,
 ) -> str:
     specs = ", ".join(
         f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)})" for name, s in cfg.reward.specs.items()
@@ -880,6 +911,7 @@ def _report(
         f"- policy start: `{cfg.model.name}`",
         f"- rewards: {specs}; default RM `{cfg.reward.rm_path}`",
         f"- steps: {int(metrics['train/steps'])}; beta {cfg.train.beta}, loss {cfg.train.loss_type}, scale_rewards {cfg.train.scale_rewards}",
+        *(length_control or []),
         "",
     ]
     if monitor.stop_reason:
