@@ -55,6 +55,7 @@ from rlcw.recipes.common import LoraSection, ModelConfig, MonitorSection, lora_c
 from rlcw.rewards.bt import message_text
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.rewards.length import range_fits_cap
+from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import PREFIX, MonitorCallback, plot_monitors, step_stats
@@ -798,6 +799,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps
         )
         monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
+        aux = {"monitor": monitor, **{f"reward/{f.__name__}": f for f in funcs}}  # saved with every checkpoint
         trainer = trainer_class()(
             model=model,
             reward_funcs=funcs,
@@ -807,12 +809,14 @@ def main(cfg: GRPORecipeConfig) -> dict:
             peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers)
             if cfg.lora.enabled
             else None,
-            callbacks=[monitor, JsonlMetricsCallback(run), periodic],
+            callbacks=[monitor, JsonlMetricsCallback(run), periodic, AuxStateCallback(aux)],
             **extra,
         )
         trainer.step_logger = StepLogger(cfg, run)
         trainer.rollout_is_cap = cfg.train.rollout_is_cap if cfg.train.fast_rollout else 0.0
         resume = str(last_complete_checkpoint(run.checkpoints)) if cfg.train.resume else None
+        if resume:
+            load_aux_state(Path(resume), aux)  # monitor streaks, GenRM pairing RNG
         trainer.train(resume_from_checkpoint=resume)
         final = run.checkpoints / "final"
         from transformers.integrations import is_deepspeed_zero3_enabled

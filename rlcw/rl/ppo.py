@@ -24,8 +24,16 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
+from rlcw.rl.aux_state import load_aux_state, save_aux_state
 from rlcw.rl.monitors import PREFIX, step_stats
-from rlcw.rl.ppo_checkpoint import finish_checkpoint, latest_checkpoint, load_checkpoint, write_model_state, write_rng
+from rlcw.rl.ppo_checkpoint import (
+    finish_checkpoint,
+    latest_checkpoint,
+    load_checkpoint,
+    tmp_path,
+    write_model_state,
+    write_rng,
+)
 from rlcw.rl.ppo_math import (
     explained_variance,
     gae,
@@ -279,6 +287,7 @@ class PPOTrainer:
             self.step = load_checkpoint(
                 ckpt, self._unwrapped(), acc.unwrap_model(self.value), self.optimizer, acc.process_index
             )
+            load_aux_state(ckpt, self._aux_objects(), f"rlcw_aux_state_rank{acc.process_index}.json")
             acc.print(f"resumed from {ckpt} at step {self.step}")
         else:
             torch.manual_seed(s.seed + 1_000 * acc.process_index)  # ranks sample different responses
@@ -373,6 +382,11 @@ class PPOTrainer:
                 },
             )
 
+    def _aux_objects(self) -> dict[str, object]:
+        """Monitor streaks and reward RNGs (GenRM pairing) that checkpoints carry (rlcw.rl.aux_state)."""
+        objects = {f"reward/{getattr(f, '__name__', i)}": f for i, f in enumerate(self.funcs)}
+        return {**objects, "monitor": self.monitor} if self.monitor is not None else objects
+
     def save(self, path) -> None:
         """A resumable checkpoint (see `rlcw.rl.ppo_checkpoint`); every rank adds its RNG state."""
         acc = self.acc
@@ -383,6 +397,7 @@ class PPOTrainer:
             )
         acc.wait_for_everyone()
         write_rng(path, acc.process_index)
+        save_aux_state(tmp_path(path), self._aux_objects(), f"rlcw_aux_state_rank{acc.process_index}.json")
         acc.wait_for_everyone()
         if acc.is_main_process:
             finish_checkpoint(path, self.step, asdict(self.s))
