@@ -94,6 +94,10 @@ class MergedPolicy:
             if t.requires_grad:
                 self.copies.append((memo[id(t)], t))
         self.model = copy.deepcopy(base, memo)
+        # TRL's GRPOTrainer replaces the policy's `forward` on the instance (add_fused_lm_head) with a closure
+        # that calls the ORIGINAL model's forward: a deep copy would keep it and silently run the fp32 policy
+        # (unmerged LoRA, no bf16). The copy uses its class's own forward.
+        self.model.__dict__.pop("forward", None)
         self.model.eval()
 
     @torch.no_grad()

@@ -248,3 +248,18 @@ def test_sampler_logprobs_are_the_sampling_distribution(policy, tokenizer):
             logits = policy(input_ids=ids).logits[0, len(prompt) - 1 : -1] / 0.7  # (C, V)
         want = torch.log_softmax(logits, -1).gather(1, torch.tensor(comp)[:, None]).squeeze(1)
         torch.testing.assert_close(torch.tensor(lp), want, atol=1e-4, rtol=1e-4)
+
+
+def test_copy_runs_its_own_weights_after_trl_patches_the_forward(policy):
+    """GRPOTrainer patches the policy's forward with a closure over the original model (add_fused_lm_head);
+    the rollout copy must still run its own (bf16, merged) weights, not the fp32 policy."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    add_fused_lm_head(policy.get_base_model(), temperature=1.0, cast_lm_head_to_fp32=False, outputs=("log_probs",))
+    model = MergedPolicy(policy, "bf16").refresh()
+    ids = torch.tensor([[5, 9, 11, 3, 7]])
+    with torch.no_grad():
+        got = model(input_ids=ids).logits
+        want = policy(input_ids=ids).logits
+    assert got.dtype == torch.bfloat16
+    assert (got.float() - want).abs().max() > 0  # bf16 rounding: a different computation from the fp32 policy
