@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import time
 from pathlib import Path
 
@@ -60,6 +61,26 @@ def logprob_mismatch(ref, other, prompts: list[list[int]], completions: list[lis
         logits = m(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, :-1].float()  # (B, L-1, V)
         out.append(torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)[keep[:, 1:]])
     return (out[0] - out[1]).abs()
+
+
+@torch.inference_mode()
+def is_statistics(ref, prompts, completions, sampler_logps, pad_id: int, temperature: float, cap: float) -> dict:
+    """The GRPO loss's truncated importance sampling of these samples: weights min(pi/mu, cap) with pi the fp32
+    policy at the sampling temperature (as TRL's loss computes it) and mu the sampler's own log-probs."""
+    from rlcw.rl.ppo_rollout import left_pad
+    from rlcw.rl.rollout_is import is_stats, truncated_is_weights
+
+    ids, mask = left_pad([p + c for p, c in zip(prompts, completions, strict=False)], pad_id)  # (B, L)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    logits = ref(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, :-1].float() / temperature
+    logp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, L-1)
+    width = max(map(len, completions))
+    pi, mu, keep = torch.zeros(len(prompts), width), torch.zeros(len(prompts), width), torch.zeros(len(prompts), width)
+    for i, (c, lp) in enumerate(zip(completions, sampler_logps, strict=True)):
+        if c:
+            pi[i, : len(c)], mu[i, : len(c)], keep[i, : len(c)] = logp[i, -len(c) :], torch.tensor(lp), 1.0
+    _, sums = truncated_is_weights(pi, mu, keep, cap)
+    return is_stats(sums)
 
 
 def build(args):
@@ -141,24 +162,32 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
         wall += t["merged_generation_s"]
 
     if args.fast_rollout:  # rlcw.rl.rollout: merged-weight copy + shared prefill + lean sampling loop, same prompts
-        from rlcw.rl.rollout import sample
+        from rlcw.rl.rollout import sample_with_logprobs
 
         rows_ids = [r[m.bool()].tolist() for r, m in zip(enc["input_ids"], enc["attention_mask"], strict=False)]
 
-        def timed_sample(name: str, policy, seed: int) -> list[list[int]]:
-            """Sample with rlcw.rl.rollout on `policy`; record `<name>_generation_s`, tok/s and the ratio to TRL's path."""
+        def timed_sample(name: str, policy, seed: int) -> tuple[list[list[int]], list[list[float]]]:
+            """Sample with rlcw.rl.rollout on `policy` (with the per-token log-probs the importance-sampling
+            correction needs); record `<name>_generation_s`, tok/s and the ratio to TRL's path."""
             torch.manual_seed(seed)
             start = time.perf_counter()
-            out = sample(policy.refresh(), rows_ids, gen_cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id)
+            out = sample_with_logprobs(
+                policy.refresh(), rows_ids, gen_cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id
+            )
             t[f"{name}_generation_s"] = time.perf_counter() - start
-            t[f"{name}_rollout_tok_per_s"] = sum(map(len, out)) / t[f"{name}_generation_s"]
+            t[f"{name}_rollout_tok_per_s"] = sum(map(len, out[0])) / t[f"{name}_generation_s"]
             t[f"{name}_speedup"] = t[f"{name}_rollout_tok_per_s"] / t["rollout_tok_per_s"]
             return out
 
         timed_sample("fast", merged, 2)
         wall += t["fast_generation_s"]  # a candidate, not part of the step
         if args.bf16_rollout:  # the same sampler on the bf16 rollout copy (train.rollout_precision=bf16)
-            bf16 = timed_sample("bf16", merged_bf16, 3)
+            bf16, bf16_logps = timed_sample("bf16", merged_bf16, 3)
+            # the correction itself costs no forward in training (the loss's own log-probs); measured here apart
+            stats = is_statistics(
+                merged.model, rows_ids, bf16, bf16_logps, tok.pad_token_id, args.temperature, args.is_cap
+            )
+            t.update({f"bf16_is_{k}": v for k, v in stats.items()})
             t["bf16_over_fast"] = t["bf16_rollout_tok_per_s"] / t["fast_rollout_tok_per_s"]
             wall += t["bf16_generation_s"]
             start = time.perf_counter()
@@ -274,6 +303,7 @@ def main() -> None:
         action="store_true",
         help="with --fast-rollout: also time it on a bf16 rollout copy (train.rollout_precision=bf16) and measure its logprob gap",
     )
+    p.add_argument("--is-cap", type=float, default=3.0, help="train.rollout_is_cap for the bf16 correction statistics")
     p.add_argument("--json", help="write the results here")
     p.add_argument(
         "--real-steps",
@@ -324,9 +354,20 @@ def main() -> None:
     for key in ("fast_speedup", "bf16_speedup", "bf16_over_fast", "merged_speedup"):
         if key in results[0]:
             vals = [r[key] for r in results]
-            summary[key] = vals
+            summary[key], summary[key + "_median"] = vals, statistics.median(vals)
             base = "fast-rollout tok/s" if key == "bf16_over_fast" else "TRL-path tok/s"
-            print(f"{key} (candidate tok/s / {base}, per step): " + ", ".join(f"{v:.2f}x" for v in vals))
+            print(
+                f"{key} (candidate tok/s / {base}, per step, interleaved): "
+                + ", ".join(f"{v:.2f}x" for v in vals)
+                + f"; median {statistics.median(vals):.2f}x"
+            )
+    if "bf16_is_mean_weight" in results[0]:
+        keys = ("bf16_is_mean_abs_gap", "bf16_is_mean_weight", "bf16_is_clipped_share")
+        summary.update({k: statistics.median(r[k] for r in results) for k in keys})
+        print(
+            f"bf16 rollout importance sampling (cap {args.is_cap}, median over steps): mean |gap| "
+            f"{summary[keys[0]]:.4f} nats/token, mean weight {summary[keys[1]]:.4f}, clipped share {summary[keys[2]]:.4f}"
+        )
     last = results[-1]
     print(
         "step split: "

@@ -10,8 +10,8 @@ wins) on the same pairs, and
   P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2, consistency = share of pairs whose
   verdict flips with the order, first-position rate, invalid verdicts counted (and excluded).
 `length_control.fit_on=FILE` (story records, or pairs: both sides) first fits score ~ a + b f(words)
-on that reference set and writes `rlcw_length_control.json` into the RM folder (then BTScorer applies
-it everywhere, GRPO included); it is also copied into the run folder.
+on that reference set and writes `rlcw_length_control.json` into the run folder; with
+`length_control.install=true` also into the RM folder (then BTScorer's length_control auto|true apply it).
 Writes `<run>/eval.json`, `<run>/scores.jsonl` (per pair), `<run>/eval_rm.png`, report.md, summary.json.
 Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
 
@@ -63,7 +63,8 @@ class EvalDataSection:
 
 @dataclass
 class LengthControlSection:
-    fit_on: str | None = None  # reference stories (story records or pairs) -> fit, saved into the RM folder
+    fit_on: str | None = None  # reference stories (story records or pairs) -> fit, saved into this run's folder
+    install: bool = False  # also write the fit into the RM folder (BTScorer's length_control auto|true then use it)
     feature: str = "log_words"  # words | log_words
     max_stories: int | None = None
 
@@ -105,8 +106,9 @@ def fit_length_control(scorer, lc: LengthControlSection, run) -> dict:
     prompts, stories = reference_stories(lc.fit_on, lc.max_stories)
     raw = scorer.score(prompts, stories, raw=True)
     fit = fit_length_fit(raw, [count_words(s) for s in stories], lc.feature, source=str(lc.fit_on))
-    path = save_length_fit(fit, scorer.rm_dir)
-    shutil.copyfile(path, run.path / LENGTH_CONTROL_FILE)
+    path = save_length_fit(fit, run.path)  # never mutate an RM folder unless told to
+    if lc.install:
+        shutil.copyfile(path, scorer.rm_dir / LENGTH_CONTROL_FILE)
     scorer.length_fit = fit
     return {
         "length_control/slope": fit.slope,
@@ -212,7 +214,7 @@ def main(cfg: EvalRMConfig) -> dict:
             s.path,
             batch_size=s.batch_size,
             device=s.device,
-            length_control=s.length_control,
+            length_control="auto" if s.length_control else False,  # true here: the fit when there is one
             judge_client=s.judge_client,
             judge_template=s.judge_template,
         )

@@ -201,7 +201,9 @@ def best_of_outputs(
     from rlcw.rewards.scorers import load_scorer
 
     b, n = cfg.best_of, cfg.best_of.n
-    scorer = load_scorer("bt", b.rm_path, batch_size=b.batch_size, length_control=b.length_control)
+    scorer = load_scorer(
+        "bt", b.rm_path, batch_size=b.batch_size, length_control="auto" if b.length_control else False
+    )
     scorer.progress = True
     scores = scorer.score([c["prompt"] for c in cands], [c["story"] for c in cands])
     pools = [scores[i * n : (i + 1) * n] for i in range(len(rows))]  # (prompts, n)

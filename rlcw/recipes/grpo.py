@@ -78,6 +78,7 @@ from rlcw.recipes.common import (
 )
 from rlcw.recipes.common import train_prompts as mixed_train_prompts
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import MonitorCallback, plot_monitors
@@ -116,6 +117,8 @@ class GRPOTrainSection:
     use_vllm: bool = False
     fast_rollout: bool = False  # rlcw.rl.rollout: merged-LoRA copy + shared prompt cache (~1.2x TRL's rollout on CPU)
     rollout_precision: str = "fp32"  # fp32 | bf16: the fast rollout's weight copy (bf16: ~1.7x faster decode on AMX/AVX512-BF16 CPUs; loss stays fp32)
+    # fast rollout: per-token loss weight min(pi/mu, cap) for the sampler/policy gap (rlcw.rl.rollout_is); 0 = off
+    rollout_is_cap: float = 3.0
     vllm_mode: str = "colocate"  # colocate | server
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = 0.3
@@ -202,6 +205,12 @@ def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
             "train.rollout_precision applies to the fast rollout only",
             where="train.rollout_precision",
             hint="add train.fast_rollout=true, or leave train.rollout_precision=fp32",
+        )
+    if t.rollout_is_cap < 0 or (0 < t.rollout_is_cap < 1):
+        raise RlcwError(
+            f"train.rollout_is_cap={t.rollout_is_cap} would down-weight even on-policy tokens",
+            where="train.rollout_is_cap",
+            hint="a cap >= 1 (e.g. 3, TRL's vLLM default), or 0 for no correction",
         )
     zero3 = t.deepspeed and "zero3" in Path(t.deepspeed).name
     clash = (
@@ -451,6 +460,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
         funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        lc_lines = length_control_lines(funcs)  # the resolved auto | true | false of every bt reward
         context = {
             "rm_path": cfg.reward.rm_path,
             "run_dir": run.path,
@@ -469,6 +479,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
         from rlcw.rl.grpo_trainer import RlcwGRPOTrainer
 
         t = cfg.train
+        aux = {"monitor": monitor, **{f"reward/{f.__name__}": f for f in funcs}}  # saved with every checkpoint
         trainer = RlcwGRPOTrainer(
             model=model,
             reward_funcs=funcs,
@@ -476,21 +487,26 @@ def main(cfg: GRPORecipeConfig) -> dict:
             train_dataset=build_dataset(train_rows, cfg.model.system_prompt),
             processing_class=tokenizer,
             peft_config=peft,
-            callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic],
+            callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic, AuxStateCallback(aux)],
             run=run,
             monitor_ngram=m.ngram if m.enabled else None,
             log_kl_every=max(1, t.log_kl_every) if t.log_kl_to_start else 0,
             kl_ref_model=kl_reference(cfg),
             samples_every=t.samples_every,
             samples_k=t.samples_k,
+            rollout_is_cap=t.rollout_is_cap if t.fast_rollout else 0.0,
             **extra,
         )
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)
+        if checkpoint:
+            load_aux_state(checkpoint, aux)  # monitor streaks, GenRM pairing RNG
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic)
+        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, lc_lines)
 
 
-def save_and_report(cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor: MonitorCallback, periodic) -> dict:
+def save_and_report(
+    cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor: MonitorCallback, periodic, lc_lines: list[str]
+) -> dict:
     """The final policy in `checkpoints/final` (rank 0; every rank under ZeRO-3), plots, report, summary."""
     from transformers.integrations import is_deepspeed_zero3_enabled
 
@@ -517,7 +533,7 @@ def save_and_report(cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor: Mon
         "metrics": run.path / "metrics.jsonl",
         **{p.stem: p for p in plots},
     }
-    run.write_report(_report(cfg, metrics, periodic.history, monitor, plots))
+    run.write_report(_report(cfg, metrics, periodic.history, monitor, plots, lc_lines))
     if monitor.stop_reason:
         return run.write_summary("failed", metrics, artifacts, error=monitor.stop_reason)
     return run.write_summary("completed", metrics, artifacts)
@@ -544,15 +560,40 @@ def _plots(run) -> list[Path]:
         ],
         run.path / "plots" / "reward.png",
     )
-    return [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png")]
+    plots = [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png")]
+    if any("rollout_is/mean_weight" in r for r in rows):  # fast rollout with the importance-sampling correction
+        keys = ("mean_abs_gap", "mean_weight", "clipped_share")
+        panels = [(f"rollout IS: {k.replace('_', ' ')}", {k: series(rows, f"rollout_is/{k}")}) for k in keys]
+        plots.append(plot_lines(panels, run.path / "plots" / "rollout_is.png"))
+    return plots
 
 
 def _fmt(v) -> str:
     return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
 
 
+def length_control_lines(funcs: list) -> list[str]:
+    """What each BT reward's `length_control` (auto | true | false) resolved to in this run."""
+    out = []
+    for f in funcs:
+        if type(f).__name__ == "BTScorer":
+            fit = f.length_fit
+            state = (
+                f"on (residual of score ~ {fit.intercept:.3f} + {fit.slope:.3f} * {fit.feature}, fit on {fit.n} stories)"
+                if fit is not None
+                else "off (raw scores)"
+            )
+            out.append(f"- length control of `{f.__name__}`: {state}")
+    return out
+
+
 def _report(
-    cfg: GRPORecipeConfig, metrics: dict, history: list[dict], monitor: MonitorCallback, plots: list[Path]
+    cfg: GRPORecipeConfig,
+    metrics: dict,
+    history: list[dict],
+    monitor: MonitorCallback,
+    plots: list[Path],
+    length_control: list[str] | None = None,
 ) -> str:
     specs = ", ".join(
         f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)})" for name, s in cfg.reward.specs.items()
@@ -563,6 +604,7 @@ def _report(
         f"- policy start: `{cfg.model.name}`",
         f"- rewards: {specs}; default RM `{cfg.reward.rm_path}`",
         f"- steps: {int(metrics['train/steps'])}; beta {cfg.train.beta}, loss {cfg.train.loss_type}, scale_rewards {cfg.train.scale_rewards}",
+        *(length_control or []),
         "",
     ]
     if monitor.stop_reason:

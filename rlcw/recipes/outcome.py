@@ -229,7 +229,7 @@ def _eval_rm(
     e = eval_rm.EvalRMConfig(output_dir=root, run_name=name, seed=cfg.seed)
     e.scorer.kind, e.scorer.path, e.data.file = "bt", rm, pairs
     if fit_on:
-        e.length_control.fit_on = fit_on
+        e.length_control.fit_on, e.length_control.install = fit_on, True  # the grpo_lc run reads it from the RM
     return stages.run(name, eval_rm.main, e)
 
 

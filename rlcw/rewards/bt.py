@@ -8,9 +8,10 @@
 Scores use `encode_for_rm` (the RM folder's own rendering) and length-bucketed batches: inputs
 are sorted by token count and cut into batches of at most `batch_size` rows, at most `token_budget`
 padded tokens and at most `max_padding` padding overhead (defaults by device, `BATCH_DEFAULTS`),
-so long stories never form huge (B, T) blocks and CPU time is not spent on padding. When the RM folder
-holds `rlcw_length_control.json` (see `rlcw.rewards.length_control`), `score` returns the
-residual after removing what length explains, unless `length_control=False` or `raw=True`.
+so long stories never form huge (B, T) blocks and CPU time is not spent on padding. `length_control`
+(auto | true | false, see `rlcw.rewards.length_control`) decides whether `score` returns the residual
+after removing what length explains with the RM folder's installed fit; `raw=True` always gives raw
+scores, and `scorer.length_fit` (None = raw) is what a run reports as its resolved choice.
 A failure raises: a reward function never returns a silent default.
 """
 
@@ -23,7 +24,7 @@ import torch
 from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
-from rlcw.rewards.length_control import LengthFit, load_length_fit
+from rlcw.rewards.length_control import LengthFit, resolve_length_control
 from rlcw.rewards.render import RMSpec, encode_for_rm, load_spec
 
 
@@ -84,7 +85,7 @@ class BTScorer:
         *,
         token_budget: int | None = None,
         max_padding: float | None = None,
-        length_control: bool = True,
+        length_control: bool | str = "auto",
         spec: RMSpec | None = None,
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -106,7 +107,8 @@ class BTScorer:
         self.token_budget = token_budget if token_budget is not None else budget  # max padded tokens per batch
         self.max_padding = max_padding if max_padding is not None else padding  # max padded/real - 1 per batch
         self.progress = False  # a tqdm bar over batches (evaluation); off for RL rewards
-        self.length_fit: LengthFit | None = load_length_fit(self.rm_dir) if length_control else None
+        # auto | true | false -> the fit applied (None: raw scores); see rlcw.rewards.length_control
+        self.length_fit: LengthFit | None = resolve_length_control(length_control, self.rm_dir)
         self.__name__ = f"rm_{self.rm_dir.parent.name or self.rm_dir.name}"
 
     @torch.inference_mode()

@@ -240,6 +240,15 @@ class GenRMReward:
         self.rng = random.Random(seed)
         self.__name__ = f"genrm_{mode}"
 
+    def state_dict(self) -> dict:
+        """The pairing RNG (which group-mates each completion meets), for checkpoints."""
+        version, internal, gauss = self.rng.getstate()
+        return {"rng": [version, list(internal), gauss]}
+
+    def load_state_dict(self, state: dict) -> None:
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
         texts = [message_text(p) for p in prompts]
         stories = [message_text(c) for c in completions]

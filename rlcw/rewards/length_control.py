@@ -2,11 +2,14 @@
 
 A least-squares line `score ~ a + b * f(words)` is fitted on the raw scores of a reference set
 of stories (f = words or log(1 + words)); the controlled reward is the residual
-`score - (a + b * f(words))`. The fit lives in the RM folder as `rlcw_length_control.json`
-(next to `rlcw_rm.json`), and `rlcw.rewards.bt.BTScorer` applies it whenever the file is there
-(`BTScorer(rm_dir, length_control=False)` or `score(..., raw=True)` give raw scores).
+`score - (a + b * f(words))`. An installed fit lives in the RM folder as `rlcw_length_control.json`
+(next to `rlcw_rm.json`). Whether `rlcw.rewards.bt.BTScorer` applies it is a stated choice,
+`length_control: auto | true | false` (`resolve_length_control`): auto = the installed fit if there is
+one, true = the installed fit or an error, false = raw scores (`score(..., raw=True)` too). The choice a
+run resolved to is reported by it. `rlcw eval-rm length_control.fit_on=FILE` writes the fit into its own
+run folder and installs it into the RM folder only with `length_control.install=true`.
 
-    rlcw eval-rm scorer.path=runs/train_rm/model length_control.fit_on=refs.jsonl   # fit + save + evaluate
+    rlcw eval-rm scorer.path=runs/train_rm/model length_control.fit_on=refs.jsonl length_control.install=true
 
     fit = fit_length_fit(scores=[1.0, 2.0, 3.0], words=[100, 200, 300], feature="words")
     fit.residuals([2.5], [200])                                                   # -> [0.5]
@@ -102,4 +105,29 @@ def load_length_fit(rm_dir: str | Path) -> LengthFit | None:
             where=str(path),
             hint="delete it, or refit with `rlcw eval-rm length_control.fit_on=FILE`",
         ) from None
+    return fit
+
+
+CHOICES = ("auto", "true", "false")
+
+
+def resolve_length_control(choice: bool | str, rm_dir: str | Path) -> LengthFit | None:
+    """The fit a scorer applies for `choice` (auto | true | false, or a bool): None = raw scores."""
+    key = str(choice).lower() if isinstance(choice, bool | str) else None
+    if key not in CHOICES:
+        raise RlcwError(
+            f"length_control={choice!r} is not a choice",
+            where="length_control",
+            hint="auto (the RM folder's fit when it has one), true (require it) or false (raw scores)",
+        )
+    if key == "false":
+        return None
+    fit = load_length_fit(rm_dir)
+    if fit is None and key == "true":
+        raise RlcwError(
+            f"length_control=true but the RM folder has no {LENGTH_CONTROL_FILE}",
+            where=str(rm_dir),
+            hint="fit and install one: rlcw eval-rm length_control.fit_on=FILE length_control.install=true; "
+            "or length_control=false for raw scores",
+        )
     return fit

@@ -49,7 +49,7 @@ def load_scorer(
     *,
     batch_size: int = 16,
     device: str | None = None,
-    length_control: bool = True,
+    length_control: bool | str = "auto",
     judge_client: dict[str, Any] | None = None,
     judge_template: str = "writerly",
 ):

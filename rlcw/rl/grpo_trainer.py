@@ -4,7 +4,7 @@
 
     trainer = RlcwGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), ...,   # TRL's own arguments
                               run=run, monitor_ngram=3, log_kl_every=3, kl_ref_model=None,
-                              samples_every=1, samples_k=2)
+                              samples_every=1, samples_k=2, rollout_is_cap=3.0)
 
 Per generated training batch it logs (into TRL's metrics, so they reach metrics.jsonl and
 TensorBoard with TRL's): the reward-hacking statistics (`monitor/*`, rlcw.rl.monitors), KL to the
@@ -22,7 +22,10 @@ one exists, so an upgrade that removes one fails there first):
   `_calculate_rewards(inputs, prompts, completions, completion_ids_list)` (returns the gathered
   (N, F) rewards per function), `_generate_and_score_completions(inputs)` (its output keys
   `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`, optional
-  `old_per_token_logps`, `ref_per_token_logps`).
+  `old_per_token_logps`, `ref_per_token_logps`); `_compute_loss(model, inputs)` (the batch keys
+  `sampling_per_token_logps`, `old_per_token_logps`, `completion_mask`, `advantages`: the fast
+  rollout's truncated importance weights scale the advantages per token, rlcw.rl.rollout_is);
+  transformers' `Trainer._run_epoch(..., epoch=...)` (sets the sampler's epoch on a multi-rank resume).
 - GRPOTrainer internals read: `_get_per_token_logps_and_entropies(model, ids, mask, logits_to_keep)[0]`,
   `_metrics["train"]`, `reward_weights`, `reward_func_names`, `num_generations`, `num_iterations`,
   `shuffle_dataset`, `temperature`, `args.generation_batch_size`, `args.steps_per_generation`,
@@ -79,16 +82,22 @@ class RlcwGRPOTrainer(GRPOTrainer):
         kl_ref_model=None,
         samples_every: int = 1,
         samples_k: int = 2,
+        rollout_is_cap: float = 0.0,
         **kwargs,
     ):
         """`monitor_ngram`: n of the monitors' n-gram statistics (None = no monitor statistics);
         `log_kl_every`: KL to the start on step 1 and every N-th step (0 = never); `kl_ref_model`: a
         frozen starting model, needed only without LoRA at beta = 0; `samples_every`: top/bottom
-        `samples_k` stories every N steps (0 = never). The rest is TRL's GRPOTrainer."""
+        `samples_k` stories every N steps (0 = never); `rollout_is_cap` > 0: each completion token's loss is
+        weighted by min(pi/mu, cap) when the rollout returned its sampler's log-probs mu (rlcw.rl.rollout_is;
+        0 = off). The rest is TRL's GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.run, self.monitor_ngram, self.log_kl_every = run, monitor_ngram, log_kl_every
         self.samples_every, self.samples_k = samples_every, samples_k
         self.kl_ref_model = kl_ref_model
+        self.rollout_is_cap = rollout_is_cap
+        self._rlcw_sampler: EpochRepeatSampler | None = None
+        self._rlcw_is_inputs: dict | None = None  # the batch whose loss forward is being reweighted
         if kl_ref_model is not None:
             kl_ref_model.to(self.accelerator.device).eval().requires_grad_(False)
             add_fused_lm_head(
@@ -101,7 +110,7 @@ class RlcwGRPOTrainer(GRPOTrainer):
     # ---------------------------------------------------------------- TRL hooks
 
     def _get_train_sampler(self, dataset=None):
-        return EpochRepeatSampler(
+        self._rlcw_sampler = EpochRepeatSampler(
             data_source=dataset if dataset is not None else self.train_dataset,
             mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
@@ -109,6 +118,51 @@ class RlcwGRPOTrainer(GRPOTrainer):
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
         )
+        return self._rlcw_sampler
+
+    def _run_epoch(self, *args, **kwargs):
+        # A multi-rank resume mid-epoch wraps the loader as SkipBatchSampler -> BatchSamplerShard ->
+        # BatchSampler; neither accelerate's nor transformers' set_epoch reaches the sampler through
+        # BatchSamplerShard (no .sampler), so it would replay epoch 0's order: set it here.
+        if self._rlcw_sampler is not None and kwargs.get("epoch") is not None:
+            self._rlcw_sampler.set_epoch(kwargs["epoch"])
+        return super()._run_epoch(*args, **kwargs)
+
+    def _compute_loss(self, model, inputs):
+        """TRL's loss with each completion token reweighted by min(pi/mu, cap) when the rollout returned its
+        sampler's log-probs mu (TRL 1.16 does that only for vLLM). No extra forward: the weight is taken from
+        the loss's own log-probs, caught in _get_per_token_logps_and_entropies below."""
+        if self.rollout_is_cap > 0 and inputs.get("sampling_per_token_logps") is not None:
+            inputs = dict(inputs)  # the buffered batch is reused across iterations: reweight a copy
+            self._rlcw_is_inputs = inputs
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._rlcw_is_inputs = None
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._rlcw_is_inputs is not None:  # the first call inside _compute_loss is the loss's forward
+            inputs, self._rlcw_is_inputs = self._rlcw_is_inputs, None
+            self._rlcw_reweight(inputs, out[0])
+        return out
+
+    def _rlcw_reweight(self, inputs: dict, per_token_logps: torch.Tensor) -> None:
+        """Scale the advantages per token by w = min(exp(logp - mu), cap), w > 0: for every TRL loss linear in
+        the advantage (grpo, dapo, bnpo, dr_grpo, cispo, sapo) that is the loss times w, and TRL accepts (B, T)
+        advantages. logp = the old log-probs when TRL kept them (num_iterations > 1), so the weight is
+        pi_old/mu and TRL's own ratio covers pi/pi_old."""
+        from rlcw.rl.rollout_is import is_stats, truncated_is_weights
+
+        mask = inputs["completion_mask"]
+        base = inputs.get("old_per_token_logps")
+        base = per_token_logps.detach() if base is None else base  # (B, T)
+        weights, sums = truncated_is_weights(base, inputs["sampling_per_token_logps"], mask, self.rollout_is_cap)
+        adv = inputs["advantages"]
+        inputs["advantages"] = (adv.unsqueeze(1) if adv.dim() == 1 else adv) * weights  # (B, T)
+        mode = "train" if self.model.training else "eval"
+        for key, value in is_stats(self.accelerator.reduce(sums, reduction="sum")).items():
+            self._metrics[mode][f"rollout_is/{key}"].append(value)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         self._batch_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)

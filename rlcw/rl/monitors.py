@@ -166,6 +166,15 @@ class MonitorCallback(TrainerCallback):
                 )
         return None
 
+    def state_dict(self) -> dict:
+        """Streaks, alerts and stop reason: what a resumed run needs to warn and stop as an uninterrupted one."""
+        return {"streak": dict(self.streak), "alerts": list(self.alerts), "stop_reason": self.stop_reason}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.streak = Counter(state.get("streak", {}))
+        self.alerts = list(state.get("alerts", []))
+        self.stop_reason = state.get("stop_reason")
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         stats = {k[len(PREFIX) :]: v for k, v in (logs or {}).items() if k.startswith(PREFIX)}
         if not stats or self.stop_reason:

@@ -1,16 +1,25 @@
 """The callback that runs periodic evaluation inside a TRL/transformers trainer.
 
 Baseline samples come once from the starting model (step 0, before any update); every
-`every_steps` and at the end, rank 0 samples the held-out prompts with the current policy
-(same seed as the baseline), saves them as story records in `<run>/samples/step_XXXXXX.jsonl`,
-runs the evaluators and logs `eval/<evaluator>/<metric>` to metrics.jsonl and the `train.report_to`
-trackers (the `tracker` argument, rlcw.tracking.Tracker). Other ranks wait at a barrier.
+`every_steps` and at the end, the held-out prompts are sampled with the current policy (same
+seed as the baseline), saved as story records in `<run>/samples/step_XXXXXX.jsonl`, scored by
+the evaluators and logged as `eval/<evaluator>/<metric>` to metrics.jsonl and the `train.report_to`
+trackers (the `tracker` argument, rlcw.tracking.Tracker).
+
+Sampling runs on every rank (a DeepSpeed ZeRO-3 forward needs every rank's shards): the held-out
+prompts are cut into batches of `batch_size` in one fixed order, batch k goes to rank k mod world
+and is seeded by its first prompt's index (never by the rank), ranks with fewer batches sample a
+dummy batch so every rank calls `generate` equally often (transformers' synced_gpus keeps their
+decode steps in step), and the stories are gathered to rank 0, which evaluates and writes; so the
+samples equal a single-process run's. The global RNG state is restored after sampling.
+Samplers without `distributed = True` (Agents' Room) run on rank 0 while the others wait.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
@@ -34,21 +43,51 @@ def story_sampler(
     """The `sample(model, step)` of plain RL runs: one seeded story per held-out prompt, named `<run>@<step>`."""
 
     def sample(model, step: int) -> list[dict]:
-        return generate_stories(
-            model,
-            tokenizer,
-            prompts,
-            system_prompt=system_prompt,
-            system_name=f"{run_name}@{step}",
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            batch_size=batch_size,
-            seed=seed,
-            step=step,
-            show_progress=False,
-        )
+        rank, world = _rank_world()
+        starts = list(range(0, len(prompts), batch_size))  # the global batches, one fixed order
+        mine = starts[rank::world]
+        rounds = -(-len(starts) // world)  # every rank calls generate this often
+        out: list[dict] = []
+        for i in range(rounds):
+            start = mine[i] if i < len(mine) else starts[0]  # dummy batch: same number of generate calls
+            recs = generate_stories(
+                model,
+                tokenizer,
+                prompts[start : start + batch_size],
+                system_prompt=system_prompt,
+                system_name=f"{run_name}@{step}",
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                batch_size=batch_size,
+                seed=seed + start,  # the batch's seed follows its prompts, not the rank
+                step=step,
+                show_progress=False,
+            )
+            if i < len(mine):
+                out += [dict(r, seed=seed, _order=start + j) for j, r in enumerate(recs)]
+        return _gather_ordered(out, world)
 
+    sample.distributed = True
     return sample
+
+
+def _rank_world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _gather_ordered(records: list[dict], world: int) -> list[dict]:
+    """Every rank's records, in the global prompt order (`_order`, removed)."""
+    if world > 1:
+        parts: list = [None] * world
+        dist.all_gather_object(parts, records)
+        records = [r for part in parts for r in part]
+    return [{k: v for k, v in r.items() if k != "_order"} for r in sorted(records, key=lambda r: r["_order"])]
+
+
+def _rng_devices() -> list[int]:
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
 def _barrier() -> None:
@@ -71,8 +110,12 @@ class PeriodicEval:
         self._last_step = -1
 
     def _evaluate(self, model, step: int, is_main: bool) -> None:
+        every_rank = getattr(self.sample, "distributed", False)
+        stories = []
+        if is_main or every_rank:
+            with torch.random.fork_rng(devices=_rng_devices()):  # sampling reseeds; training's RNG stream goes on
+                stories = self.sample(model, step)
         if is_main:
-            stories = self.sample(model, step)
             if step == 0:
                 self.baseline = [dict(s, system="baseline") for s in stories]
                 write_stories(self.run.samples / "baseline.jsonl", self.baseline)

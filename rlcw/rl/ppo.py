@@ -25,17 +25,26 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
+from rlcw.rl.aux_state import load_aux_state, save_aux_state
 from rlcw.rl.monitors import PREFIX, step_stats
-from rlcw.rl.ppo_checkpoint import finish_checkpoint, latest_checkpoint, load_checkpoint, write_model_state, write_rng
+from rlcw.rl.ppo_checkpoint import (
+    finish_checkpoint,
+    latest_checkpoint,
+    load_checkpoint,
+    tmp_path,
+    write_model_state,
+    write_rng,
+)
 from rlcw.rl.ppo_math import (
     explained_variance,
     gae,
     kl_per_token,
     masked_mean,
+    masked_moments,
     policy_loss,
     token_rewards,
     value_loss,
-    whiten,
+    whiten_with_moments,
 )
 from rlcw.rl.ppo_rollout import Rollout, response_logprobs, response_values, sample_rollout, score_completions
 from rlcw.runs import RunDir
@@ -168,7 +177,7 @@ class PPOTrainer:
             "old_logp": logp,
             "old_values": values,
             "returns": ret,
-            "advantages": whiten(adv, mask) if s.whiten_advantages else adv,
+            "advantages": self._whiten_globally(adv, mask) if s.whiten_advantages else adv,
         }
         kl_seq = (kl_per_token(logp, ref_logp, "k1") * mask).sum(1)  # (B,) KL of each response
         stats.update(
@@ -198,6 +207,11 @@ class PPOTrainer:
             stats.update({PREFIX + k: v for k, v in mon.items()})
         self._last_texts, self._last_scores = texts, scores.cpu().tolist()
         return ro, {"batch": batch, "stats": stats}
+
+    def _whiten_globally(self, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Whiten with the mean and variance over every rank's tokens (one all-reduce), not this rank's alone."""
+        moments = self.acc.reduce(masked_moments(adv, mask), reduction="sum")  # (3,)
+        return whiten_with_moments(adv, mask, moments)
 
     def _forward_no_grad(self, policy, ro: Rollout):
         s, mb = self.s, self.s.micro_batch_size
@@ -251,10 +265,18 @@ class PPOTrainer:
                 **{f"ppo/{k}": v for k, v in {**pg_stats, **vf_stats}.items()},
             }.items():
                 out[k] = out.get(k, 0.0) + weight * float(v.detach())
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        out["ppo/grad_norm"] = float(self.acc.clip_grad_norm_(params, s.max_grad_norm))
+        out.update(self.clip_gradients())
         self.optimizer.step()
         return out
+
+    def clip_gradients(self) -> dict[str, float]:
+        """Clip the policy's and the value model's gradients each to max_grad_norm, separately (as OpenRLHF
+        and verl do: a large value error must not shrink the policy step); their norms before clipping."""
+        policy, value = (group["params"] for group in self.optimizer.param_groups)  # the two groups of __init__
+        return {
+            "ppo/grad_norm": float(self.acc.clip_grad_norm_(policy, self.s.max_grad_norm)),
+            "ppo/value_grad_norm": float(self.acc.clip_grad_norm_(value, self.s.max_grad_norm)),
+        }
 
     # -- the loop ------------------------------------------------------------------------------
     def train(
@@ -275,6 +297,7 @@ class PPOTrainer:
             self.step = load_checkpoint(
                 ckpt, self._unwrapped(), acc.unwrap_model(self.value), self.optimizer, acc.process_index
             )
+            load_aux_state(ckpt, self._aux_objects(), f"rlcw_aux_state_rank{acc.process_index}.json")
             acc.print(f"resumed from {ckpt} at step {self.step}")
         else:
             torch.manual_seed(self.seed + 1_000 * acc.process_index)  # ranks sample different responses
@@ -364,6 +387,11 @@ class PPOTrainer:
                 },
             )
 
+    def _aux_objects(self) -> dict[str, object]:
+        """Monitor streaks and reward RNGs (GenRM pairing) that checkpoints carry (rlcw.rl.aux_state)."""
+        objects = {f"reward/{getattr(f, '__name__', i)}": f for i, f in enumerate(self.funcs)}
+        return {**objects, "monitor": self.monitor} if self.monitor is not None else objects
+
     def save(self, path) -> None:
         """A resumable checkpoint (see `rlcw.rl.ppo_checkpoint`); every rank adds its RNG state."""
         acc = self.acc
@@ -374,6 +402,7 @@ class PPOTrainer:
             )
         acc.wait_for_everyone()
         write_rng(path, acc.process_index)
+        save_aux_state(tmp_path(path), self._aux_objects(), f"rlcw_aux_state_rank{acc.process_index}.json")
         acc.wait_for_everyone()
         if acc.is_main_process:
             finish_checkpoint(path, self.step, asdict(self.s))

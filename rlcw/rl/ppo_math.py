@@ -42,6 +42,27 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: fl
     return out * mask.to(x.dtype)
 
 
+def masked_moments(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(3,) [sum, sum of squares, count] of x over the masked entries: add them over ranks for global stats."""
+    m = mask.to(x.dtype)
+    return torch.stack([(x * m).sum(), (x * x * m).sum(), m.sum()])
+
+
+def whiten_with_moments(
+    x: torch.Tensor, mask: torch.Tensor, moments: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8
+) -> torch.Tensor:
+    """`whiten` with the mean and (Bessel-corrected) variance of `moments` (e.g. summed over every rank's
+    masked_moments), so every rank scales its advantages alike; equals `whiten` when moments are x's own."""
+    total, total_sq, n = moments.unbind()
+    mean = total / n.clamp(min=1.0)
+    var = (total_sq - n * mean * mean) / n.clamp(min=1.0)
+    var = torch.where(n > 1, var * n / (n - 1).clamp(min=1.0), var)
+    out = (x - mean) * torch.rsqrt(var.clamp(min=0.0) + eps)
+    if not shift_mean:
+        out = out + mean
+    return out * mask.to(x.dtype)
+
+
 def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """log p(label) per position: logits (B, T, V), labels (B, T) -> (B, T)."""
     logp = torch.log_softmax(logits.float(), dim=-1)

@@ -57,13 +57,15 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token lists into (B, P) ids and attention mask."""
+def left_pad(
+    seqs: list[list[int]], pad_id: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token lists into (B, P) ids and attention mask, on `device`."""
     width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long, device=device)
     for i, s in enumerate(seqs):
-        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long, device=device)
         mask[i, width - len(s) :] = 1
     return ids, mask
 
@@ -88,8 +90,7 @@ def sample_rollout(
     out = model.generate(
         input_ids=q_ids,
         attention_mask=q_mask,
-        max_new_tokens=max_new_tokens,
-        min_new_tokens=1,
+        max_new_tokens=max_new_tokens,  # no min_new_tokens: EOS may come first, as response_logprobs assumes
         do_sample=True,
         temperature=temperature,
         top_p=top_p,

@@ -31,7 +31,9 @@ every weight every step); fp32 with oneDNN bf16 math (`torch.backends.mkldnn.mat
 fast fp32 1.42-1.47x, fast bf16 2.18-2.35x. The policy, its loss and optimizer stay fp32, so bf16
 rollouts are slightly off-policy: |log p_bf16 - log p_fp32| of the sampled tokens, mean 0.032, max
 0.20-0.29 nats. TRL 1.16 corrects rollout logprobs by importance sampling only on its vLLM path
-(`use_vllm` and `vllm_importance_sampling_correction`), so a rollout_func's logprobs are not used.
+(`use_vllm` and `vllm_importance_sampling_correction`), so the rollout returns each sampled token's
+log-prob and rlcw's GRPO trainer reweights the loss per token by min(pi/mu, train.rollout_is_cap)
+(rlcw.rl.rollout_is).
 """
 
 from __future__ import annotations
@@ -92,6 +94,10 @@ class MergedPolicy:
             if t.requires_grad:
                 self.copies.append((memo[id(t)], t))
         self.model = copy.deepcopy(base, memo)
+        # TRL's GRPOTrainer replaces the policy's `forward` on the instance (add_fused_lm_head) with a closure
+        # that calls the ORIGINAL model's forward: a deep copy would keep it and silently run the fp32 policy
+        # (unmerged LoRA, no bf16). The copy uses its class's own forward.
+        self.model.__dict__.pop("forward", None)
         self.model.eval()
 
     @torch.no_grad()
@@ -140,11 +146,22 @@ def logits_processors(cfg):
 @torch.inference_mode()
 def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_id: int) -> list[list[int]]:
     """One completion per prompt row (token ids, cut after the first EOS, at most cfg.max_new_tokens)."""
+    return sample_with_logprobs(model, prompt_ids, cfg, eos_ids=eos_ids, pad_id=pad_id)[0]
+
+
+@torch.inference_mode()
+def sample_with_logprobs(
+    model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_id: int
+) -> tuple[list[list[int]], list[list[float]]]:
+    """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
+    the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
+    "processed_logprobs"), one float per completion token. Every tensor lives on the model's device."""
     from transformers import DynamicCache
 
+    device = model.device
     unique = list(dict.fromkeys(tuple(r) for r in prompt_ids))  # identical prompts are prefilled once
-    row_of = torch.tensor([unique.index(tuple(r)) for r in prompt_ids])  # (B,)
-    ids, mask = left_pad([list(u) for u in unique], pad_id)  # (U, L)
+    row_of = torch.tensor([unique.index(tuple(r)) for r in prompt_ids], device=device)  # (B,)
+    ids, mask = left_pad([list(u) for u in unique], pad_id, device=device)  # (U, L)
     pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
     cache = DynamicCache(config=model.config)
     logits = model(
@@ -155,17 +172,21 @@ def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_i
     logits, mask, pos = logits[row_of].float(), mask[row_of], pos[row_of, -1:]
     history = ids[row_of]  # (B, L + t): the repetition penalty reads prompt and completion
     procs = logits_processors(cfg)
-    eos = torch.tensor(eos_ids)
-    done = torch.zeros(len(prompt_ids), dtype=torch.bool)
-    out = []
+    eos = torch.tensor(eos_ids, device=device)
+    done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
+    out, logps = [], []
     for step in range(cfg.max_new_tokens):
-        scores = procs(history, logits) if procs else logits
+        scores = procs(history, logits) if procs else logits  # (B, V) fp32
         if cfg.do_sample:
-            nxt = torch.multinomial(torch.softmax(scores, -1), num_samples=1).squeeze(1)
+            probs = torch.softmax(scores, -1)  # (B, V)
+            nxt = torch.multinomial(probs, num_samples=1).squeeze(1)
+            logp = probs.gather(1, nxt[:, None]).squeeze(1).log()  # (B,): the draw's own probability
         else:
             nxt = scores.argmax(-1)
+            logp = torch.log_softmax(scores, -1).gather(1, nxt[:, None]).squeeze(1)
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
         out.append(nxt)
+        logps.append(logp)
         done |= torch.isin(nxt, eos)
         if bool(done.all()) or step == cfg.max_new_tokens - 1:
             break
@@ -178,11 +199,13 @@ def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_i
             .float()
         )
     tokens = torch.stack(out, 1).tolist()  # (B, T)
-    result = []
-    for row in tokens:
+    token_logps = torch.stack(logps, 1).tolist()  # (B, T)
+    result, result_logps = [], []
+    for row, lp in zip(tokens, token_logps, strict=True):
         cut = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
         result.append(row[:cut])
-    return result
+        result_logps.append(lp[:cut])
+    return result, result_logps
 
 
 def make_fast_rollout_func(precision: str = "fp32"):
@@ -201,7 +224,7 @@ def make_fast_rollout_func(precision: str = "fp32"):
         was_training = gen_model.training
         gen_model.eval()
         try:
-            completions = sample(
+            completions, logprobs = sample_with_logprobs(
                 gen_model,
                 prompt_ids,
                 trainer.generation_config,
@@ -210,8 +233,8 @@ def make_fast_rollout_func(precision: str = "fp32"):
             )
         finally:
             gen_model.train(was_training)
-        # TRL 1.16 applies importance-sampling correction to rollout logprobs only when use_vllm is on, so
-        # sampling logprobs would be unused here: the bf16 rollout's mismatch is measured instead (bench_rl.py).
-        return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}
+        # TRL 1.16 keeps these as inputs["sampling_per_token_logps"]; it corrects with them only on its vLLM
+        # path, so rlcw's GRPO trainer applies the truncated importance weights itself (train.rollout_is_cap).
+        return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": logprobs}
 
     return rollout

@@ -217,3 +217,42 @@ def test_train_rm_two_cpu_ranks_deepspeed_zero2(tiny_model_dir, tmp_path):
     run = tmp_path / "runs" / "rm_zero2"
     assert json.loads((run / "summary.json").read_text())["status"] == "completed"
     assert (run / "model" / "rlcw_rm.json").is_file()
+
+
+def test_grpo_zero3_with_periodic_eval_and_kl(tiny_model_dir, tiny_rm, tmp_path):
+    """ZeRO-3 on 2 ranks with evaluation and KL to the start every step: every rank samples its share of the
+    held-out prompts (3 prompts, batch 1: rank 0 two batches, rank 1 one real + one dummy), rank 0 evaluates.
+    One training row and one evaluation row per step, and the held-out baseline equals a single-process run's."""
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    evals = ["eval.every_steps=1", "eval.num_prompts=3", "eval.batch_size=1", "eval.max_new_tokens=8"]
+    kl = ["train.log_kl_to_start=true", "train.log_kl_every=1"]
+    base = tiny_grpo_overrides(tiny_model_dir, tiny_rm, tmp_path / "runs", "zero3_eval")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "rlcw"]
+    cmd += ["grpo", *base, *evals, *kl, f"train.deepspeed={ROOT}/configs/deepspeed/zero3.json"]
+    start = time.time()
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    print(f"zero3 + eval + kl: 2 ranks, 2 GRPO steps in {time.time() - start:.0f} s")
+    run = tmp_path / "runs" / "zero3_eval"
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "reward" in r] == [1, 2]
+    assert all("monitor/kl_to_start" in r for r in rows if "reward" in r)
+    assert [r["step"] for r in rows if "eval/rm/score" in r] == [0, 1, 2]
+    single = tiny_grpo_overrides(tiny_model_dir, tiny_rm, tmp_path / "runs", "single_eval")
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlcw", "grpo", *single, *evals, "train.max_steps=1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+    def stories(name: str) -> list[tuple]:
+        lines = (tmp_path / "runs" / name / "samples" / "baseline.jsonl").read_text().splitlines()
+        return [(r["id"], r["story"], r["seed"]) for r in map(json.loads, lines)]
+
+    assert len(stories("zero3_eval")) == 3
+    assert stories("zero3_eval") == stories("single_eval")

@@ -70,8 +70,24 @@ def test_length_control_fit_is_saved_and_removes_length_correlation(tmp_path, rm
             "length_control.feature=words",
         )
     )
+    # without length_control.install the RM folder is left alone: the reward never depends on what ran before
+    assert not (rm_copy / LENGTH_CONTROL_FILE).exists() and (tmp_path / "lc" / LENGTH_CONTROL_FILE).is_file()
+    assert BTScorer(rm_copy).length_fit is None  # auto: nothing installed -> raw
+    with pytest.raises(RlcwError, match="length_control=true but the RM folder has no"):
+        BTScorer(rm_copy, length_control=True)
+    summary = main(
+        _cfg(
+            tmp_path,
+            "lc_install",
+            f"scorer.path={rm_copy}",
+            f"data.file={eval_file}",
+            f"length_control.fit_on={eval_file}",
+            "length_control.feature=words",
+            "length_control.install=true",
+        )
+    )
     m = summary["metrics"]
-    assert (rm_copy / LENGTH_CONTROL_FILE).is_file() and (tmp_path / "lc" / LENGTH_CONTROL_FILE).is_file()
+    assert (rm_copy / LENGTH_CONTROL_FILE).is_file() and (tmp_path / "lc_install" / LENGTH_CONTROL_FILE).is_file()
     assert m["length_control/n"] == 24
     # OLS residuals are uncorrelated with the regressor on the set they were fitted on (here: the eval stories)
     assert m["length_controlled/score_length_pearson"] == pytest.approx(0.0, abs=1e-6)

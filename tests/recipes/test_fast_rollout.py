@@ -196,3 +196,70 @@ def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
     assert [r["step"] for r in rows if "reward" in r] == [1, 2]
     with pytest.raises(RlcwError, match="fast_rollout cannot be combined with agents.variant"):
         main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_fast_bad", "agents.variant=write"]))
+
+
+class _FactoryWatch(torch.overrides.TorchFunctionMode):
+    """Records tensor factory calls made without an explicit device (they would land on the CPU on a GPU host)."""
+
+    FACTORIES = {torch.tensor, torch.zeros, torch.ones, torch.full, torch.empty, torch.arange, torch.as_tensor}
+
+    def __init__(self):
+        super().__init__()
+        self.deviceless = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.FACTORIES and kwargs.get("device") is None:
+            self.deviceless.append(func.__name__)
+        return func(*args, **kwargs)
+
+
+def test_sampler_creates_every_tensor_on_the_model_device(policy, tokenizer):
+    """A GPU host would fail on any CPU-built tensor mixed with model outputs: every factory call names the device."""
+    from transformers import GenerationConfig
+
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("Once upon a time", "A dragon", "A dragon")]
+    cfg = GenerationConfig(max_new_tokens=4, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id)
+    model = MergedPolicy(policy).refresh()
+    with _FactoryWatch() as watch:
+        sample(model, rows, cfg, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id)
+    assert watch.deviceless == []
+
+
+def test_sampler_logprobs_are_the_sampling_distribution(policy, tokenizer):
+    """Each returned log-prob is log softmax(logits / temperature) of the drawn token under the same weights."""
+    from transformers import GenerationConfig
+
+    from rlcw.rl.rollout import sample_with_logprobs
+
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("Once upon a time", "A dragon who")]
+    cfg = GenerationConfig(
+        max_new_tokens=6, do_sample=True, temperature=0.7, top_k=0, pad_token_id=tokenizer.pad_token_id
+    )
+    policy.eval()
+    torch.manual_seed(0)
+    comps, logps = sample_with_logprobs(
+        MergedPolicy(policy).refresh(), rows, cfg, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id
+    )
+    for prompt, comp, lp in zip(rows, comps, logps, strict=True):
+        assert len(lp) == len(comp) > 0
+        ids = torch.tensor([prompt + comp])
+        with torch.no_grad():
+            logits = policy(input_ids=ids).logits[0, len(prompt) - 1 : -1] / 0.7  # (C, V)
+        want = torch.log_softmax(logits, -1).gather(1, torch.tensor(comp)[:, None]).squeeze(1)
+        torch.testing.assert_close(torch.tensor(lp), want, atol=1e-4, rtol=1e-4)
+
+
+def test_copy_runs_its_own_weights_after_trl_patches_the_forward(policy):
+    """GRPOTrainer patches the policy's forward with a closure over the original model (add_fused_lm_head);
+    the rollout copy must still run its own (bf16, merged) weights, not the fp32 policy."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    add_fused_lm_head(policy.get_base_model(), temperature=1.0, cast_lm_head_to_fp32=False, outputs=("log_probs",))
+    model = MergedPolicy(policy, "bf16").refresh()
+    ids = torch.tensor([[5, 9, 11, 3, 7]])
+    with torch.no_grad():
+        got = model(input_ids=ids).logits
+        want = policy(input_ids=ids).logits
+    assert got.dtype == torch.bfloat16
+    assert (got.float() - want).abs().max() > 0  # bf16 rounding: a different computation from the fp32 policy

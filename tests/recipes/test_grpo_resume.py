@@ -108,3 +108,58 @@ def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path):
         (tmp_path / f"checkpoint-{n}").mkdir()
         (tmp_path / f"checkpoint-{n}" / "trainer_state.json").write_text("{}")
     assert last_checkpoint(tmp_path).name == "checkpoint-2"
+
+
+def _torchrun(args: list[str], port: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)] + [
+        "-m",
+        "rlcw",
+        "grpo",
+        *args,
+    ]
+
+
+def test_two_rank_resume_in_a_later_epoch_replays_the_same_order(runs_root, rm_run, tiny_model_dir):
+    """2 ranks (gloo): 8 prompts at 2 per rank per step = 2 steps per epoch. SIGKILL after checkpoint 3, resume
+    from checkpoint-3 (mid epoch 1: the SkipBatchSampler -> BatchSamplerShard path), and the prompt order and
+    rewards of steps 4-7 equal an uninterrupted 2-rank run's."""
+    rm = rm_run["artifacts"]["model"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    full = subprocess.run(
+        _torchrun(_overrides(runs_root, "resume2_full", tiny_model_dir, rm), 29613),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert full.returncode == 0, full.stderr[-3000:]
+    args = _overrides(runs_root, "resume2_killed", tiny_model_dir, rm)
+    killed_dir = runs_root / "resume2_killed"
+    proc = subprocess.Popen(
+        _torchrun(args, 29614), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not _complete(killed_dir / "checkpoints")[-1:] >= [3]:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks
+    proc.wait()
+    done = _complete(killed_dir / "checkpoints")
+    assert done and 3 <= done[-1] < MAX_STEPS, f"kill landed too late to test anything: checkpoints {done}"
+    for n in done:  # resume from checkpoint-3: one step into epoch 1, so the first batches are skipped
+        if n > 3:
+            import shutil
+
+            shutil.rmtree(killed_dir / "checkpoints" / f"checkpoint-{n}")
+    resumed = subprocess.run(
+        _torchrun(args + ["train.resume=true"], 29615), env=env, capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    order_a = _by_step(runs_root / "resume2_full" / "samples" / "data_order.jsonl")
+    order_b = _by_step(killed_dir / "samples" / "data_order.jsonl")
+    assert [order_b[s]["prompt_ids"] for s in range(4, MAX_STEPS + 1)] == [
+        order_a[s]["prompt_ids"] for s in range(4, MAX_STEPS + 1)
+    ]
+    a = _by_step(runs_root / "resume2_full" / "metrics.jsonl", "loss")
+    b = _by_step(killed_dir / "metrics.jsonl", "loss")
+    for step in range(4, MAX_STEPS + 1):
+        assert b[step]["reward"] == pytest.approx(a[step]["reward"], rel=1e-5, abs=1e-7), step

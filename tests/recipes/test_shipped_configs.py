@@ -21,6 +21,9 @@ VALIDATE_ONLY = {
     "eval_rm/judge.yaml": "needs an OpenAI-compatible judge server",
     "generate/agents_room_cpu.yaml": "needs TELL ME A STORY (not shipped)",
     "train_agents/cpu.yaml": "needs TELL ME A STORY (not shipped)",
+    "train_rm/litbench_bt_1b.yaml": "GPU cluster config: hub backbone + curated LitBench pairs (planned in test_plan)",
+    "train_rm/litbench_bt_8b.yaml": "GPU cluster config: hub backbone + curated LitBench pairs (planned in test_plan)",
+    "train_rm/litbench_genrm_7b.yaml": "GPU cluster config: hub backbone + curated LitBench pairs (planned in test_plan)",
 }
 RECIPES = {
     "train_rm": (train_rm, train_rm.TrainRMConfig),

@@ -27,6 +27,8 @@ METHODS = {
     "_generate_and_score_completions": ["inputs"],
     "_get_per_token_logps_and_entropies": ["model", "input_ids", "attention_mask", "logits_to_keep"],
     "_tokenize_prompts": ["prompts"],
+    "_compute_loss": ["model", "inputs"],
+    "_run_epoch": ["model", "epoch"],  # transformers' Trainer; called with keywords (epoch=...)
 }
 # attributes GRPOTrainer.__init__ sets that rlcw reads (checked in the constructor's source)
 INIT_ATTRIBUTES = [
@@ -41,6 +43,8 @@ INIT_ATTRIBUTES = [
     "self.generation_config",
     "self.eos_token_ids",
 ]
+# keys of the batch TRL's _compute_loss reads that the importance-sampling hook reads or rewrites
+LOSS_INPUT_KEYS = ["sampling_per_token_logps", "old_per_token_logps", "completion_mask", "advantages"]
 CONFIG_FIELDS = [
     "generation_batch_size",
     "steps_per_generation",
@@ -101,3 +105,19 @@ def test_epoch_sampler_is_reseeded_per_epoch():
     second = list(sampler)
     sampler.set_epoch(0)
     assert sorted(first) == list(range(8)) and second != first and list(sampler) == first
+
+
+def test_grpo_loss_reads_the_batch_keys_the_is_hook_rewrites():
+    from trl import GRPOTrainer
+
+    source = inspect.getsource(GRPOTrainer._compute_loss)
+    missing = [k for k in LOSS_INPUT_KEYS if f'"{k}"' not in source]
+    assert not missing, f"GRPOTrainer._compute_loss no longer reads {missing}"
+
+
+def test_transformers_calls_run_epoch_with_the_epoch_keyword():
+    from transformers import Trainer
+
+    source = inspect.getsource(Trainer)
+    call = source.index("self._run_epoch(")
+    assert "epoch=epoch" in source[call : call + 200], "Trainer no longer passes epoch= to _run_epoch"

@@ -49,3 +49,18 @@ def test_save_load_round_trip_and_corrupt_file(tmp_path):
     (tmp_path / LENGTH_CONTROL_FILE).write_text("{not json")
     with pytest.raises(RlcwError, match=LENGTH_CONTROL_FILE):
         load_length_fit(tmp_path)
+
+
+def test_resolve_length_control_is_explicit(tmp_path):
+    from rlcw.rewards.length_control import resolve_length_control
+
+    assert resolve_length_control("auto", tmp_path) is None  # nothing installed: raw
+    assert resolve_length_control(False, tmp_path) is None
+    with pytest.raises(RlcwError, match="length_control=true but the RM folder has no"):
+        resolve_length_control(True, tmp_path)
+    with pytest.raises(RlcwError, match="not a choice"):
+        resolve_length_control("sometimes", tmp_path)
+    save_length_fit(fit_length_fit([1.0, 2.0], [10, 20], "words"), tmp_path)
+    for choice in ("auto", True, "true"):
+        assert resolve_length_control(choice, tmp_path).slope == pytest.approx(0.1)
+    assert resolve_length_control("false", tmp_path) is None

@@ -172,3 +172,19 @@ def test_prompt_batches_cover_each_pass_once_and_split_ranks():
     assert prompt_batch(6, 3, 0, seed=0) + prompt_batch(6, 3, 1, seed=0) != prompt_batch(
         6, 3, 0, seed=1
     ) + prompt_batch(6, 3, 1, seed=1)
+
+
+def test_whiten_with_summed_moments_is_global():
+    """Two ranks' halves whitened with their summed moments equal the whole batch whitened in one process,
+    and differ from whitening each half alone (the per-rank bug)."""
+    from rlcw.rl.ppo_math import masked_moments, whiten_with_moments
+
+    x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 10.0, 0.0], [-2.0, 5.0, 7.0], [0.5, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 0, 0]])
+    whole = whiten(x, mask)
+    moments = masked_moments(x[:2], mask[:2]) + masked_moments(x[2:], mask[2:])  # what the all-reduce adds
+    assert close(masked_moments(x[:2], mask[:2]), torch.tensor([20.0, 130.0, 5.0]))  # 1+2+3+4+10; 1+4+9+16+100
+    parts = torch.cat([whiten_with_moments(x[:2], mask[:2], moments), whiten_with_moments(x[2:], mask[2:], moments)])
+    assert close(parts, whole)
+    per_rank = torch.cat([whiten(x[:2], mask[:2]), whiten(x[2:], mask[2:])])
+    assert not close(per_rank, whole)
