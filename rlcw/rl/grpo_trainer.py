@@ -244,8 +244,8 @@ class RlcwGRPOTrainer(GRPOTrainer):
                 "tokens": int(n),
                 "truncated": not bool(f),
                 "prompt": message_text(x["prompt"]),
-                "prompt_id": x["prompt_id"],
-                "source": x["source"],
+                "prompt_id": x.get("prompt_id"),  # rlcw's prompt rows carry both; a plain TRL dataset need not
+                "source": x.get("source", "default"),
                 "min_words": x.get("min_words"),
                 "max_words": x.get("max_words"),
                 **({"agents_room": dict(x["agents_room"], trained_text=t.strip())} if "agents_room" in x else {}),

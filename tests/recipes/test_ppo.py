@@ -85,9 +85,11 @@ def test_ppo_logs_the_monitors_every_step(ppo_runs):
     assert train[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # LoRA B starts at 0: policy == reference at step 1
     assert train[-1]["kl"] != pytest.approx(0.0, abs=1e-6)  # and moves away after updates
     assert all(1.0 <= r["completions/mean_length"] <= 8.0 for r in train)  # 8-token cap
-    # the first minibatch of step 1 has ratio 1 exactly; at lr 1e-2 the later ones move some tokens past the
-    # 0.2 clip (seeded run: ~0.05), so a clipfrac stuck at 0 (or NaN) means the clipped loss is not wired
-    assert 0.0 < train[0]["ppo/clipfrac"] <= 1.0
+    # the first minibatch of each step has ratio 1 exactly; at lr 1e-2 the later ones move some tokens past the
+    # 0.2 clip (seeded run after the separate policy/value clipping: 0, 0.094, 0.031), so a clipfrac stuck at 0
+    # on every step (or NaN) means the clipped loss is not wired
+    fracs = [r["ppo/clipfrac"] for r in train]
+    assert all(0.0 <= f <= 1.0 for f in fracs) and max(fracs) > 0.0, fracs
     assert straight["status"] == "completed" and straight["metrics"]["train/steps"] == 3
     assert list((Path(straight["artifacts"]["metrics"]).parent / "tensorboard").glob("events.out.tfevents.*"))
     assert "![ppo](plots/ppo.png)" in (Path(straight["artifacts"]["metrics"]).parent / "report.md").read_text()
