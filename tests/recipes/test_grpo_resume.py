@@ -110,6 +110,23 @@ def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path):
     assert last_checkpoint(tmp_path).name == "checkpoint-2"
 
 
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the launcher and every process under it. torchrun starts its workers in sessions of their own,
+    so killing the launcher's process group leaves the ranks training (and writing checkpoints) as orphans."""
+    import psutil
+
+    launcher = psutil.Process(proc.pid)
+    procs = launcher.children(recursive=True) + [launcher]
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=60)
+    assert not alive, f"still running after SIGKILL: {alive}"
+    proc.wait()
+
+
 def _torchrun(args: list[str], port: int) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)] + [
         "-m",
@@ -141,8 +158,7 @@ def test_two_rank_resume_in_a_later_epoch_replays_the_same_order(runs_root, rm_r
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not _complete(killed_dir / "checkpoints")[-1:] >= [3]:
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks
-    proc.wait()
+    _kill_tree(proc)  # the launcher and both ranks
     done = _complete(killed_dir / "checkpoints")
     assert done and 3 <= done[-1] < MAX_STEPS, f"kill landed too late to test anything: checkpoints {done}"
     for n in done:  # resume from checkpoint-3: one step into epoch 1, so the first batches are skipped
