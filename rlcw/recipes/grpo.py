@@ -59,6 +59,7 @@ from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import PREFIX, MonitorCallback, plot_monitors, step_stats
 from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
+from rlcw.rl.probe import LearningProbe, ProbeSection, probe_texts
 
 
 @dataclass
@@ -92,6 +93,12 @@ class RewardSection:
 @dataclass
 class GRPOTrainSection:
     learning_rate: float = 1e-5
+    lr_scheduler_type: str = "linear"  # any transformers SchedulerType: constant_with_warmup, cosine, ...
+    warmup_steps: float = 0.0  # steps; a value below 1 is a ratio of max_steps (transformers 5)
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    epsilon: float = 0.2  # PPO-style clip range of the importance ratio (TRL `epsilon`)
+    epsilon_high: float | None = None  # upper clip (DAPO: 0.28); None = epsilon
     max_steps: int = 20
     batch_size: int = 8  # completions per step per device (multiple of num_generations)
     gradient_accumulation_steps: int = 1
@@ -100,6 +107,7 @@ class GRPOTrainSection:
     max_completion_length: int = 96
     temperature: float = 0.9
     top_p: float = 1.0
+    top_k: int = 0  # 0 = the whole vocabulary (transformers would otherwise default to 50)
     beta: float = 0.0  # KL coefficient in the loss
     loss_type: str = "dapo"
     scale_rewards: str = "group"  # group | batch | none
@@ -155,6 +163,7 @@ class GRPORecipeConfig:
     eval: EvalSection = field(default_factory=EvalSection)
     monitor: MonitorSection = field(default_factory=MonitorSection)
     agents: AgentsRLSection = field(default_factory=AgentsRLSection)
+    probe: ProbeSection = field(default_factory=ProbeSection)  # rlcw.rl.probe: log-prob change on held-out texts
     output_dir: str = "runs"
     run_name: str = "grpo"
     seed: int = 0
@@ -425,6 +434,12 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
         output_dir=str(run.checkpoints),
         max_steps=t.max_steps,
         learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler_type,
+        warmup_steps=t.warmup_steps,
+        max_grad_norm=t.max_grad_norm,
+        weight_decay=t.weight_decay,
+        epsilon=t.epsilon,
+        epsilon_high=t.epsilon_high,
         per_device_train_batch_size=t.batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps,
         num_generations=t.num_generations,
@@ -432,6 +447,7 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
         max_completion_length=completion_cap(cfg),
         temperature=t.temperature,
         top_p=t.top_p,
+        top_k=t.top_k,
         beta=t.beta,
         loss_type=t.loss_type,
         scale_rewards=t.scale_rewards,
@@ -740,6 +756,14 @@ def main(cfg: GRPORecipeConfig) -> dict:
             run, build_sampler(cfg, tokenizer, eval_rows), evaluators, cfg.eval.every_steps
         )
         monitor = MonitorCallback(cfg.monitor.warn, cfg.monitor.stop, cfg.monitor.patience, cfg.monitor.min_steps, run)
+        p = cfg.probe
+        probe = LearningProbe(
+            tokenizer,
+            probe_texts(p.texts, p.num_texts, p.max_words) if p.every_steps else [],
+            cfg.model.system_prompt,
+            p.every_steps,
+            run.path / "probe.jsonl",
+        )
         trainer = trainer_class()(
             model=model,
             reward_funcs=funcs,
@@ -749,7 +773,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers)
             if cfg.lora.enabled
             else None,
-            callbacks=[monitor, JsonlMetricsCallback(run), periodic],
+            callbacks=[monitor, JsonlMetricsCallback(run), periodic, probe],
             **extra,
         )
         trainer.step_logger = StepLogger(cfg, run)
@@ -774,6 +798,8 @@ def main(cfg: GRPORecipeConfig) -> dict:
         metrics = {"train/steps": float(trainer.state.global_step), "monitor/alerts": float(len(monitor.alerts))}
         if periodic.history:
             metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
+        if probe.history:
+            metrics.update({k: v for k, v in probe.history[-1].items() if k != "step"})
         plots = _plots(run)
         artifacts = {
             "policy": final,
@@ -808,7 +834,11 @@ def _plots(run) -> list[Path]:
         ],
         run.path / "plots" / "reward.png",
     )
-    return [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png")]
+    from rlcw.rl.probe import plot_probe, read_probe
+
+    probe = read_probe(run.path / "probe.jsonl")
+    extra = [plot_probe(probe, run.path / "plots" / "probe.png")] if probe else []
+    return [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png"), *extra]
 
 
 def _fmt(v) -> str:
@@ -831,6 +861,16 @@ def _report(
     ]
     if monitor.stop_reason:
         lines += [f"**Stopped early:** {monitor.stop_reason}", ""]
+    if "probe/abs_logp_change" in metrics:
+        from rlcw.rl.probe import MIN_MOVE
+
+        size = metrics["probe/abs_logp_change"]
+        verdict = "**the policy did not move**" if size < MIN_MOVE else "the policy moved"
+        lines += [
+            f"Learning probe: mean |log-prob change| on held-out texts {size:.4f} nats/token: {verdict} "
+            f"(threshold {MIN_MOVE}).",
+            "",
+        ]
     lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
     if monitor.alerts:
         lines += (
