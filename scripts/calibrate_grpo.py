@@ -90,7 +90,13 @@ def main(argv: list[str]) -> None:
     s = HeldoutSettings(max_new_tokens=cfg.train.max_completion_length, system_prompt=cfg.model.system_prompt)
     t1 = time.time()
     stats = measure_policies(
-        cfg.model.name, str(run_dir / "checkpoints" / "final"), cfg.reward.rm_path, rows, s, ROOT / "heldout_cache"
+        cfg.model.name,
+        str(run_dir / "checkpoints" / "final"),
+        cfg.reward.rm_path,
+        rows,
+        s,
+        run_dir / "heldout",
+        start_cache=ROOT / "heldout_cache" / "start_cache.jsonl",
     )
     (run_dir / "heldout.json").write_text(json.dumps(stats, indent=1))
     row = {

@@ -146,17 +146,24 @@ def policy_samples(
 
 
 def measure_policies(
-    start_spec: str, tuned_spec: str, rm_path: str, rows: list[dict], s: HeldoutSettings, out_dir: Path
+    start_spec: str,
+    tuned_spec: str,
+    rm_path: str,
+    rows: list[dict],
+    s: HeldoutSettings,
+    out_dir: Path,
+    start_cache: Path | None = None,
 ) -> dict:
     """Sample start and tuned once each (CRN), score with the RM, bootstrap over prompts; writes
-    `out_dir/{start,tuned}.jsonl` (scored samples) and `out_dir/heldout.json`; returns the statistics."""
+    `out_dir/{start,tuned}.jsonl` (scored samples) and `out_dir/heldout.json`; returns the statistics.
+    The start samples are cached in `start_cache` (default `out_dir/start_cache.jsonl`)."""
     from rlcw.models import load_tokenizer
     from rlcw.rewards.bt import BTScorer
 
     out_dir.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer(start_spec, padding_side="left")
     key = {"start": start_spec, "prompts": [r["id"] for r in rows], **asdict(s)}
-    start, t_start = policy_samples(start_spec, tok, rows, s, out_dir / "start_cache.jsonl", key)
+    start, t_start = policy_samples(start_spec, tok, rows, s, start_cache or out_dir / "start_cache.jsonl", key)
     tuned, t_tuned = policy_samples(tuned_spec, tok, rows, s)
     t0 = time.time()
     scorer = BTScorer(rm_path)
