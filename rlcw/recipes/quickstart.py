@@ -204,7 +204,8 @@ def verdict_text(h: dict) -> tuple[bool, str]:
     )
     if rm_ok and range_ok:
         return True, f"Shown: {rm}, and {rng}."
-    parts = [f"Shown: {rm}." if rm_ok else f"Not shown: that the RM score rose; {rm[4:]} includes 0 or less."]
+    ci = f"{h['rm_delta']:+.2f}, 95% CI [{h['rm_delta_lo']:+.2f}, {h['rm_delta_hi']:+.2f}]"
+    parts = [f"Shown: {rm}." if rm_ok else f"Not shown: that the RM score rose (held-out change {ci}, not above 0)."]
     parts.append(f"Shown: {rng}." if range_ok else f"Not shown: that stories got closer to the asked length; {rng}.")
     if (
         rm_ok
