@@ -6,7 +6,8 @@ measurement (start vs tuned, CRN samples, bootstrap over prompts); one row per r
 
 Defaults: RM runs/cal/train_rm/model (the quickstart's build-pairs + train-rm settings), held-out
 split `heldout` of the bundled prompts (32), 4 samples each, periodic evaluation off. A run whose
-grpo summary says completed is not trained again (re-running the same command resumes the table).
+grpo summary says completed is not trained again, and a killed one resumes from its last checkpoint
+(train.save_steps=4 in the config): re-running the same command continues where it stopped.
 """
 
 from __future__ import annotations
@@ -77,8 +78,10 @@ def main(argv: list[str]) -> None:
         f"run_name={name}",
         f"reward.rm_path={ROOT}/train_rm/model",
         "eval.every_steps=0",
-        "train.save_steps=0",
     ]
+    ckpts = sorted((ROOT / name / "checkpoints").glob("checkpoint-*")) if (ROOT / name).is_dir() else []
+    if any((c / "trainer_state.json").is_file() for c in ckpts):
+        base.append("train.resume=true")  # a killed run continues from its last checkpoint (every 4 steps)
     cfg = load_config(grpo.GRPORecipeConfig, "configs/grpo/cpu.yaml", base + overrides)
     run_dir = ROOT / name
     summary = run_dir / "summary.json"
