@@ -6,6 +6,10 @@ from importlib import resources
 from pathlib import Path
 
 BUNDLED = "bundled"
+# meta.split values of the bundled prompts and their sizes (see bundled/README.md): RL trains on
+# `train`; `eval` is the old periodic-evaluation set; `heldout` is the quickstart's final measurement;
+# `study` is held out for over-optimisation studies. The last three are never RL or RM data.
+PROMPT_SPLITS = {"train": 64, "eval": 16, "heldout": 32, "study": 96}
 
 
 def bundled_path(name: str) -> Path:

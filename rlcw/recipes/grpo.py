@@ -83,6 +83,7 @@ from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import MonitorCallback, plot_monitors
 from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
+from rlcw.rl.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -94,6 +95,12 @@ class GRPORewardSection(RewardSection):
 @dataclass
 class GRPOTrainSection:
     learning_rate: float = 1e-5
+    lr_scheduler_type: str = "linear"  # any transformers SchedulerType: constant_with_warmup, cosine, ...
+    warmup_steps: float = 0.0  # steps; a value below 1 is a ratio of max_steps (transformers 5)
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    epsilon: float = 0.2  # PPO-style clip range of the importance ratio (TRL `epsilon`)
+    epsilon_high: float | None = None  # upper clip (DAPO: 0.28); None = epsilon
     max_steps: int = 20
     batch_size: int = 8  # completions per step per device (multiple of num_generations)
     gradient_accumulation_steps: int = 1
@@ -102,6 +109,7 @@ class GRPOTrainSection:
     max_completion_length: int = 96
     temperature: float = 0.9
     top_p: float = 1.0
+    top_k: int = 0  # 0 = the whole vocabulary (transformers would otherwise default to 50)
     beta: float = 0.0  # KL coefficient in the loss
     loss_type: str = "dapo"
     scale_rewards: str = "group"  # group | batch | none
@@ -151,6 +159,7 @@ class GRPORecipeConfig:
     eval: EvalSection = field(default_factory=EvalSection)
     monitor: MonitorSection = field(default_factory=MonitorSection)
     agents: AgentsRLSection = field(default_factory=AgentsRLSection)
+    probe: ProbeSection = field(default_factory=ProbeSection)  # rlcw.rl.probe: log-prob change on held-out texts
     output_dir: str = "runs"
     run_name: str = "grpo"
     seed: int = 0
@@ -337,6 +346,12 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
         output_dir=str(run.checkpoints),
         max_steps=t.max_steps,
         learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler_type,
+        warmup_steps=t.warmup_steps,
+        max_grad_norm=t.max_grad_norm,
+        weight_decay=t.weight_decay,
+        epsilon=t.epsilon,
+        epsilon_high=t.epsilon_high,
         per_device_train_batch_size=t.batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps,
         num_generations=t.num_generations,
@@ -344,6 +359,7 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
         max_completion_length=completion_cap(cfg),
         temperature=t.temperature,
         top_p=t.top_p,
+        top_k=t.top_k,
         beta=t.beta,
         loss_type=t.loss_type,
         scale_rewards=t.scale_rewards,
@@ -478,6 +494,14 @@ def main(cfg: GRPORecipeConfig) -> dict:
         args = build_args(cfg, run, weights)
         from rlcw.rl.grpo_trainer import RlcwGRPOTrainer
 
+        p = cfg.probe
+        probe = LearningProbe(
+            tokenizer,
+            probe_texts(p.texts, p.num_texts, p.max_words) if p.every_steps else [],
+            cfg.model.system_prompt,
+            p.every_steps,
+            run.path / "probe.jsonl",
+        )
         t = cfg.train
         aux = {"monitor": monitor, **{f"reward/{f.__name__}": f for f in funcs}}  # saved with every checkpoint
         trainer = RlcwGRPOTrainer(
@@ -487,7 +511,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             train_dataset=build_dataset(train_rows, cfg.model.system_prompt),
             processing_class=tokenizer,
             peft_config=peft,
-            callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic, AuxStateCallback(aux)],
+            callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic, probe, AuxStateCallback(aux)],
             run=run,
             monitor_ngram=m.ngram if m.enabled else None,
             log_kl_every=max(1, t.log_kl_every) if t.log_kl_to_start else 0,
@@ -501,11 +525,11 @@ def main(cfg: GRPORecipeConfig) -> dict:
         if checkpoint:
             load_aux_state(checkpoint, aux)  # monitor streaks, GenRM pairing RNG
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, lc_lines)
+        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, probe, lc_lines)
 
 
 def save_and_report(
-    cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor: MonitorCallback, periodic, lc_lines: list[str]
+    cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor: MonitorCallback, periodic, probe, lc_lines: list[str]
 ) -> dict:
     """The final policy in `checkpoints/final` (rank 0; every rank under ZeRO-3), plots, report, summary."""
     from transformers.integrations import is_deepspeed_zero3_enabled
@@ -526,6 +550,8 @@ def save_and_report(
     metrics = {"train/steps": float(trainer.state.global_step), "monitor/alerts": float(len(monitor.alerts))}
     if periodic.history:
         metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
+    if probe.history:
+        metrics.update({k: v for k, v in probe.history[-1].items() if k != "step"})
     plots = _plots(run)
     artifacts = {
         "policy": final,
@@ -565,6 +591,11 @@ def _plots(run) -> list[Path]:
         keys = ("mean_abs_gap", "mean_weight", "clipped_share")
         panels = [(f"rollout IS: {k.replace('_', ' ')}", {k: series(rows, f"rollout_is/{k}")}) for k in keys]
         plots.append(plot_lines(panels, run.path / "plots" / "rollout_is.png"))
+    from rlcw.rl.probe import plot_probe, read_probe
+
+    probe = read_probe(run.path / "probe.jsonl")
+    if probe:
+        plots.append(plot_probe(probe, run.path / "plots" / "probe.png"))
     return plots
 
 
@@ -609,6 +640,16 @@ def _report(
     ]
     if monitor.stop_reason:
         lines += [f"**Stopped early:** {monitor.stop_reason}", ""]
+    if "probe/abs_logp_change" in metrics:
+        from rlcw.rl.probe import MIN_MOVE
+
+        size = metrics["probe/abs_logp_change"]
+        verdict = "**the policy did not move**" if size < MIN_MOVE else "the policy moved"
+        lines += [
+            f"Learning probe: mean |log-prob change| on held-out texts {size:.4f} nats/token: {verdict} "
+            f"(threshold {MIN_MOVE}).",
+            "",
+        ]
     lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
     if monitor.alerts:
         lines += (

@@ -1,22 +1,30 @@
 """The whole loop on one machine, with a report: the product's main job at small scale.
 
-prepare-model -> build-pairs -> train-rm (BT, LoRA) -> grpo (RM + length terms, monitors, LoRA) ->
-export (merged, logits checked) -> generate before/after on held-out prompts -> report.md
-with PNG plots (RM accuracy; reward and length per GRPO step) and samples side by side.
-Each stage is the real recipe with its own run folder under `<output_dir>/<run_name>/`;
-override any of them by prefix, e.g. `grpo.train.max_steps=20 train_rm.train.max_steps=40`.
+prepare-model -> build-pairs -> train-rm (BT, LoRA) -> grpo (RM + length terms, monitors, learning
+probe, LoRA) -> one held-out measurement (start vs tuned on >= 32 held-out prompts x 4 samples with
+common random numbers, rlcw.rl.heldout) -> export (merged, logits checked) -> report.md.
+
+The check PASSES only when the held-out RM change AND the change in the share of stories inside
+the prompt's word range both have a 95% lower bound above 0 (bootstrap over prompts); otherwise
+the report says what was and was not shown (`gates.heldout=false` turns this gate off, for the
+tiny-model test). The report opens with the training reward (raw and smoothed) and the learning
+probe, then the held-out table with the decomposition of the RM change (both ended / both cut /
+explained by ending more often / length-controlled), then before/after samples: the largest RM
+gains and the largest losses. Each stage is the real recipe with its own run folder under
+`<output_dir>/<run_name>/`; override any of them by prefix, e.g. `grpo.train.max_steps=20`.
 
     scripts/quickstart.sh                       # set-up + this, on the embedded model
-    rlcw quickstart --config configs/quickstart/cpu.yaml
+    rlcw quickstart --config configs/quickstart/cpu.yaml [seed=1]
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rlcw.config import assign
-from rlcw.data.records import read_stories
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
 from rlcw.recipes.common import ModelConfig, stage_run
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
@@ -29,6 +37,20 @@ class Gates:
 
     min_rm_accuracy: float = 0.8
     min_grpo_steps: int = 10
+    heldout: bool = True  # RM change and in-range change lower bounds > 0 (false: tiny-model tests)
+
+
+@dataclass
+class HeldoutSection:
+    """The one held-out measurement at the end (rlcw.rl.heldout)."""
+
+    prompts: str = "bundled"
+    split: str = "heldout"  # 32 bundled prompts never used for RL or the RM
+    max_prompts: int | None = None
+    n_samples: int = 4
+    seed: int = 1234  # sample k of every prompt uses seed + k, for the start and the tuned policy alike
+    n_resamples: int = 2000
+    fit_to_cap: bool = True  # leave out prompts whose range the completion cap cannot hold
 
 
 @dataclass
@@ -39,6 +61,7 @@ class QuickstartConfig:
     grpo: grpo.GRPORecipeConfig = field(default_factory=grpo.GRPORecipeConfig)
     generate: generate.GenerateConfig = field(default_factory=generate.GenerateConfig)
     export: export.ExportConfig = field(default_factory=export.ExportConfig)
+    heldout: HeldoutSection = field(default_factory=HeldoutSection)
     gates: Gates = field(default_factory=Gates)
     output_dir: str = "runs"
     run_name: str = "quickstart"
@@ -69,9 +92,9 @@ def wire(cfg: QuickstartConfig, root: str) -> None:
 
 
 def main(cfg: QuickstartConfig) -> dict:
+    root = str(Path(cfg.output_dir) / cfg.run_name)
+    wire(cfg, root)  # an override clash fails before the run folder is written
     with stage_run(cfg, "quickstart") as run:
-        root = str(run.path)
-        wire(cfg, root)
         timings: dict[str, float] = {}
         results: dict[str, dict] = {}
 
@@ -92,19 +115,17 @@ def main(cfg: QuickstartConfig) -> dict:
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)
         stage("grpo", grpo.main, cfg.grpo)
+        stage("heldout", lambda c: _measure(c, root), cfg)
         stage("export", export.main, cfg.export)
-        before_cfg = _generate_cfg(cfg.generate, cfg.model.name, "generate_before", "base")
-        after_cfg = _generate_cfg(cfg.generate, results["export"]["artifacts"]["model"], "generate_after", "tuned")
-        stage("generate_before", generate.main, before_cfg)
-        stage("generate_after", generate.main, after_cfg)
-        metrics, checks = _gate(cfg, results)
+        metrics, checks, verdict = _gate(cfg, results)
         plots = _plots(run.path)
-        run.write_report(_report(cfg, run.path, timings, metrics, checks, plots))
+        run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in timings.items()})
         artifacts = {
             "report": run.path / "report.md",
             "model": results["export"]["artifacts"]["model"],
+            "heldout": run.path / "heldout" / "heldout.json",
             **{p.stem: p for p in plots},
         }
         return run.write_summary(
@@ -115,29 +136,116 @@ def main(cfg: QuickstartConfig) -> dict:
         )
 
 
-def _generate_cfg(
-    base: generate.GenerateConfig, model_name: str, run_name: str, system: str
-) -> generate.GenerateConfig:
-    import copy
+def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
+    """The held-out prompt rows (fitted to the completion cap when asked)."""
+    from rlcw.data.prompts import load_prompts
+    from rlcw.errors import RlcwError
+    from rlcw.rewards.length import range_fits_cap
 
-    out = copy.deepcopy(base)
-    out.model = ModelConfig(**{**vars(base.model), "name": model_name})
-    out.run_name, out.system = run_name, system
-    return out
+    h = cfg.heldout
+    rows = load_prompts(h.prompts, h.split)
+    if h.fit_to_cap:
+        cap, tpw = cfg.grpo.train.max_completion_length, cfg.grpo.data.tokens_per_word
+        rows = [r for r in rows if range_fits_cap(r.get("max_words"), cap, tpw)]
+    rows = rows[: h.max_prompts or None]
+    if len(rows) < 2:
+        raise RlcwError(f"{len(rows)} held-out prompt(s) left: a bootstrap over prompts needs more", where="heldout")
+    return rows
 
 
-def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, bool, str]]]:
+def _measure(cfg: QuickstartConfig, root: str) -> dict:
+    from rlcw.rl.heldout import HeldoutSettings, measure_policies
+
+    h = cfg.heldout
+    s = HeldoutSettings(
+        n_samples=h.n_samples,
+        max_new_tokens=cfg.grpo.train.max_completion_length,
+        seed=h.seed,
+        n_resamples=h.n_resamples,
+        system_prompt=cfg.model.system_prompt,
+    )
+    tuned = f"{root}/grpo/checkpoints/final"
+    return measure_policies(
+        cfg.model.name, tuned, cfg.grpo.reward.rm_path, heldout_rows(cfg), s, Path(root) / "heldout"
+    )
+
+
+SUMMARY_KEYS = (
+    "rm_delta",
+    "rm_delta_lo",
+    "rm_delta_hi",
+    "win_rate",
+    "win_rate_lo",
+    "win_rate_hi",
+    "in_range_start",
+    "in_range_final",
+    "in_range_delta",
+    "in_range_delta_lo",
+    "in_range_delta_hi",
+    "finished_start",
+    "finished_final",
+    "rm_delta_both_finished",
+    "rm_delta_both_cut",
+    "rm_delta_from_ending",
+    "rm_gap_ended_minus_cut",
+    "rm_delta_length_controlled",
+    "rm_delta_length_controlled_lo",
+    "rm_delta_length_controlled_hi",
+    "words_start",
+    "words_final",
+    "rep_start",
+    "rep_final",
+    "rm_delta_prompt_sd",
+    "prompts_needed",
+    "n_prompts",
+    "n_samples",
+)
+
+
+def verdict_text(h: dict) -> tuple[bool, str]:
+    """(both lower bounds > 0, what was and was not shown, in plain words)."""
+    rm_ok, range_ok = h["rm_delta_lo"] > 0, h["in_range_delta_lo"] > 0
+    rm = (
+        f"the RM score rose on held-out prompts ({h['rm_delta']:+.2f}, 95% CI [{h['rm_delta_lo']:+.2f}, "
+        f"{h['rm_delta_hi']:+.2f}])"
+    )
+    rng = (
+        f"the share of stories inside the prompt's word range went {h['in_range_start']:.2f} -> "
+        f"{h['in_range_final']:.2f} (change CI [{h['in_range_delta_lo']:+.2f}, {h['in_range_delta_hi']:+.2f}])"
+    )
+    if rm_ok and range_ok:
+        return True, f"Shown: {rm}, and {rng}."
+    ci = f"{h['rm_delta']:+.2f}, 95% CI [{h['rm_delta_lo']:+.2f}, {h['rm_delta_hi']:+.2f}]"
+    parts = [f"Shown: {rm}." if rm_ok else f"Not shown: that the RM score rose (held-out change {ci}, not above 0)."]
+    parts.append(f"Shown: {rng}." if range_ok else f"Not shown: that stories got closer to the asked length; {rng}.")
+    if (
+        rm_ok
+        and not math.isnan(h["rm_delta_from_ending"])
+        and abs(h["rm_delta_from_ending"]) >= 0.5 * abs(h["rm_delta"])
+    ):
+        parts.append(
+            f"At least half of the RM change ({h['rm_delta_from_ending']:+.2f} of {h['rm_delta']:+.2f}) is explained by "
+            "stories ending before the cap more often, not by better stories of the same kind."
+        )
+    return False, " ".join(parts)
+
+
+def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, bool, str]], str]:
     rm = results["train_rm"]["metrics"]
     steps = int(results["grpo"]["metrics"].get("train/steps", 0))
     acc = rm.get("eval/accuracy", 0.0)
+    h = results["heldout"]
     metrics = {
         "rm/accuracy": acc,
         "rm/length_baseline_accuracy": rm.get("eval/length_baseline_accuracy"),
-        "grpo/steps": steps,
+        "grpo/steps": float(steps),
         "export/max_logit_diff": results["export"]["metrics"]["max_logit_diff"],
-        **{f"grpo/{k}": v for k, v in results["grpo"]["metrics"].items() if k.startswith("eval/")},
+        **{f"grpo/{k}": v for k, v in results["grpo"]["metrics"].items() if k.startswith(("eval/", "probe/"))},
+        **{f"heldout/{k}": float(h[k]) for k in SUMMARY_KEYS},
     }
+    metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
     grpo_error = results["grpo"].get("error")
+    ok, verdict = verdict_text(h)
     checks = [
         (
             "RM held-out accuracy on length-matched pairs",
@@ -150,14 +258,45 @@ def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, b
             not grpo_error,
             grpo_error or f"{int(results['grpo']['metrics'].get('monitor/alerts', 0))} warning(s), no stop",
         ),
+        (
+            "held-out gain: RM change and in-range change, both 95% lower bounds > 0"
+            + ("" if cfg.gates.heldout else " (gate off: gates.heldout=false)"),
+            ok or not cfg.gates.heldout,
+            verdict,
+        ),
     ]
-    return metrics, checks
+    return metrics, checks, verdict
+
+
+def smoothed(ys: list[float], window: int = 4) -> list[float]:
+    """Trailing moving average over up to `window` points."""
+    return [sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1]) for i in range(len(ys))]
 
 
 def _plots(root) -> list:
+    from rlcw.rl.probe import plot_probe, read_probe
+
     rm_rows = read_metrics(root / "train_rm" / "metrics.jsonl")
     g_rows = read_metrics(root / "grpo" / "metrics.jsonl")
     rm_key = next((k for r in g_rows for k in r if k.startswith("rewards/rm") and k.endswith("/mean")), "reward")
+    xs, ys = series(g_rows, "reward")
+    rx, ry = series(g_rows, rm_key)
+    reward_plot = plot_lines(
+        [
+            ("GRPO training reward (total)", {"raw": (xs, ys), "smoothed (4 steps)": (xs, smoothed(ys))}),
+            ("RM term", {"raw": (rx, ry), "smoothed (4 steps)": (rx, smoothed(ry))}),
+            (
+                "length terms and cap",
+                {
+                    "length_range": series(g_rows, "rewards/length_range/mean"),
+                    "overlong": series(g_rows, "rewards/overlong/mean"),
+                    "clipped share": series(g_rows, "completions/clipped_ratio"),
+                },
+            ),
+        ],
+        root / "plots" / "training_reward.png",
+    )
+    probe = plot_probe(read_probe(root / "grpo" / "probe.jsonl"), root / "plots" / "probe.png")
     rm_plot = plot_lines(
         [
             ("RM held-out accuracy", {"eval accuracy": series(rm_rows, "eval_accuracy")}),
@@ -165,69 +304,119 @@ def _plots(root) -> list:
         ],
         root / "plots" / "rm_accuracy.png",
     )
-    grpo_plot = plot_lines(
-        [
-            (
-                "GRPO reward per step",
-                {
-                    "total": series(g_rows, "reward"),
-                    "RM": series(g_rows, rm_key),
-                    "length term": series(g_rows, "rewards/length_range/mean"),
-                },
-            ),
-            (
-                "completion length (tokens)",
-                {
-                    "mean": series(g_rows, "completions/mean_length"),
-                    "clipped share x100": _scaled(series(g_rows, "completions/clipped_ratio"), 100),
-                },
-            ),
-            (
-                "held-out eval",
-                {
-                    "RM score": series(g_rows, "eval/rm/score"),
-                    "words / 10": _scaled(series(g_rows, "eval/length/mean_words"), 0.1),
-                },
-            ),
-        ],
-        root / "plots" / "grpo_reward_length.png",
-    )
     monitors = plot_monitors(g_rows, root / "plots" / "grpo_monitors.png")
-    return [rm_plot, grpo_plot, monitors]
+    return [reward_plot, probe, rm_plot, monitors]
 
 
-def _scaled(xy: tuple[list, list], factor: float) -> tuple[list, list]:
-    return xy[0], [v * factor for v in xy[1]]
+def _ci(h: dict, k: str, fmt: str = "+.2f") -> str:
+    lo, hi = h.get(f"{k}_lo"), h.get(f"{k}_hi")
+    return f"{h[k]:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]" if lo is not None else f"{h[k]:{fmt}}"
 
 
-def _report(cfg, root, timings: dict, metrics: dict, checks: list, plots: list) -> str:
+def heldout_table(h: dict) -> list[str]:
+    """The held-out table: start, tuned, change with its 95% CI over prompts."""
+    rows = [
+        ("RM score", f"{h['rm_start']:.2f}", f"{h['rm_final']:.2f}", _ci(h, "rm_delta")),
+        ("win rate of tuned vs start (by the RM)", "", "", _ci(h, "win_rate", ".2f")),
+        (
+            "share inside the word range",
+            f"{h['in_range_start']:.2f}",
+            f"{h['in_range_final']:.2f}",
+            _ci(h, "in_range_delta"),
+        ),
+        ("share ending before the cap", f"{h['finished_start']:.2f}", f"{h['finished_final']:.2f}", ""),
+        ("words", f"{h['words_start']:.0f}", f"{h['words_final']:.0f}", ""),
+        ("trigram repetition within stories", f"{h['rep_start']:.3f}", f"{h['rep_final']:.3f}", ""),
+    ]
+    lines = ["| measure | start | tuned | change [95% CI] |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    lines += [
+        "",
+        "What the RM change is made of:",
+        "",
+        f"- within pairs where both stories end before the cap: {_ci(h, 'rm_delta_both_finished')}",
+        f"- within pairs where both are cut at the cap: {_ci(h, 'rm_delta_both_cut')}",
+        f"- explained by ending more often: {h['rm_delta_from_ending']:+.2f} (= ended-share change "
+        f"{h['finished_final'] - h['finished_start']:+.2f} x the RM's ended-minus-cut gap "
+        f"{h['rm_gap_ended_minus_cut']:.2f} on the start samples)",
+        f"- length-controlled RM change (minus b log(1+words), b fitted on the start samples): "
+        f"{_ci(h, 'rm_delta_length_controlled')}",
+        f"- per-prompt SD of the change {h['rm_delta_prompt_sd']:.2f}; prompts a 95% interval would need to exclude 0 "
+        f"at this effect: {h['prompts_needed']:.0f} (used: {h['n_prompts']:.0f} x {h['n_samples']:.0f} samples)",
+    ]
+    return lines
+
+
+def gains_and_losses(root: Path, k: int = 3) -> str:
+    """Side-by-side start/tuned samples: the k largest RM gains and the k largest losses, labelled."""
+    import json
+
+    start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
+    tuned = [json.loads(x) for x in (root / "heldout" / "tuned.jsonl").read_text().splitlines()]
+    order = sorted(range(len(start)), key=lambda i: tuned[i]["score"] - start[i]["score"])
+    out = []
+    for label, idx in (("Largest RM gains", order[::-1][:k]), ("Largest RM losses", order[:k])):
+        before = [
+            dict(start[i], story=f"(RM {start[i]['score']:.2f}, {start[i]['words']} words) {start[i]['story']}")
+            for i in idx
+        ]
+        after = [
+            dict(tuned[i], story=f"(RM {tuned[i]['score']:.2f}, {tuned[i]['words']} words) {tuned[i]['story']}")
+            for i in idx
+        ]
+        out += [f"### {label}", "", side_by_side(before, after, ("start model", "after GRPO")), ""]
+    return "\n".join(out)
+
+
+def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots: list) -> str:
+    from rlcw.rl.probe import MIN_MOVE, did_not_move, read_probe
+
     total = sum(timings.values())
-    before = read_stories(root / "generate_before" / "samples" / "stories.jsonl")
-    after = read_stories(root / "generate_after" / "samples" / "stories.jsonl")
+    probe = read_probe(root / "grpo" / "probe.jsonl")
+    if probe:
+        move = probe[-1]["probe/abs_logp_change"]
+        probe_line = (
+            f"Learning probe: mean |log-prob change| on held-out texts {move:.4f} nats/token at step "
+            f"{probe[-1]['step']}: "
+            + ("**the policy did not move**" if did_not_move(probe) else "the policy moved")
+            + f" (threshold {MIN_MOVE}); KL to the start on fresh samples {probe[-1].get('probe/kl_to_start', float('nan')):.4f}."
+        )
+    else:
+        probe_line = "Learning probe: off (grpo.probe.every_steps=0)."
+    by_name = {p.stem: p for p in plots}
     lines = [
         "# rlcw quickstart report",
         "",
-        f"Model: `{cfg.model.name}`. Total stage time {total:.0f} s.",
+        f"Model: `{cfg.model.name}`, seed {cfg.seed}. Total stage time {total:.0f} s.",
+        "",
+        f"**{verdict}**",
+        "",
+        "## Training reward and learning probe",
+        "",
+        f"![training reward](plots/{by_name['training_reward'].name})",
+        "",
+        probe_line,
+        "",
+        f"![probe](plots/{by_name['probe'].name})",
+        "",
+        f"## Held-out measurement ({h['n_prompts']:.0f} prompts x {h['n_samples']:.0f} samples, same random "
+        "numbers for start and tuned, 95% percentile bootstrap over prompts, B = "
+        f"{cfg.heldout.n_resamples})",
+        "",
+        *heldout_table(h),
         "",
         "## Checks",
         "",
     ]
     lines += [f"- {'PASS' if ok else 'FAIL'}: {name}: {detail}" for name, ok, detail in checks]
-    lines += ["", "## Stage times", "", "| stage | seconds | share |", "|---|---|---|"]
+    lines += ["", "## Samples before / after GRPO (held-out prompts, same random numbers)", "", gains_and_losses(root)]
+    lines += ["## Stage times", "", "| stage | seconds | share |", "|---|---|---|"]
     lines += [f"| {k} | {v:.0f} | {100 * v / total:.0f}% |" for k, v in timings.items()]
-    lines += ["", "## Key metrics", "", "| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()]
-    lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
+    lines += ["", "## Other plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots[2:]]
     lines += [
         "",
-        "## Samples before / after GRPO (held-out prompts, same sampling seed)",
-        "",
-        side_by_side(before, after, ("base model", "after GRPO (exported)")),
-        "",
-    ]
-    lines += [
         "Stage folders: "
         + ", ".join(f"`{k}/`" for k in timings)
-        + " (each with config.yaml, metrics.jsonl, summary.json)."
+        + " (each with config.yaml, metrics.jsonl, summary.json; `heldout/` holds the scored samples).",
     ]
     return "\n".join(lines) + "\n"

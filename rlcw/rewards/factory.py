@@ -6,6 +6,10 @@
         {"type": "overlong", "weight": 0.5, "max_tokens": 96, "buffer": 24},
     ])
     GRPOTrainer(reward_funcs=funcs, args=GRPOConfig(reward_weights=weights, ...), ...)
+    build_rewards({"vocab": {"type": "python", "target": "my_pkg.rewards:score", "weight": 1.0, "k": 3}})
+
+`python` specs name any callable with TRL's signature by import path; their other options are
+passed to it on every call (rlcw.rewards.imported).
 
 A spec is a mapping with `type` (one of REWARD_TYPES), optional `weight` (default 1.0; 0 drops
 the reward), optional `name` (the name TRL logs it under: `rewards/<name>/mean`) and the
@@ -30,6 +34,7 @@ REWARD_TYPES: dict[str, tuple[str, str | None]] = {
     "remote": ("rlcw.rewards.remote:RemoteReward", "urls"),
     "length_range": ("rlcw.rewards.length:LengthReward", None),
     "overlong": ("rlcw.rewards.length:OverlongReward", None),
+    "python": ("rlcw.rewards.imported:python_reward", "target"),  # {target: "pkg.mod:fn", ...kwargs}
 }
 _COMMON = ("type", "weight", "name")
 # recipe-wide defaults that fill a constructor argument of the same name when a spec leaves it out

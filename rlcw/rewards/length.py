@@ -1,6 +1,7 @@
 """Length terms for RL rewards: the prompt's word range and a soft overlong penalty.
 
     length_penalty(words=35, min_words=40, max_words=60)            # -> -0.25: 5 words short / range 20
+    length_penalty(35, 40, 60, miss=1.0)                            # -> -1.25: a miss costs 1 + the distance
     overlong_penalty(tokens=90, max_tokens=100, buffer=20)          # -> -0.5: 10 tokens into the last 20
     LengthReward(clip=2.0), OverlongReward(max_tokens=96, buffer=24)  # TRL reward callables
 
@@ -8,9 +9,14 @@ Both are combinable (give both to `rlcw.rewards.factory.build_rewards` with thei
 third control, the length-controlled RM score, lives in the RM scorer
 (`BTScorer(rm_dir, length_control=True)`, option `length_control` of a `bt` reward spec).
 
-- Word range: zero inside the range; outside, minus the distance normalised by the range width
-  (a group of completions that all miss the range still gets a graded signal), clipped at
-  -clip. Rows without a range get 0. A range that no completion can reach under the completion
+- Word range: zero inside the range; outside, minus `miss` (a flat price for leaving the range)
+  minus the distance normalised by the range width (a group of completions that all miss the
+  range still gets a graded signal), the distance part clipped at `clip`. Why `miss`: the
+  distance alone is small where it matters (a 23-word story against 30-60 costs 0.23) while a
+  BT RM can pay ~2 of its units for a story that ends, so with miss=0 GRPO collects the RM's
+  ending bonus by writing one-liners. `miss` is in reward units: with weight 1 and miss 1 a story
+  outside the range loses at least one RM unit (the quickstart reports its RM's ended-minus-cut
+  gap on held-out samples, `heldout/rm_gap_ended_minus_cut`, to compare). Rows without a range get 0. A range that no completion can reach under the completion
   cap gives every completion the same penalty: `range_fits_cap` is what recipes check.
 - Overlong (DAPO's soft overlong punishment): zero up to `max_tokens - buffer` tokens, then
   falling linearly to -1 at the cap, so completions learn to finish before truncation.
@@ -22,8 +28,10 @@ from rlcw.data.records import message_text
 from rlcw.metrics.text import count_words
 
 
-def length_penalty(words: int, min_words: int | None, max_words: int | None, clip: float = 2.0) -> float:
-    """Minus the distance to [min_words, max_words] in units of the range width (0 inside)."""
+def length_penalty(
+    words: int, min_words: int | None, max_words: int | None, clip: float = 2.0, miss: float = 0.0
+) -> float:
+    """Minus (`miss` + the distance to [min_words, max_words] in range widths, clipped at `clip`); 0 inside."""
     if min_words is None or max_words is None:
         return 0.0
     width = max(1, max_words - min_words)
@@ -33,7 +41,7 @@ def length_penalty(words: int, min_words: int | None, max_words: int | None, cli
         dist = words - max_words
     else:
         return 0.0
-    return -min(clip, dist / width)
+    return -(miss + min(clip, dist / width))
 
 
 def overlong_penalty(tokens: int, max_tokens: int, buffer: int) -> float:
@@ -57,15 +65,17 @@ class LengthReward:
 
     __name__ = "length_range"
 
-    def __init__(self, clip: float = 2.0):
-        self.clip = clip
+    def __init__(self, clip: float = 2.0, miss: float = 0.0):
+        if clip < 0 or miss < 0:
+            raise ValueError(f"clip and miss must be >= 0, got clip={clip}, miss={miss}")
+        self.clip, self.miss = clip, miss
 
     def __call__(self, prompts, completions, min_words=None, max_words=None, **kwargs) -> list[float]:
         n = len(completions)
         lows = min_words if min_words is not None else [None] * n
         highs = max_words if max_words is not None else [None] * n
         return [
-            length_penalty(count_words(message_text(c)), lo, hi, self.clip)
+            length_penalty(count_words(message_text(c)), lo, hi, self.clip, self.miss)
             for c, lo, hi in zip(completions, lows, highs, strict=False)
         ]
 

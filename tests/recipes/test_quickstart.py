@@ -26,13 +26,16 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
             "grpo.train.batch_size=4",
             "grpo.train.num_generations=2",
             "grpo.train.max_completion_length=6",
-            "grpo.eval.every_steps=1",
-            "grpo.eval.num_prompts=2",
-            "grpo.eval.max_new_tokens=6",
+            "grpo.eval.every_steps=0",
+            "grpo.probe.every_steps=1",
+            "grpo.probe.num_texts=2",
             "grpo.lora.r=4",
             "grpo.data.max_train_prompts=4",
-            "generate.data.max_prompts=2",
-            "generate.sampling.max_new_tokens=6",
+            "heldout.fit_to_cap=false",
+            "heldout.max_prompts=4",
+            "heldout.n_samples=2",
+            "heldout.n_resamples=200",
+            "gates.heldout=false",
             "gates.min_rm_accuracy=0.0",
             "gates.min_grpo_steps=2",
         ],
@@ -40,16 +43,33 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     summary = main(cfg)
     root = tmp_path / "qs"
     assert summary["status"] == "completed", summary
-    for stage in ("prepare_model", "build_pairs", "train_rm", "grpo", "export", "generate_before", "generate_after"):
+    for stage in ("prepare_model", "build_pairs", "train_rm", "grpo", "export"):
         assert json.loads((root / stage / "summary.json").read_text())["status"] == "completed", stage
     report = (root / "report.md").read_text()
-    assert "PASS: GRPO steps: 2" in report and "## Samples before / after" in report
-    assert "PASS: GRPO reward-hacking monitors in range" in report
-    assert "| base model | after GRPO (exported) |" in report
-    for png in ("rm_accuracy.png", "grpo_reward_length.png"):
+    assert report.index("## Training reward and learning probe") < report.index("## Held-out measurement")
+    assert report.index("## Held-out measurement") < report.index("### Largest RM gains")
+    assert "### Largest RM losses" in report and "| start model | after GRPO |" in report
+    assert "PASS: GRPO steps: 2" in report and "PASS: GRPO reward-hacking monitors in range" in report
+    assert "(gate off: gates.heldout=false)" in report and "Learning probe: mean |log-prob change|" in report
+    for png in ("rm_accuracy.png", "training_reward.png", "probe.png"):
         data = (root / "plots" / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
-    assert {"time/train_rm_s", "time/grpo_s", "rm/accuracy"} <= set(summary["metrics"])
+    m = summary["metrics"]
+    assert {"time/train_rm_s", "time/grpo_s", "time/heldout_s", "rm/accuracy"} <= set(m)
+    named = ["rm_delta", "rm_delta_lo", "rm_delta_hi", "win_rate", "win_rate_lo", "win_rate_hi", "in_range_start"]
+    named += ["in_range_final", "in_range_delta_lo", "finished_start", "finished_final", "rm_delta_both_finished"]
+    assert all(isinstance(m[f"heldout/{k}"], float) for k in named)
+    start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
+    assert len(start) == 8 and {r["sample_index"] for r in start} == {0, 1}
+
+
+def _heldout(rm_lo: float, range_lo: float) -> dict:
+    from rlcw.recipes.quickstart import SUMMARY_KEYS
+
+    h = dict.fromkeys(SUMMARY_KEYS, 0.1)
+    h.update(rm_delta=0.5, rm_delta_lo=rm_lo, rm_delta_hi=0.9, in_range_delta_lo=range_lo, in_range_delta_hi=0.3)
+    h.update(rm_delta_from_ending=0.4, rm_start=1.0, rm_final=1.5)
+    return h
 
 
 def test_quickstart_gates_fail_the_run(tmp_path, tiny_model_dir):
@@ -59,11 +79,31 @@ def test_quickstart_gates_fail_the_run(tmp_path, tiny_model_dir):
         "train_rm": {"metrics": {"eval/accuracy": 0.7, "eval/length_baseline_accuracy": 0.5}},
         "grpo": {"metrics": {"train/steps": 12.0}},
         "export": {"metrics": {"max_logit_diff": 0.0}},
+        "heldout": _heldout(0.1, 0.05),
     }
     cfg = load_config(__import__("rlcw.recipes.quickstart", fromlist=["QuickstartConfig"]).QuickstartConfig, None, [])
     assert cfg.gates == Gates()
-    _, checks = _gate(cfg, results)
-    assert [ok for _, ok, _ in checks] == [False, True, True]
+    _, checks, verdict = _gate(cfg, results)
+    assert [ok for _, ok, _ in checks] == [False, True, True, True] and verdict.startswith("Shown:")
     results["grpo"]["error"] = "stopped by reward-hacking monitor at step 5: rep_intra=0.6 > 0.4 (max_rep_intra)"
-    _, checks = _gate(cfg, results)
-    assert [ok for _, ok, _ in checks] == [False, True, False] and "rep_intra" in checks[2][2]
+    _, checks, _ = _gate(cfg, results)
+    assert [ok for _, ok, _ in checks] == [False, True, False, True] and "rep_intra" in checks[2][2]
+
+
+def test_heldout_gate_needs_both_lower_bounds_above_zero():
+    from rlcw.recipes.quickstart import QuickstartConfig, _gate
+
+    cfg = load_config(QuickstartConfig, None, [])
+    base = {
+        "train_rm": {"metrics": {"eval/accuracy": 0.9}},
+        "grpo": {"metrics": {"train/steps": 12.0}},
+        "export": {"metrics": {"max_logit_diff": 0.0}},
+    }
+    _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(0.1, -0.02)})
+    assert not checks[3][1] and "Not shown: that stories got closer to the asked length" in verdict
+    assert "explained by stories ending before the cap" in verdict
+    _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(-0.1, 0.05)})
+    assert not checks[3][1] and "Not shown: that the RM score rose" in verdict
+    off = load_config(QuickstartConfig, None, ["gates.heldout=false"])
+    _, checks, _ = _gate(off, {**base, "heldout": _heldout(-0.1, -0.1)})
+    assert checks[3][1]

@@ -1,0 +1,116 @@
+"""Paired held-out comparison of a start and a tuned policy, with a bootstrap over prompts.
+
+    s = {"score": (P, K), "words": (P, K), "finished": (P, K), "in_range": (P, K), "rep": (P, K)}
+    f = {...same keys, the tuned policy's samples for the same prompt and sample index...}
+    stats = paired_stats(s, f)                  # point estimates
+    table = paired_bootstrap(s, f, n_resamples=2000, seed=0)   # + `<key>_lo`, `<key>_hi`
+
+Sample (p, k) of the start and the tuned policy answer prompt p with the same random numbers
+(common random numbers), so they are a pair; prompts are the unit of resampling (the K samples
+of a prompt are correlated), and every statistic is recomputed on each resample of prompts.
+
+What the RM change is made of (`rm_delta` = mean of final - start over all pairs):
+- `rm_delta_both_finished` / `rm_delta_both_cut`: the mean change within pairs where both sides
+  end before the cap / both are cut at it (NaN when there is no such pair);
+- `rm_gap_ended_minus_cut`: on the start samples, mean score of those that end minus those cut;
+- `rm_delta_from_ending` = (finished_final - finished_start) x that gap: the part of the change
+  that "ending more often" explains at the start's price of ending;
+- `rm_delta_length_controlled`: the change after removing b x log(1 + words), with b the least
+  squares slope of score on log(1 + words) over the start samples (the `rlcw eval-rm` length
+  control form).
+`rm_delta_prompt_sd` is the SD of the per-prompt mean change; `prompts_needed` is the number of
+prompts at which a normal 95% interval of that SD would exclude 0 for the observed mean change.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlcw.metrics.bootstrap import bootstrap_indices
+
+KEYS = ("score", "words", "finished", "in_range", "rep")
+
+
+def _check(s: dict, f: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    missing = [k for k in KEYS if k not in s or k not in f]
+    if missing:
+        raise ValueError(f"paired samples need the keys {KEYS}; missing {missing[0]!r}")
+    s2 = {k: np.asarray(s[k], dtype=float) for k in KEYS}
+    f2 = {k: np.asarray(f[k], dtype=float) for k in KEYS}
+    shape = s2["score"].shape
+    if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
+        raise ValueError(f"samples must be (prompts, samples) arrays, got shape {shape}")
+    bad = [k for k in KEYS if s2[k].shape != shape or f2[k].shape != shape]
+    if bad:
+        raise ValueError(f"'{bad[0]}' does not have the shape {shape} of 'score' for both policies")
+    return s2, f2
+
+
+def _masked_mean(x: np.ndarray, mask: np.ndarray) -> float:
+    return float(x[mask].mean()) if mask.any() else math.nan
+
+
+def length_slope(score: np.ndarray, words: np.ndarray) -> float:
+    """Least-squares slope b of score ~ a + b log(1 + words); 0 when the lengths do not vary."""
+    x, y = np.log1p(np.ravel(words)), np.ravel(score)
+    if x.size < 2 or np.ptp(x) == 0:
+        return 0.0
+    xc = x - x.mean()
+    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+
+
+def paired_stats(s: dict, f: dict) -> dict[str, float]:
+    """Point estimates over every (prompt, sample) pair (see the module docstring)."""
+    s, f = _check(s, f)
+    d = f["score"] - s["score"]
+    sf, ff = s["finished"] > 0.5, f["finished"] > 0.5
+    gap = _masked_mean(s["score"], sf) - _masked_mean(s["score"], ~sf)
+    slope = length_slope(s["score"], s["words"])
+    out = {
+        "rm_start": float(s["score"].mean()),
+        "rm_final": float(f["score"].mean()),
+        "rm_delta": float(d.mean()),
+        "win_rate": float(((d > 0) + 0.5 * (d == 0)).mean()),
+        "in_range_start": float(s["in_range"].mean()),
+        "in_range_final": float(f["in_range"].mean()),
+        "in_range_delta": float((f["in_range"] - s["in_range"]).mean()),
+        "finished_start": float(sf.mean()),
+        "finished_final": float(ff.mean()),
+        "words_start": float(s["words"].mean()),
+        "words_final": float(f["words"].mean()),
+        "rep_start": float(s["rep"].mean()),
+        "rep_final": float(f["rep"].mean()),
+        "rm_delta_both_finished": _masked_mean(d, sf & ff),
+        "rm_delta_both_cut": _masked_mean(d, ~sf & ~ff),
+        "rm_gap_ended_minus_cut": gap,
+        "rm_delta_from_ending": (float(ff.mean()) - float(sf.mean())) * gap,
+        "rm_delta_length_controlled": float(d.mean() - slope * (np.log1p(f["words"]) - np.log1p(s["words"])).mean()),
+    }
+    return out
+
+
+def paired_bootstrap(s: dict, f: dict, n_resamples: int = 2000, alpha: float = 0.05, seed: int = 0) -> dict:
+    """`paired_stats` plus `<key>_lo` / `<key>_hi`: two-sided percentile interval over resampled prompts."""
+    s, f = _check(s, f)
+    point = paired_stats(s, f)
+    idx = bootstrap_indices(s["score"].shape[0], n_resamples, seed)
+    draws = {k: [] for k in point}
+    for row in idx:
+        res = paired_stats({k: v[row] for k, v in s.items()}, {k: v[row] for k, v in f.items()})
+        for k, v in res.items():
+            draws[k].append(v)
+    out = dict(point)
+    for k, vals in draws.items():
+        arr = np.asarray(vals, dtype=float)
+        arr = arr[~np.isnan(arr)]
+        lo, hi = np.quantile(arr, [alpha / 2, 1 - alpha / 2]) if arr.size else (math.nan, math.nan)
+        out[f"{k}_lo"], out[f"{k}_hi"] = float(lo), float(hi)
+    per_prompt = (f["score"] - s["score"]).mean(1)
+    sd = float(per_prompt.std(ddof=1)) if per_prompt.size > 1 else math.nan
+    out["rm_delta_prompt_sd"] = sd
+    eff = abs(point["rm_delta"])
+    out["prompts_needed"] = float(math.ceil((1.96 * sd / eff) ** 2)) if eff > 0 and not math.isnan(sd) else math.inf
+    out["n_prompts"], out["n_samples"] = float(s["score"].shape[0]), float(s["score"].shape[1])
+    return out

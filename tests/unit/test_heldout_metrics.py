@@ -1,0 +1,71 @@
+"""rlcw.metrics.heldout on hand-worked numbers."""
+
+import math
+
+import numpy as np
+import pytest
+
+from rlcw.metrics.heldout import length_slope, paired_bootstrap, paired_stats
+
+
+def _pair():
+    # 2 prompts x 2 samples. start: scores 1,3 | 2,2 ; tuned: 2,3 | 1,4
+    s = {
+        "score": [[1.0, 3.0], [2.0, 2.0]],
+        "words": [[10, 20], [10, 20]],
+        "finished": [[0, 1], [0, 0]],
+        "in_range": [[0, 1], [0, 0]],
+        "rep": [[0.0, 0.0], [0.0, 0.1]],
+    }
+    f = {
+        "score": [[2.0, 3.0], [1.0, 4.0]],
+        "words": [[10, 20], [10, 20]],
+        "finished": [[1, 1], [0, 1]],
+        "in_range": [[1, 1], [0, 1]],
+        "rep": [[0.0, 0.0], [0.0, 0.0]],
+    }
+    return s, f
+
+
+def test_paired_stats_by_hand():
+    st = paired_stats(*_pair())
+    # deltas: +1, 0, -1, +2 -> mean 0.5; wins 1 + 0.5 + 0 + 1 = 2.5 / 4
+    assert st["rm_delta"] == pytest.approx(0.5) and st["win_rate"] == pytest.approx(0.625)
+    assert st["in_range_start"] == 0.25 and st["in_range_final"] == 0.75 and st["in_range_delta"] == 0.5
+    assert st["finished_start"] == 0.25 and st["finished_final"] == 0.75
+    # both finished: pair (0,1) delta 0; both cut: pair (1,0) delta -1
+    assert st["rm_delta_both_finished"] == 0.0 and st["rm_delta_both_cut"] == -1.0
+    # start: finished score 3, cut scores 1,2,2 -> mean 5/3; gap 4/3; explained = 0.5 * 4/3
+    assert st["rm_gap_ended_minus_cut"] == pytest.approx(4 / 3)
+    assert st["rm_delta_from_ending"] == pytest.approx(2 / 3)
+    # same words for both policies: length control changes nothing
+    assert st["rm_delta_length_controlled"] == pytest.approx(0.5)
+
+
+def test_length_controlled_change_removes_the_length_slope():
+    # score = 2 * log1p(words) exactly; the tuned policy only writes longer: its whole gain is length
+    s = {"score": 2 * np.log1p([[10.0, 30.0]]), "words": [[10, 30]], "finished": [[0, 0]], "in_range": [[0, 0]]}
+    s["rep"] = [[0, 0]]
+    f = dict(s, score=2 * np.log1p([[20.0, 40.0]]), words=[[20, 40]])
+    assert length_slope(s["score"], s["words"]) == pytest.approx(2.0)
+    st = paired_stats(s, f)
+    assert st["rm_delta"] > 0.5 and st["rm_delta_length_controlled"] == pytest.approx(0.0, abs=1e-9)
+    assert math.isnan(st["rm_delta_both_finished"]) and math.isnan(st["rm_gap_ended_minus_cut"])
+
+
+def test_bootstrap_intervals_cover_the_estimate_and_a_constant_change_has_no_width():
+    s, f = _pair()
+    out = paired_bootstrap(s, f, n_resamples=500, seed=1)
+    assert out["rm_delta_lo"] <= out["rm_delta"] <= out["rm_delta_hi"]
+    const = dict(s, score=np.asarray(s["score"]) + 0.3)
+    out2 = paired_bootstrap(s, const, n_resamples=200)
+    assert out2["rm_delta_lo"] == pytest.approx(0.3) and out2["rm_delta_hi"] == pytest.approx(0.3)
+    assert out2["prompts_needed"] <= 1.0 and out2["n_prompts"] == 2.0
+
+
+def test_shapes_are_checked():
+    s, f = _pair()
+    with pytest.raises(ValueError, match="missing 'rep'"):
+        paired_stats({k: v for k, v in s.items() if k != "rep"}, f)
+    with pytest.raises(ValueError, match="shape"):
+        paired_stats(s, dict(f, words=[[1, 2, 3], [1, 2, 3]]))
