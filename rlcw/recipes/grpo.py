@@ -46,7 +46,6 @@ cap: 9 sequential agent calls re-read a growing scratchpad; the backward pass is
 from __future__ import annotations
 
 import importlib.util
-import math
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +80,8 @@ from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
-from rlcw.rl.monitors import MonitorCallback, plot_monitors
+from rlcw.rl.grpo_report import grpo_plots, grpo_report, length_control_lines, reward_summary
+from rlcw.rl.monitors import MonitorCallback
 from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
 from rlcw.rl.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.runs import resume_checkpoint, resume_mode
@@ -552,115 +552,30 @@ def save_and_report(
         metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
     if probe.history:
         metrics.update({k: v for k, v in probe.history[-1].items() if k != "step"})
-    plots = _plots(run)
+    plots = grpo_plots(run.path)
     artifacts = {
         "policy": final,
         "samples": run.samples,
         "metrics": run.path / "metrics.jsonl",
         **{p.stem: p for p in plots},
     }
-    run.write_report(_report(cfg, metrics, periodic.history, monitor, plots, lc_lines))
+    t = cfg.train
+    report = grpo_report(
+        run_name=cfg.run_name,
+        model_name=cfg.model.name,
+        rewards=reward_summary(cfg.reward.specs),
+        rm_path=cfg.reward.rm_path,
+        beta=t.beta,
+        loss_type=t.loss_type,
+        scale_rewards=t.scale_rewards,
+        metrics=metrics,
+        history=periodic.history,
+        stop_reason=monitor.stop_reason,
+        alerts=monitor.alerts,
+        plots=plots,
+        length_control=lc_lines,
+    )
+    run.write_report(report)
     if monitor.stop_reason:
         return run.write_summary("failed", metrics, artifacts, error=monitor.stop_reason)
     return run.write_summary("completed", metrics, artifacts)
-
-
-def _plots(run) -> list[Path]:
-    from rlcw.report import plot_lines, read_metrics, series
-
-    rows = read_metrics(run.path / "metrics.jsonl")
-    sources = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("source/")})
-    rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
-    reward_plot = plot_lines(
-        [
-            (
-                "reward per step",
-                {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in sorted(rewards)}},
-            ),
-            ("reward per prompt source", {s: series(rows, f"source/{s}/reward") for s in sources}),
-            ("words per prompt source", {s: series(rows, f"source/{s}/words") for s in sources}),
-            (
-                "held-out RM score",
-                {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
-            ),
-        ],
-        run.path / "plots" / "reward.png",
-    )
-    plots = [reward_plot, plot_monitors(rows, run.path / "plots" / "monitors.png")]
-    if any("rollout_is/mean_weight" in r for r in rows):  # fast rollout with the importance-sampling correction
-        keys = ("mean_abs_gap", "mean_weight", "clipped_share")
-        panels = [(f"rollout IS: {k.replace('_', ' ')}", {k: series(rows, f"rollout_is/{k}")}) for k in keys]
-        plots.append(plot_lines(panels, run.path / "plots" / "rollout_is.png"))
-    from rlcw.rl.probe import plot_probe, read_probe
-
-    probe = read_probe(run.path / "probe.jsonl")
-    if probe:
-        plots.append(plot_probe(probe, run.path / "plots" / "probe.png"))
-    return plots
-
-
-def _fmt(v) -> str:
-    return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
-
-
-def length_control_lines(funcs: list) -> list[str]:
-    """What each BT reward's `length_control` (auto | true | false) resolved to in this run."""
-    out = []
-    for f in funcs:
-        if type(f).__name__ == "BTScorer":
-            fit = f.length_fit
-            state = (
-                f"on (residual of score ~ {fit.intercept:.3f} + {fit.slope:.3f} * {fit.feature}, fit on {fit.n} stories)"
-                if fit is not None
-                else "off (raw scores)"
-            )
-            out.append(f"- length control of `{f.__name__}`: {state}")
-    return out
-
-
-def _report(
-    cfg: GRPORecipeConfig,
-    metrics: dict,
-    history: list[dict],
-    monitor: MonitorCallback,
-    plots: list[Path],
-    length_control: list[str] | None = None,
-) -> str:
-    specs = ", ".join(
-        f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)})" for name, s in cfg.reward.specs.items()
-    )
-    lines = [
-        f"# GRPO run `{cfg.run_name}`",
-        "",
-        f"- policy start: `{cfg.model.name}`",
-        f"- rewards: {specs}; default RM `{cfg.reward.rm_path}`",
-        f"- steps: {int(metrics['train/steps'])}; beta {cfg.train.beta}, loss {cfg.train.loss_type}, scale_rewards {cfg.train.scale_rewards}",
-        *(length_control or []),
-        "",
-    ]
-    if monitor.stop_reason:
-        lines += [f"**Stopped early:** {monitor.stop_reason}", ""]
-    if "probe/abs_logp_change" in metrics:
-        from rlcw.rl.probe import MIN_MOVE
-
-        size = metrics["probe/abs_logp_change"]
-        verdict = "**the policy did not move**" if size < MIN_MOVE else "the policy moved"
-        lines += [
-            f"Learning probe: mean |log-prob change| on held-out texts {size:.4f} nats/token: {verdict} "
-            f"(threshold {MIN_MOVE}).",
-            "",
-        ]
-    lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
-    if monitor.alerts:
-        lines += (
-            ["## Monitor alerts", ""]
-            + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in monitor.alerts[:30]]
-            + [""]
-        )
-    if history:
-        keys = [k for k in history[0] if k != "step"]
-        lines += ["## Held-out evaluation", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        lines += [
-            "| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history
-        ]
-    return "\n".join(lines) + "\n"

@@ -1,0 +1,127 @@
+"""The GRPO run's plots and human-readable report (`rlcw grpo` writes both into its run folder).
+
+    plots = grpo_plots(run_dir)                                   # plots/*.png from metrics.jsonl, probe.jsonl
+    text = grpo_report(run_name="grpo", model_name=..., rewards=reward_summary(specs), rm_path=..., beta=0.0,
+                       loss_type="dapo", scale_rewards="group", metrics=..., history=..., stop_reason=None,
+                       alerts=[], plots=plots, length_control=length_control_lines(reward_funcs))
+
+Plots: reward per step (total and per reward), reward and words per prompt source, held-out RM
+score, the reward-hacking monitors, the rollout importance-sampling weights (fast rollout with the
+correction only) and the learning probe (when it ran).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rlcw.report import plot_lines, read_metrics, series
+from rlcw.rl.monitors import plot_monitors
+from rlcw.rl.probe import MIN_MOVE, plot_probe, read_probe
+
+
+def grpo_plots(run_dir: Path) -> list[Path]:
+    """The run's plots under `run_dir/plots/`, from `metrics.jsonl` and `probe.jsonl`."""
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    sources = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("source/")})
+    rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
+    reward_plot = plot_lines(
+        [
+            (
+                "reward per step",
+                {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in sorted(rewards)}},
+            ),
+            ("reward per prompt source", {s: series(rows, f"source/{s}/reward") for s in sources}),
+            ("words per prompt source", {s: series(rows, f"source/{s}/words") for s in sources}),
+            (
+                "held-out RM score",
+                {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
+            ),
+        ],
+        run_dir / "plots" / "reward.png",
+    )
+    plots = [reward_plot, plot_monitors(rows, run_dir / "plots" / "monitors.png")]
+    if any("rollout_is/mean_weight" in r for r in rows):  # fast rollout with the importance-sampling correction
+        keys = ("mean_abs_gap", "mean_weight", "clipped_share")
+        panels = [(f"rollout IS: {k.replace('_', ' ')}", {k: series(rows, f"rollout_is/{k}")}) for k in keys]
+        plots.append(plot_lines(panels, run_dir / "plots" / "rollout_is.png"))
+    probe = read_probe(run_dir / "probe.jsonl")
+    if probe:
+        plots.append(plot_probe(probe, run_dir / "plots" / "probe.png"))
+    return plots
+
+
+def _fmt(v) -> str:
+    return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
+
+
+def reward_summary(specs: dict) -> str:
+    """`name (type, weight w)` of every reward spec, comma-separated."""
+    return ", ".join(f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)})" for name, s in specs.items())
+
+
+def length_control_lines(funcs: list) -> list[str]:
+    """What each BT reward's `length_control` (auto | true | false) resolved to in this run."""
+    out = []
+    for f in funcs:
+        if type(f).__name__ == "BTScorer":
+            fit = f.length_fit
+            state = (
+                f"on (residual of score ~ {fit.intercept:.3f} + {fit.slope:.3f} * {fit.feature}, fit on {fit.n} stories)"
+                if fit is not None
+                else "off (raw scores)"
+            )
+            out.append(f"- length control of `{f.__name__}`: {state}")
+    return out
+
+
+def grpo_report(
+    *,
+    run_name: str,
+    model_name: str,
+    rewards: str,
+    rm_path: str | None,
+    beta: float,
+    loss_type: str,
+    scale_rewards: str,
+    metrics: dict,
+    history: list[dict],
+    stop_reason: str | None,
+    alerts: list[dict],
+    plots: list[Path],
+    length_control: list[str] | None = None,
+) -> str:
+    """Markdown: run setup, early stop, learning probe verdict, plots, monitor alerts, held-out table."""
+    lines = [
+        f"# GRPO run `{run_name}`",
+        "",
+        f"- policy start: `{model_name}`",
+        f"- rewards: {rewards}; default RM `{rm_path}`",
+        f"- steps: {int(metrics['train/steps'])}; beta {beta}, loss {loss_type}, scale_rewards {scale_rewards}",
+        *(length_control or []),
+        "",
+    ]
+    if stop_reason:
+        lines += [f"**Stopped early:** {stop_reason}", ""]
+    if "probe/abs_logp_change" in metrics:
+        size = metrics["probe/abs_logp_change"]
+        verdict = "**the policy did not move**" if size < MIN_MOVE else "the policy moved"
+        lines += [
+            f"Learning probe: mean |log-prob change| on held-out texts {size:.4f} nats/token: {verdict} "
+            f"(threshold {MIN_MOVE}).",
+            "",
+        ]
+    lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
+    if alerts:
+        lines += (
+            ["## Monitor alerts", ""]
+            + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in alerts[:30]]
+            + [""]
+        )
+    if history:
+        keys = [k for k in history[0] if k != "step"]
+        lines += ["## Held-out evaluation", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        lines += [
+            "| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history
+        ]
+    return "\n".join(lines) + "\n"
