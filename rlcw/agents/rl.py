@@ -133,6 +133,98 @@ def story_tokens(variant: str, caps: AgentCaps) -> int:
     return sum(caps.for_agent(a) for a in check_variant(variant) if KINDS[a] == "writing")
 
 
+def trained_cap(variant: str, train_agent: str, caps: AgentCaps) -> int:
+    """Token cap of the trained sequence: the largest cap of the agents whose call is trained."""
+    return max(caps.for_agent(a) for a in trained_agents(variant, train_agent))
+
+
+def check_agents_rl(
+    variant: str,
+    train_agent: str,
+    policy_plays: str,
+    caps: AgentCaps,
+    context_tokens: int,
+    *,
+    lora_enabled: bool,
+    use_vllm: bool,
+) -> None:
+    """Reject Agents' Room RL settings that cannot work together (errors name the `rlcw grpo` keys)."""
+    trained_agents(variant, train_agent)  # unknown variant or agent -> RlcwError
+    if policy_plays not in POLICY_PLAYS:
+        raise RlcwError(
+            f"unknown agents.policy_plays '{policy_plays}'",
+            where="agents.policy_plays",
+            hint=f"one of {', '.join(POLICY_PLAYS)}",
+        )
+    if policy_plays == "train_agent" and not lora_enabled:
+        raise RlcwError(
+            "agents.policy_plays=train_agent trains one agent's LoRA adapter, but lora.enabled=false",
+            where="agents.policy_plays",
+            hint="lora.enabled=true, or agents.policy_plays=all (the shared base)",
+        )
+    if policy_plays == "train_agent" and train_agent == "cycle":
+        raise RlcwError(
+            "agents.policy_plays=train_agent trains one agent's adapter; train_agent=cycle trains several",
+            where="agents.train_agent",
+            hint="name one agent, or agents.policy_plays=all to cycle over the shared base",
+        )
+    if use_vllm:
+        raise RlcwError(
+            "Agents' Room rollouts run on the trainer's own model, not vLLM",
+            where="agents.variant",
+            hint="train.use_vllm=false, or agents.variant=null for plain vLLM rollouts",
+        )
+    bad = [k for k in ("planning", "writing", "finalizer", "e2e") if getattr(caps, k) < 1]
+    if bad or context_tokens < 1:
+        raise RlcwError(
+            f"agents.caps.{bad[0]} must be at least 1" if bad else "agents.context_tokens must be at least 1",
+            where="agents",
+        )
+
+
+def agents_story_sampler(
+    tokenizer,
+    rows: list[dict],
+    *,
+    variant: str,
+    train_agent: str,
+    policy_plays: str,
+    caps: AgentCaps,
+    context_tokens: int,
+    system_prompt: str | None,
+    run_name: str,
+    temperature: float,
+    batch_size: int,
+    seed: int,
+):
+    """`sample(model, step)` of the held-out evaluation: stories written by `variant` on the current policy,
+    named `<run>@<step>` (the Agents' Room counterpart of `rlcw.rl.periodic.story_sampler`)."""
+
+    def sample(model, step: int) -> list[dict]:
+        record = trained_agents(variant, train_agent)[0]
+        backend = PolicyBackend(
+            model,
+            tokenizer,
+            system_prompt,
+            record=record,
+            policy_plays=policy_plays,
+            temperature=temperature,
+            batch_size=batch_size,
+        )
+        recs = run_variant(
+            rows,
+            backend,
+            variant,
+            caps,
+            context_tokens=context_tokens,
+            seed=seed,
+            system_name=f"{run_name}@{step}",
+        )
+        return [dict(r, step=step) for r in recs]
+
+    return sample
+
+
 @contextmanager
 def _generation_model(trainer):
     """The trainer's model unwrapped for generation (DDP/DeepSpeed aware), or `trainer.model` as is."""

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import torch
 
+from rlcw.agents.rl import agents_story_sampler, check_agents_rl, story_tokens, trained_cap
 from rlcw.agents.variants import AgentCaps
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
@@ -183,7 +184,17 @@ def validate(cfg: GRPORecipeConfig) -> None:
     if t.vllm_mode not in ("colocate", "server"):
         raise RlcwError(f"unknown vllm_mode '{t.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
     check_fast_rollout(cfg)
-    check_agents(cfg)
+    a = cfg.agents
+    if a.variant:
+        check_agents_rl(
+            a.variant,
+            a.train_agent,
+            a.policy_plays,
+            a.caps,
+            a.context_tokens,
+            lora_enabled=cfg.lora.enabled,
+            use_vllm=t.use_vllm,
+        )
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16)
 
@@ -239,65 +250,19 @@ def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
         )
 
 
-def check_agents(cfg: GRPORecipeConfig) -> None:
-    """Reject agents settings that cannot work together."""
-    a = cfg.agents
-    if not a.variant:
-        return
-    from rlcw.agents.rl import POLICY_PLAYS, trained_agents
-
-    trained_agents(a.variant, a.train_agent)  # unknown variant or agent -> RlcwError
-    if a.policy_plays not in POLICY_PLAYS:
-        raise RlcwError(
-            f"unknown agents.policy_plays '{a.policy_plays}'",
-            where="agents.policy_plays",
-            hint=f"one of {', '.join(POLICY_PLAYS)}",
-        )
-    if a.policy_plays == "train_agent" and not cfg.lora.enabled:
-        raise RlcwError(
-            "agents.policy_plays=train_agent trains one agent's LoRA adapter, but lora.enabled=false",
-            where="agents.policy_plays",
-            hint="lora.enabled=true, or agents.policy_plays=all (the shared base)",
-        )
-    if a.policy_plays == "train_agent" and a.train_agent == "cycle":
-        raise RlcwError(
-            "agents.policy_plays=train_agent trains one agent's adapter; train_agent=cycle trains several",
-            where="agents.train_agent",
-            hint="name one agent, or agents.policy_plays=all to cycle over the shared base",
-        )
-    if cfg.train.use_vllm:
-        raise RlcwError(
-            "Agents' Room rollouts run on the trainer's own model, not vLLM",
-            where="agents.variant",
-            hint="train.use_vllm=false, or agents.variant=null for plain vLLM rollouts",
-        )
-    bad = [k for k in ("planning", "writing", "finalizer", "e2e") if getattr(a.caps, k) < 1]
-    if bad or a.context_tokens < 1:
-        raise RlcwError(
-            f"agents.caps.{bad[0]} must be at least 1" if bad else "agents.context_tokens must be at least 1",
-            where="agents",
-        )
-
-
 # ---------------------------------------------------------------- prompts and caps
 
 
 def completion_cap(cfg: GRPORecipeConfig) -> int:
     """Token cap of the trained sequence: train.max_completion_length, or the trained agent's cap."""
-    if not cfg.agents.variant:
-        return cfg.train.max_completion_length
-    from rlcw.agents.rl import trained_agents
-
-    return max(cfg.agents.caps.for_agent(a) for a in trained_agents(cfg.agents.variant, cfg.agents.train_agent))
+    a = cfg.agents
+    return trained_cap(a.variant, a.train_agent, a.caps) if a.variant else cfg.train.max_completion_length
 
 
 def story_cap(cfg: GRPORecipeConfig) -> int:
     """Most new tokens of a rewarded story (prompts asking for more words than it holds are fitted out)."""
-    if not cfg.agents.variant:
-        return cfg.train.max_completion_length
-    from rlcw.agents.rl import story_tokens
-
-    return story_tokens(cfg.agents.variant, cfg.agents.caps)
+    a = cfg.agents
+    return story_tokens(a.variant, a.caps) if a.variant else cfg.train.max_completion_length
 
 
 def train_prompts(cfg: GRPORecipeConfig) -> list[dict]:
@@ -413,46 +378,18 @@ def rollout_hooks(cfg: GRPORecipeConfig, tokenizer, funcs: list) -> tuple[list, 
 
 def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
     """`sample(model, step)` of the held-out evaluation: stories written the way the training ones are."""
-    e = cfg.eval
-    if not cfg.agents.variant:
-        return story_sampler(
-            tokenizer,
-            eval_rows,
-            system_prompt=cfg.model.system_prompt,
-            run_name=cfg.run_name,
-            max_new_tokens=e.max_new_tokens,
-            temperature=e.temperature,
-            batch_size=e.batch_size,
-            seed=cfg.seed,
-        )
-    from rlcw.agents.rl import PolicyBackend, trained_agents
-    from rlcw.agents.variants import run_variant
-
-    a = cfg.agents
-
-    def sample_agents(model, step: int) -> list[dict]:
-        record = trained_agents(a.variant, a.train_agent)[0]
-        backend = PolicyBackend(
-            model,
-            tokenizer,
-            cfg.model.system_prompt,
-            record=record,
-            policy_plays=a.policy_plays,
-            temperature=e.temperature,
-            batch_size=e.batch_size,
-        )
-        recs = run_variant(
-            eval_rows,
-            backend,
-            a.variant,
-            a.caps,
-            context_tokens=a.context_tokens,
-            seed=cfg.seed,
-            system_name=f"{cfg.run_name}@{step}",
-        )
-        return [dict(r, step=step) for r in recs]
-
-    return sample_agents
+    e, a = cfg.eval, cfg.agents
+    common = {
+        "system_prompt": cfg.model.system_prompt,
+        "run_name": cfg.run_name,
+        "temperature": e.temperature,
+        "batch_size": e.batch_size,
+        "seed": cfg.seed,
+    }
+    if not a.variant:
+        return story_sampler(tokenizer, eval_rows, max_new_tokens=e.max_new_tokens, **common)
+    agents = {"train_agent": a.train_agent, "policy_plays": a.policy_plays, "context_tokens": a.context_tokens}
+    return agents_story_sampler(tokenizer, eval_rows, variant=a.variant, caps=a.caps, **agents, **common)
 
 
 def kl_reference(cfg: GRPORecipeConfig):
