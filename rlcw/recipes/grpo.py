@@ -48,11 +48,17 @@ from __future__ import annotations
 import importlib.util
 from contextlib import closing
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
-from rlcw.agents.rl import agents_story_sampler, check_agents_rl, story_tokens, trained_cap
+from rlcw.agents.rl import (
+    agents_story_sampler,
+    check_agents_rl,
+    make_rollout_func,
+    story_reward,
+    story_tokens,
+    trained_cap,
+)
 from rlcw.agents.variants import AgentCaps
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
@@ -85,6 +91,8 @@ from rlcw.rl.grpo_report import grpo_plots, grpo_report, length_control_lines, r
 from rlcw.rl.monitors import MonitorCallback
 from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
 from rlcw.rl.probe import LearningProbe, ProbeSection, probe_texts
+from rlcw.rl.rollout import check_fast_rollout as check_rollout_settings
+from rlcw.rl.rollout import make_fast_rollout_func
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -214,40 +222,14 @@ def check_vllm(t: GRPOTrainSection) -> None:
 
 def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
     t = cfg.train
-    if t.rollout_precision not in ("fp32", "bf16"):
-        raise RlcwError(
-            f"unknown train.rollout_precision {t.rollout_precision!r}",
-            where="train.rollout_precision",
-            hint="fp32 or bf16",
-        )
-    if t.rollout_precision != "fp32" and not t.fast_rollout:
-        raise RlcwError(
-            "train.rollout_precision applies to the fast rollout only",
-            where="train.rollout_precision",
-            hint="add train.fast_rollout=true, or leave train.rollout_precision=fp32",
-        )
-    if t.rollout_is_cap < 0 or (0 < t.rollout_is_cap < 1):
-        raise RlcwError(
-            f"train.rollout_is_cap={t.rollout_is_cap} would down-weight even on-policy tokens",
-            where="train.rollout_is_cap",
-            hint="a cap >= 1 (e.g. 3, TRL's vLLM default), or 0 for no correction",
-        )
-    zero3 = t.deepspeed and "zero3" in Path(t.deepspeed).name
-    clash = (
-        "agents.variant"
-        if cfg.agents.variant
-        else "train.use_vllm"
-        if t.use_vllm
-        else "train.deepspeed (ZeRO-3)"
-        if zero3
-        else None
+    check_rollout_settings(
+        t.fast_rollout,
+        t.rollout_precision,
+        t.rollout_is_cap,
+        use_vllm=t.use_vllm,
+        deepspeed=t.deepspeed,
+        agents_variant=cfg.agents.variant,
     )
-    if t.fast_rollout and clash:
-        raise RlcwError(
-            f"train.fast_rollout cannot be combined with {clash}",
-            where="train.fast_rollout",
-            hint="train.fast_rollout=false (the fast sampler needs whole weights and plain rollouts)",
-        )
 
 
 # ---------------------------------------------------------------- prompts and caps
@@ -352,8 +334,6 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
 def rollout_hooks(cfg: GRPORecipeConfig, tokenizer, funcs: list) -> tuple[list, dict]:
     """(reward functions, extra trainer kwargs): the fast sampler, or Agents' Room stories rewarded whole."""
     if cfg.agents.variant:
-        from rlcw.agents.rl import make_rollout_func, story_reward
-
         a, t = cfg.agents, cfg.train
         rollout = make_rollout_func(
             tokenizer,
@@ -370,8 +350,6 @@ def rollout_hooks(cfg: GRPORecipeConfig, tokenizer, funcs: list) -> tuple[list, 
         )
         return [story_reward(f) for f in funcs], {"rollout_func": rollout}
     if cfg.train.fast_rollout:
-        from rlcw.rl.rollout import make_fast_rollout_func
-
         return funcs, {"rollout_func": make_fast_rollout_func(cfg.train.rollout_precision)}
     return funcs, {}
 

@@ -14,12 +14,13 @@ top-k, top-p, min-p; one `torch.multinomial` per step on the (B, V) probabilitie
   cache is then repeated to the group's rows. Prefill is a large share of a short rollout.
 - `torch.inference_mode`, last-position logits only, no scores kept, stop when every row has ended.
 
-Not for vLLM, DeepSpeed ZeRO-3 (sharded weights) or Agents' Room rollouts (`rlcw.recipes.grpo`
-refuses those combinations if wired in). Measured speed: `scripts/bench_rl.py --fast-rollout`: on the
-2-core CPU (shared), embedded model, batch 8 (2 prompts x 4), 80 new tokens, one thread, 1.19-1.21x TRL's
-path (the merged copy alone, as PEFT merge_adapter, 1.04-1.05x). Decoding at batch 8 streams every weight
-once per token (memory-bound matmuls: ~80% of a decode step), so neither a static KV cache (1.0x) nor
-torch.compile of the decode step (1.0x after a ~47 s compile) helps; a larger batch is what raises tok/s.
+Not for vLLM, DeepSpeed ZeRO-3 (sharded weights) or Agents' Room rollouts (`check_fast_rollout`, run by
+`rlcw grpo`'s validate, refuses those combinations). Measured speed: `scripts/bench_rl.py
+--fast-rollout`: on the 2-core CPU (shared), embedded model, batch 8 (2 prompts x 4), 80 new tokens, one
+thread, 1.19-1.21x TRL's path (the merged copy alone, as PEFT merge_adapter, 1.04-1.05x). Decoding at
+batch 8 streams every weight once per token (memory-bound matmuls: ~80% of a decode step), so neither a
+static KV cache (1.0x) nor torch.compile of the decode step (1.0x after a ~47 s compile) helps; a larger
+batch is what raises tok/s.
 
 Rollout precision (`make_fast_rollout_func("bf16")`, `rlcw grpo train.fast_rollout=true
 train.rollout_precision=bf16`): the rollout copy holds bf16 weights, halving the bytes streamed per
@@ -39,9 +40,11 @@ log-prob and rlcw's GRPO trainer reweights the loss per token by min(pi/mu, trai
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import torch
 
+from rlcw.errors import RlcwError
 from rlcw.rl.ppo_rollout import left_pad  # one owner of left padding
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -238,3 +241,47 @@ def make_fast_rollout_func(precision: str = "fp32"):
         return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": logprobs}
 
     return rollout
+
+
+def check_fast_rollout(
+    fast_rollout: bool,
+    precision: str,
+    rollout_is_cap: float,
+    *,
+    use_vllm: bool,
+    deepspeed: str | None,
+    agents_variant: str | None,
+) -> None:
+    """Reject fast-rollout settings that cannot work (errors name the `rlcw grpo` keys)."""
+    if precision not in ("fp32", "bf16"):
+        raise RlcwError(
+            f"unknown train.rollout_precision {precision!r}", where="train.rollout_precision", hint="fp32 or bf16"
+        )
+    if precision != "fp32" and not fast_rollout:
+        raise RlcwError(
+            "train.rollout_precision applies to the fast rollout only",
+            where="train.rollout_precision",
+            hint="add train.fast_rollout=true, or leave train.rollout_precision=fp32",
+        )
+    if rollout_is_cap < 0 or (0 < rollout_is_cap < 1):
+        raise RlcwError(
+            f"train.rollout_is_cap={rollout_is_cap} would down-weight even on-policy tokens",
+            where="train.rollout_is_cap",
+            hint="a cap >= 1 (e.g. 3, TRL's vLLM default), or 0 for no correction",
+        )
+    zero3 = deepspeed and "zero3" in Path(deepspeed).name
+    clash = (
+        "agents.variant"
+        if agents_variant
+        else "train.use_vllm"
+        if use_vllm
+        else "train.deepspeed (ZeRO-3)"
+        if zero3
+        else None
+    )
+    if fast_rollout and clash:
+        raise RlcwError(
+            f"train.fast_rollout cannot be combined with {clash}",
+            where="train.fast_rollout",
+            hint="train.fast_rollout=false (the fast sampler needs whole weights and plain rollouts)",
+        )
