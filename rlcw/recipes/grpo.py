@@ -16,7 +16,7 @@ rlcw.rl.evaluation registry). Checkpoints every `train.save_steps`; `train.resum
 from the newest complete one (model, optimizer, scheduler, RNG and data order restored; an error
 when there is none), `auto` continues when there is one. Every config check runs in `validate`
 before the run folder is written or anything loads. The TRL extension (hooks, per-step extras) is
-rlcw.rl.grpo_trainer. What it does not do: PPO (`rlcw ppo`).
+rlcw.rl.grpo_trainer; the report and plots: rlcw.rl.grpo_report. What it does not do: PPO (`rlcw ppo`).
 
 Trackers: `train.report_to` (list of tensorboard | wandb | trackio | none; default [tensorboard], written to
 `<run>/tensorboard/`) receives TRL's metrics (HF key layout `train/...`) and the `eval/...` rows through
@@ -25,18 +25,13 @@ rlcw.tracking, which refuses anything holding a secret; TRL's own `report_to` is
 GPU without bf16 is an error, a CPU a warning); the weights load as `model.dtype`.
 
 Agents' Room rollouts (`agents.variant=e2e|plan|write|plan_write`; default none = one plain
-completion per prompt): each rewarded story is written by that variant with the policy playing the
-agents (rlcw.agents.rl). The trained sequence is one agent's call (`agents.train_agent`, or `cycle`:
-the variant's writers in turn, one per step); every reward scores the whole story (RM and
-length_range see the story, overlong counts the trained call's tokens against its cap). With
-`agents.policy_plays=all` the policy is the writing agents' shared base (each agent's call uses
-the same weights); with `train_agent` (LoRA only) just that agent's calls use the adapter, so the
-adapter becomes that one agent's. Per-agent token caps are `agents.caps.*`; the trained call's cap
-replaces `train.max_completion_length`, and held-out samples are written by the variant too (its
-caps, not `eval.max_new_tokens`). Not with vLLM. Cost (embedded model, 4 completions a step,
-1 thread on a busy 2-core CPU, so pessimistic): plan_write with caps 32/64 took ~122 s a step
-(~230-word stories) against ~22 s for plain GRPO with a 64-token cap and ~63 s with a 320-token
-cap: 9 sequential agent calls re-read a growing scratchpad; the backward pass is still one call.
+completion per prompt): the policy plays the agents (rlcw.agents.rl explains `agents.train_agent`
+and `agents.policy_plays`); the trained sequence is one agent's call, every reward scores the whole
+story (overlong counts the trained call's tokens against its cap). The trained call's cap
+(`agents.caps.*`) replaces `train.max_completion_length`, and held-out samples are written by the
+variant too. Not with vLLM. Cost (embedded model, 4 completions a step, 1 thread on a busy 2-core
+CPU): plan_write with caps 32/64 took ~122 s a step against ~22 s for plain GRPO with a 64-token
+cap (~63 s with 320): 9 sequential agent calls re-read a growing scratchpad.
 
     rlcw grpo --config configs/grpo/cpu.yaml reward.rm_path=runs/train_rm/model
     rlcw grpo --config configs/grpo/cpu.yaml train.resume=true      # after a crash or kill
@@ -151,9 +146,8 @@ class AgentsRLSection:
     train_agent: str = "climax"  # the agent whose call is the trained sequence; cycle: the variant's writers in turn
     # all: policy = every agent (shared base); train_agent: only that agent uses the LoRA adapter
     policy_plays: str = "all"
-    caps: AgentCaps = field(
-        default_factory=AgentCaps
-    )  # new-token caps per agent kind (planning, writing, finalizer, e2e)
+    # new-token caps per agent kind (planning, writing, finalizer, e2e)
+    caps: AgentCaps = field(default_factory=AgentCaps)
     # prompt + scratchpad + new tokens must fit this (the scratchpad is shortened otherwise)
     context_tokens: int = 2048
 
