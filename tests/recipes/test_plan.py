@@ -53,8 +53,11 @@ def test_wrong_world_size_fails_with_nearest_values():
     with pytest.raises(RlcwError) as exc:  # the paper's batch of 128 pinned: 16 GPUs need half the accumulation
         run(plan_args("configs/train_rm/litbench_bt_8b.yaml", 16) + ["plan.global_batch=128"])
     assert "train.grad_accum=8 at world_size=16" in str(exc.value)
-    with pytest.raises(RlcwError) as exc:  # ranks vs prompts: 48 bundled prompts, 64 per step at 16 GPUs
-        run(plan_args("configs/grpo/litbench_1node.yaml", 16) + [RM_1B, "data.prompts=bundled"])
+    with pytest.raises(RlcwError) as exc:  # ranks vs prompts: 48 of the bundled prompts, 64 per step at 16 GPUs
+        run(
+            plan_args("configs/grpo/litbench_1node.yaml", 16)
+            + [RM_1B, "data.prompts=bundled", "data.max_train_prompts=48"]
+        )
     assert "48 training prompts" in str(exc.value) and "world_size <= 12" in str(exc.value)
 
 
