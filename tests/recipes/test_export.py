@@ -46,6 +46,7 @@ def test_export_then_generate(grpo_run, runs_root):
     res = generate.main(g)
     stories = read_stories(res["artifacts"]["stories"])
     assert len(stories) == 3 and {s["system"] for s in stories} == {"tuned"}
+    g.overwrite = True  # a used run folder is refused otherwise (the run-folder contract)
     again = generate.main(g)  # same seed, same prompts -> same stories
     assert [s["story"] for s in read_stories(again["artifacts"]["stories"])] == [s["story"] for s in stories]
 
