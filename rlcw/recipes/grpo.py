@@ -1,40 +1,19 @@
-"""GRPO with learned rewards (TRL GRPOTrainer; LoRA or full), length-bias control and monitors.
+"""GRPO with learned rewards (TRL GRPOTrainer; LoRA or full), length-bias control, monitors, evaluation.
 
-What it does: prompts mixed from several sources with weights (`data.sources`, e.g. TELL ME A
-STORY-style and WritingPrompts-style), checked by content hash not to overlap the held-out
-prompts or the RM's data (`data.no_overlap_with`), and filtered to ranges the completion cap can
-reach (`data.fit_to_cap`); several rewards with weights (`reward.specs`: bt, genrm, remote,
-length_range, overlong; see rlcw.rewards.factory); TRL's reward scaling, KL coefficient and loss
-type; vLLM rollouts (`train.use_vllm`, colocate or server) where vLLM is installed. Logged per
-step beyond TRL's own metrics: KL to the starting model (even at beta=0: one extra forward with
-the LoRA adapter disabled, `train.log_kl_to_start`), entropy (TRL), reward and length per prompt
-source, reward-hacking monitors (`monitor.*`, rlcw.rl.monitors: warn, and stop with the reason in
-summary.json), the top and bottom scored stories (`samples/train_step_XXXXXX.jsonl`) and the
-sampled prompt order (`samples/data_order.jsonl`). Every `eval.every_steps` rank 0 samples
-held-out prompts (`eval.prompts` at `eval.split`) and runs the evaluators (`eval.evaluators`,
-rlcw.rl.evaluation registry). Checkpoints every `train.save_steps`; `train.resume=true` continues
-from the newest complete one (model, optimizer, scheduler, RNG and data order restored; an error
-when there is none), `auto` continues when there is one. Every config check runs in `validate`
-before the run folder is written or anything loads. The TRL extension (hooks, per-step extras) is
-rlcw.rl.grpo_trainer; the report and plots: rlcw.rl.grpo_report. What it does not do: PPO (`rlcw ppo`).
-
-Trackers: `train.report_to` (list of tensorboard | wandb | trackio | none; default [tensorboard], written to
-`<run>/tensorboard/`) receives TRL's metrics (HF key layout `train/...`) and the `eval/...` rows through
-rlcw.tracking, which refuses anything holding a secret; TRL's own `report_to` is "none". Precision:
-`train.bf16` (default false = fp32) is the HF/TRL bf16 mixed-precision flag (the cluster configs set it; a
-GPU without bf16 is an error, a CPU a warning); the weights load as `model.dtype`.
-
-Agents' Room rollouts (`agents.variant=e2e|plan|write|plan_write`; default none = one plain
-completion per prompt): the policy plays the agents (rlcw.agents.rl explains `agents.train_agent`
-and `agents.policy_plays`); the trained sequence is one agent's call, every reward scores the whole
-story (overlong counts the trained call's tokens against its cap). The trained call's cap
-(`agents.caps.*`) replaces `train.max_completion_length`, and held-out samples are written by the
-variant too. Not with vLLM. Cost (embedded model, 4 completions a step, 1 thread on a busy 2-core
-CPU): plan_write with caps 32/64 took ~122 s a step against ~22 s for plain GRPO with a 64-token
-cap (~63 s with 320): 9 sequential agent calls re-read a growing scratchpad.
+Reads config -> validate (every config check, before the run folder is written or anything loads) -> build
+(prompts mixed from `data.sources` and checked against held-out and RM data; rewards from `reward.specs`,
+rlcw.rewards.factory; evaluators, monitors, the learning probe; the policy) -> train (rlcw.rl.grpo_trainer:
+TRL's trainer plus KL to the start even at beta = 0, monitor statistics, per-source reward and length, the
+prompt order, top/bottom stories; the fast rollout with its importance-sampling correction, or Agents' Room
+rollouts, rlcw.agents.rl) -> save (`checkpoints/final`, report and plots, rlcw.rl.grpo_report). Evaluation
+every `eval.every_steps` samples the held-out prompts on every rank (rlcw.rl.periodic). `train.resume`:
+false | true (the newest complete checkpoint; an error when there is none) | auto. Metrics reach
+`train.report_to` (tensorboard | wandb | trackio | none) through rlcw.tracking; `train.bf16` is the
+mixed-precision flag. Agents' Room cost on a busy 2-core CPU: plan_write with caps 32/64 ~122 s a step
+against ~22 s for plain GRPO with a 64-token cap. Not here: PPO (`rlcw ppo`). Keys: `rlcw grpo --help`.
 
     rlcw grpo --config configs/grpo/cpu.yaml reward.rm_path=runs/train_rm/model
-    rlcw grpo --config configs/grpo/cpu.yaml train.resume=true      # after a crash or kill
+    rlcw grpo --config configs/grpo/cpu.yaml train.resume=auto      # after a crash or kill
     rlcw grpo --config configs/grpo/agents_room_cpu.yaml            # Agents' Room rollouts
 """
 
