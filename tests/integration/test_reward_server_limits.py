@@ -8,6 +8,7 @@ of a failing merged batch, and Idempotency-Key (a client timeout + retry scores 
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -148,6 +149,24 @@ def test_malformed_request_corpus_gets_clear_4xx_and_the_server_lives_on(served)
     assert srv.scorer.calls == len(CORPUS)  # no bad request reached the scorer
 
 
+def _read_response(sock: socket.socket) -> bytes:
+    """One HTTP response: the headers, then Content-Length bytes of body (they may come in separate packets)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        part = sock.recv(4096)
+        if not part:
+            return data
+        data += part
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))
+    while len(body) < length:
+        part = sock.recv(4096)
+        if not part:
+            break
+        body += part
+    return head + b"\r\n\r\n" + body
+
+
 def test_a_chunked_upload_is_stopped_at_the_limit(served):
     srv = served(max_body_bytes=10_000)
     with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
@@ -158,7 +177,7 @@ def test_a_chunked_upload_is_stopped_at_the_limit(served):
         chunk = b"x" * 4096
         for _ in range(3):  # 12 KiB > 10,000 bytes, and the upload never ends
             sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-        answer = sock.recv(4096)  # the old server waited for the whole body here (timeout)
+        answer = _read_response(sock)  # the old server waited for the whole body here (timeout)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert b"more than 10000 bytes" in answer
     assert srv.post(GOOD).status_code == 200
