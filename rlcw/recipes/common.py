@@ -114,6 +114,22 @@ class EvalSection:
     evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
 
 
+def eval_sampler(e: EvalSection, tokenizer, rows: list[dict], *, system_prompt: str, run_name: str, seed: int):
+    """`sample(model, step)` of the held-out evaluation of grpo, ppo and dpo (one plain story per prompt)."""
+    from rlcw.rl.periodic import story_sampler  # torch + transformers: not at import of every recipe
+
+    return story_sampler(
+        tokenizer,
+        rows,
+        system_prompt=system_prompt,
+        run_name=run_name,
+        max_new_tokens=e.max_new_tokens,
+        temperature=e.temperature,
+        batch_size=e.batch_size,
+        seed=seed,
+    )
+
+
 FIT_MODES = ("filter", "error", "warn", "ignore")
 
 

@@ -44,6 +44,7 @@ from rlcw.recipes.common import (
     ModelConfig,
     check_bf16,
     eval_prompt_rows,
+    eval_sampler,
     lora_config,
     stage_run,
     stage_tracker,
@@ -52,7 +53,7 @@ from rlcw.recipes.common import (
 )
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
-from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
+from rlcw.rl.periodic import PeriodicEvalCallback
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -207,18 +208,10 @@ def main(cfg: DPORecipeConfig) -> dict:
         )
         model, ref = load_models(cfg)
         args = build_args(cfg, run, bool(eval_pairs))
-        e = cfg.eval
-        sampler = story_sampler(
-            tokenizer,
-            eval_rows,
-            system_prompt=cfg.model.system_prompt,
-            run_name=cfg.run_name,
-            max_new_tokens=e.max_new_tokens,
-            temperature=e.temperature,
-            batch_size=e.batch_size,
-            seed=cfg.seed,
+        sampler = eval_sampler(
+            cfg.eval, tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name, seed=cfg.seed
         )
-        periodic = PeriodicEvalCallback(run, sampler, evaluators, e.every_steps, tracker)
+        periodic = PeriodicEvalCallback(run, sampler, evaluators, cfg.eval.every_steps, tracker)
         from trl import DPOTrainer
 
         trainer = DPOTrainer(

@@ -47,6 +47,7 @@ from rlcw.recipes.common import (
     RewardSection,
     check_bf16,
     check_overlap,
+    eval_sampler,
     held_out_prompts,
     lora_config,
     prompt_messages,
@@ -63,7 +64,7 @@ from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.grpo_report import grpo_plots, grpo_report, length_control_lines, reward_summary
 from rlcw.rl.monitors import MonitorCallback
-from rlcw.rl.periodic import PeriodicEvalCallback, story_sampler
+from rlcw.rl.periodic import PeriodicEvalCallback
 from rlcw.rl.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.rl.rollout import check_fast_rollout as check_rollout_settings
 from rlcw.rl.rollout import make_fast_rollout_func
@@ -329,16 +330,10 @@ def rollout_hooks(cfg: GRPORecipeConfig, tokenizer, funcs: list) -> tuple[list, 
 
 def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
     """`sample(model, step)` of the held-out evaluation: stories written the way the training ones are."""
-    e, a = cfg.eval, cfg.agents
-    common = {
-        "system_prompt": cfg.model.system_prompt,
-        "run_name": cfg.run_name,
-        "temperature": e.temperature,
-        "batch_size": e.batch_size,
-        "seed": cfg.seed,
-    }
+    e, a, run = cfg.eval, cfg.agents, {"system_prompt": cfg.model.system_prompt, "run_name": cfg.run_name}
     if not a.variant:
-        return story_sampler(tokenizer, eval_rows, max_new_tokens=e.max_new_tokens, **common)
+        return eval_sampler(e, tokenizer, eval_rows, **run, seed=cfg.seed)
+    common = {**run, "temperature": e.temperature, "batch_size": e.batch_size, "seed": cfg.seed}
     agents = {"train_agent": a.train_agent, "policy_plays": a.policy_plays, "context_tokens": a.context_tokens}
     return agents_story_sampler(tokenizer, eval_rows, variant=a.variant, caps=a.caps, **agents, **common)
 

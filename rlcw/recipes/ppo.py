@@ -46,6 +46,7 @@ from rlcw.recipes.common import (
     RewardSection,
     check_bf16,
     check_overlap,
+    eval_sampler,
     held_out_prompts,
     lora_config,
     prompt_messages,
@@ -60,7 +61,7 @@ from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import MonitorCallback, plot_monitors
-from rlcw.rl.periodic import PeriodicEval, story_sampler
+from rlcw.rl.periodic import PeriodicEval
 from rlcw.rl.ppo import PPOSettings, PPOTrainer
 from rlcw.rl.value import load_value_model
 from rlcw.runs import resume_checkpoint, resume_mode
@@ -173,17 +174,8 @@ def build_value(cfg: PPORecipeConfig, vocab_size: int):
 
 
 def build_sampler(cfg: PPORecipeConfig, tokenizer, eval_rows: list[dict]):
-    e = cfg.eval
-
-    return story_sampler(
-        tokenizer,
-        eval_rows,
-        system_prompt=cfg.model.system_prompt,
-        run_name=cfg.run_name,
-        max_new_tokens=e.max_new_tokens,
-        temperature=e.temperature,
-        batch_size=e.batch_size,
-        seed=cfg.seed,
+    return eval_sampler(
+        cfg.eval, tokenizer, eval_rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name, seed=cfg.seed
     )
 
 
