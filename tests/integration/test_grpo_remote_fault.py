@@ -18,36 +18,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_serve_rm import free_port, make_tiny_rm  # the reward-server tests' tiny RM, as test_slurm does
 
 from rlcw.config import load_config
 
 TOKEN_ENV = "RLCW_FAULT_RM_TOKEN"
 MAX_STEPS = 8
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tiny_rm(model_dir: Path, out: Path) -> Path:
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
-    from rlcw.models import load_tokenizer
-    from rlcw.rewards.render import RMSpec, save_spec
-
-    torch.manual_seed(0)
-    tok = load_tokenizer(str(model_dir), for_reward_model=True, padding_side="right")
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1)
-    model.config.pad_token_id = tok.pad_token_id
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    save_spec(RMSpec(type="bt", base_model=str(model_dir), input_template="plain", max_length=64), out)
-    return out
 
 
 def _serve(rm: Path, port: int, root: Path, name: str) -> subprocess.Popen:
@@ -81,8 +57,8 @@ def _loss_steps(run: Path) -> list[int]:
 def test_server_killed_mid_run_fails_the_run_then_resume_continues(tmp_path, tiny_model_dir, monkeypatch):
     from rlcw.recipes.grpo import GRPORecipeConfig, main
 
-    rm = _tiny_rm(tiny_model_dir, tmp_path / "rm")
-    port = _free_port()
+    rm = make_tiny_rm(tiny_model_dir, tmp_path / "rm")
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     args = [
         f"output_dir={tmp_path}",
