@@ -40,25 +40,30 @@ def _ci(st: dict, k: str) -> str:
 
 def table() -> str:
     rows = [json.loads(x) for x in (ROOT / "calibration.jsonl").read_text().splitlines()]
-    s0 = rows[0]["stats"]
+    s0 = rows[-1]["stats"]
     head = (
         f"start: words {s0['words_start']:.0f}, in range {s0['in_range_start']:.2f}, ends {s0['finished_start']:.2f}, "
         f"RM ended-minus-cut gap {s0['rm_gap_ended_minus_cut']:.2f}\n\n"
     )
     lines = [
-        "| run | overrides | grpo s | KL/token | RM change [95% CI] | win | words | in range [CI of change] | ends | RM change, both end | explained by ending | LC change |",
-        "|---" * 12 + "|",
+        "| run | overrides | grpo s | KL/token | RM change [95% CI] | win | words | ends in range [CI of change] | in range by words | ends | RM change, both end | explained by ending | LC change |",
+        "|---" * 13 + "|",
     ]
     for r in rows:
         st = r["stats"]
         lines.append(
             f"| {r['name']} | {' '.join(r['overrides'])} | {r['grpo_s']:.0f} | {r['kl']:.4f} | {_ci(st, 'rm_delta')} "
             f"| {st['win_rate']:.2f} | {st['words_final']:.0f} | {st['in_range_final']:.2f} "
-            f"[{st['in_range_delta_lo']:+.2f}, {st['in_range_delta_hi']:+.2f}] | {st['finished_final']:.2f} "
+            f"[{st['in_range_delta_lo']:+.2f}, {st['in_range_delta_hi']:+.2f}] "
+            f"| {st.get('in_range_words_final', float('nan')):.2f} | {st['finished_final']:.2f} "
             f"| {st['rm_delta_both_finished']:+.2f} | {st['rm_delta_from_ending']:+.2f} "
             f"| {st['rm_delta_length_controlled']:+.2f} |"
         )
-    return head + "\n".join(lines) + "\n"
+    note = (
+        "\n\nRows whose 'in range by words' is nan were measured before 'in range' required the story to end:"
+        " their 'ends in range' column is the share with a word count inside the range, cut stories included.\n"
+    )
+    return head + "\n".join(lines) + note
 
 
 def last_kl(run_dir: Path) -> float:
@@ -99,7 +104,7 @@ def main(argv: list[str]) -> None:
         rows,
         s,
         run_dir / "heldout",
-        start_cache=ROOT / "heldout_cache" / "start_cache.jsonl",
+        start_cache=ROOT / "heldout_cache" / f"start_cache_{cfg.train.max_completion_length}.jsonl",
     )
     (run_dir / "heldout.json").write_text(json.dumps(stats, indent=1))
     row = {

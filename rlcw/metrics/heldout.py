@@ -1,6 +1,6 @@
 """Paired held-out comparison of a start and a tuned policy, with a bootstrap over prompts.
 
-    s = {"score": (P, K), "words": (P, K), "finished": (P, K), "in_range": (P, K), "rep": (P, K)}
+    s = {"score": (P, K), "words": (P, K), "finished": (P, K), "in_range": (P, K), "rep": (P, K)}  # + "in_range_words"
     f = {...same keys, the tuned policy's samples for the same prompt and sample index...}
     stats = paired_stats(s, f)                  # point estimates
     table = paired_bootstrap(s, f, n_resamples=2000, seed=0)   # + `<key>_lo`, `<key>_hi`
@@ -8,6 +8,10 @@
 Sample (p, k) of the start and the tuned policy answer prompt p with the same random numbers
 (common random numbers), so they are a pair; prompts are the unit of resampling (the K samples
 of a prompt are correlated), and every statistic is recomputed on each resample of prompts.
+
+`in_range` is what the caller counts as meeting the prompt's range (`rlcw.rl.heldout`: a story that
+ended, with its word count inside the range); the optional `in_range_words` (word count inside the
+range, cut stories included) is reported as `in_range_words_start` / `_final`.
 
 What the RM change is made of (`rm_delta` = mean of final - start over all pairs):
 - `rm_delta_both_finished` / `rm_delta_both_cut`: the mean change within pairs where both sides
@@ -31,18 +35,20 @@ import numpy as np
 from rlcw.metrics.bootstrap import bootstrap_indices
 
 KEYS = ("score", "words", "finished", "in_range", "rep")
+OPTIONAL = ("in_range_words",)  # reported when both policies have it
 
 
 def _check(s: dict, f: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     missing = [k for k in KEYS if k not in s or k not in f]
     if missing:
         raise ValueError(f"paired samples need the keys {KEYS}; missing {missing[0]!r}")
-    s2 = {k: np.asarray(s[k], dtype=float) for k in KEYS}
-    f2 = {k: np.asarray(f[k], dtype=float) for k in KEYS}
+    keys = KEYS + tuple(k for k in OPTIONAL if k in s and k in f)
+    s2 = {k: np.asarray(s[k], dtype=float) for k in keys}
+    f2 = {k: np.asarray(f[k], dtype=float) for k in keys}
     shape = s2["score"].shape
     if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
         raise ValueError(f"samples must be (prompts, samples) arrays, got shape {shape}")
-    bad = [k for k in KEYS if s2[k].shape != shape or f2[k].shape != shape]
+    bad = [k for k in keys if s2[k].shape != shape or f2[k].shape != shape]
     if bad:
         raise ValueError(f"'{bad[0]}' does not have the shape {shape} of 'score' for both policies")
     return s2, f2
@@ -88,6 +94,9 @@ def paired_stats(s: dict, f: dict) -> dict[str, float]:
         "rm_delta_from_ending": (float(ff.mean()) - float(sf.mean())) * gap,
         "rm_delta_length_controlled": float(d.mean() - slope * (np.log1p(f["words"]) - np.log1p(s["words"])).mean()),
     }
+    if "in_range_words" in s:
+        out["in_range_words_start"] = float(s["in_range_words"].mean())
+        out["in_range_words_final"] = float(f["in_range_words"].mean())
     return out
 
 

@@ -182,6 +182,8 @@ SUMMARY_KEYS = (
     "in_range_delta",
     "in_range_delta_lo",
     "in_range_delta_hi",
+    "in_range_words_start",
+    "in_range_words_final",
     "finished_start",
     "finished_final",
     "rm_delta_both_finished",
@@ -210,7 +212,7 @@ def verdict_text(h: dict) -> tuple[bool, str]:
         f"{h['rm_delta_hi']:+.2f}])"
     )
     rng = (
-        f"the share of stories inside the prompt's word range went {h['in_range_start']:.2f} -> "
+        f"the share of stories that end inside the prompt's word range went {h['in_range_start']:.2f} -> "
         f"{h['in_range_final']:.2f} (change CI [{h['in_range_delta_lo']:+.2f}, {h['in_range_delta_hi']:+.2f}])"
     )
     if rm_ok and range_ok:
@@ -241,7 +243,7 @@ def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, b
         "grpo/steps": float(steps),
         "export/max_logit_diff": results["export"]["metrics"]["max_logit_diff"],
         **{f"grpo/{k}": v for k, v in results["grpo"]["metrics"].items() if k.startswith(("eval/", "probe/"))},
-        **{f"heldout/{k}": float(h[k]) for k in SUMMARY_KEYS},
+        **{f"heldout/{k}": float(h[k]) for k in SUMMARY_KEYS if k in h},
     }
     metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
     grpo_error = results["grpo"].get("error")
@@ -319,10 +321,16 @@ def heldout_table(h: dict) -> list[str]:
         ("RM score", f"{h['rm_start']:.2f}", f"{h['rm_final']:.2f}", _ci(h, "rm_delta")),
         ("win rate of tuned vs start (by the RM)", "", "", _ci(h, "win_rate", ".2f")),
         (
-            "share inside the word range",
+            "share that ends inside the word range",
             f"{h['in_range_start']:.2f}",
             f"{h['in_range_final']:.2f}",
             _ci(h, "in_range_delta"),
+        ),
+        (
+            "share with a word count inside the range, cut stories included",
+            f"{h.get('in_range_words_start', math.nan):.2f}",
+            f"{h.get('in_range_words_final', math.nan):.2f}",
+            "",
         ),
         ("share ending before the cap", f"{h['finished_start']:.2f}", f"{h['finished_final']:.2f}", ""),
         ("words", f"{h['words_start']:.0f}", f"{h['words_final']:.0f}", ""),

@@ -61,22 +61,37 @@ def range_fits_cap(max_words: int | None, max_tokens: int, tokens_per_word: floa
 
 
 class LengthReward:
-    """TRL reward function: `length_penalty` of each completion against its row's range."""
+    """TRL reward function: `length_penalty` of each completion against its row's range.
+
+    cut="words" judges a completion cut at the cap by its word count like any other; cut="skip" gives
+    it 0 (its true length is unknown: the `overlong` term prices not ending), so the range term only
+    judges stories that ended, and `miss` can be set above the RM's ending bonus plus the overlong
+    price to make ending outside the range cost more than being cut (see the module docstring). A
+    completion of `max_tokens` ids (filled by the recipe from the completion cap) counts as cut."""
 
     __name__ = "length_range"
 
-    def __init__(self, clip: float = 2.0, miss: float = 0.0):
+    def __init__(self, clip: float = 2.0, miss: float = 0.0, cut: str = "words", max_tokens: int | None = None):
         if clip < 0 or miss < 0:
             raise ValueError(f"clip and miss must be >= 0, got clip={clip}, miss={miss}")
-        self.clip, self.miss = clip, miss
+        if cut not in ("words", "skip"):
+            raise ValueError(f"cut must be 'words' or 'skip', got {cut!r}")
+        if cut == "skip" and not max_tokens:
+            raise ValueError("cut='skip' needs max_tokens (the completion cap) to tell a cut completion")
+        self.clip, self.miss, self.cut, self.max_tokens = clip, miss, cut, max_tokens
 
-    def __call__(self, prompts, completions, min_words=None, max_words=None, **kwargs) -> list[float]:
+    def __call__(
+        self, prompts, completions, min_words=None, max_words=None, completion_ids=None, **kwargs
+    ) -> list[float]:
         n = len(completions)
         lows = min_words if min_words is not None else [None] * n
         highs = max_words if max_words is not None else [None] * n
+        if self.cut == "skip" and completion_ids is None:
+            raise ValueError("length_range with cut='skip' needs completion_ids (TRL passes them to reward functions)")
+        cut = [len(ids) >= self.max_tokens for ids in completion_ids] if self.cut == "skip" else [False] * n
         return [
-            length_penalty(count_words(message_text(c)), lo, hi, self.clip, self.miss)
-            for c, lo, hi in zip(completions, lows, highs, strict=False)
+            0.0 if is_cut else length_penalty(count_words(message_text(c)), lo, hi, self.clip, self.miss)
+            for c, lo, hi, is_cut in zip(completions, lows, highs, cut, strict=False)
         ]
 
 

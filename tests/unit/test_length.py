@@ -81,3 +81,21 @@ def test_overlong_reward_uses_completion_token_ids():
     assert got == pytest.approx([0.0, -0.5, -1.0])
     with pytest.raises(ValueError, match="completion_ids"):
         reward(["p"], ["a"])
+
+
+def test_length_reward_cut_skip_judges_only_stories_that_ended():
+    # range 40-60 (width 20), miss 3, cap 8 ids: an ended 35-word story costs 3 + 5/20; a completion of 8 ids
+    # (cut at the cap) gets 0 whatever its words, so the overlong term alone prices not ending
+    reward = LengthReward(clip=2.0, miss=3.0, cut="skip", max_tokens=8)
+    completions = ["w " * 35, "w " * 35, "w " * 50, "w " * 70]
+    ids = [[1] * 7, [1] * 8, [1] * 5, [1] * 7]
+    got = reward(["p"] * 4, completions, min_words=[40] * 4, max_words=[60] * 4, completion_ids=ids)
+    assert got == pytest.approx([-3.25, 0.0, 0.0, -3.5])
+    words = LengthReward(clip=2.0, miss=3.0)  # the default judges the cut one by its words too
+    assert words(["p"] * 2, completions[:2], min_words=[40] * 2, max_words=[60] * 2) == pytest.approx([-3.25] * 2)
+    with pytest.raises(ValueError, match="completion_ids"):
+        reward(["p"], ["a"], min_words=[1], max_words=[2])
+    with pytest.raises(ValueError, match="max_tokens"):
+        LengthReward(cut="skip")
+    with pytest.raises(ValueError, match="cut must be"):
+        LengthReward(cut="drop", max_tokens=8)
