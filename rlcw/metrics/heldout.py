@@ -11,7 +11,8 @@ of a prompt are correlated), and every statistic is recomputed on each resample 
 
 `in_range` is what the caller counts as meeting the prompt's range (`rlcw.rl.heldout`: a story that
 ended, with its word count inside the range); the optional `in_range_words` (word count inside the
-range, cut stories included) is reported as `in_range_words_start` / `_final`.
+range, cut stories included) and `ended_short` (ended below the range) are reported as
+`<key>_start` / `<key>_final`.
 
 What the RM change is made of (`rm_delta` = mean of final - start over all pairs):
 - `rm_delta_both_finished` / `rm_delta_both_cut`: the mean change within pairs where both sides
@@ -35,7 +36,7 @@ import numpy as np
 from rlcw.metrics.bootstrap import bootstrap_indices
 
 KEYS = ("score", "words", "finished", "in_range", "rep")
-OPTIONAL = ("in_range_words",)  # reported when both policies have it
+OPTIONAL = ("in_range_words", "ended_short")  # reported (start and final share) when both policies have them
 
 
 def _check(s: dict, f: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -94,9 +95,9 @@ def paired_stats(s: dict, f: dict) -> dict[str, float]:
         "rm_delta_from_ending": (float(ff.mean()) - float(sf.mean())) * gap,
         "rm_delta_length_controlled": float(d.mean() - slope * (np.log1p(f["words"]) - np.log1p(s["words"])).mean()),
     }
-    if "in_range_words" in s:
-        out["in_range_words_start"] = float(s["in_range_words"].mean())
-        out["in_range_words_final"] = float(f["in_range_words"].mean())
+    for k in OPTIONAL:
+        if k in s:
+            out[f"{k}_start"], out[f"{k}_final"] = float(s[k].mean()), float(f[k].mean())
     return out
 
 

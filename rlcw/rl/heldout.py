@@ -91,7 +91,8 @@ def sample_crn(
 
 def add_scores(records: list[dict], scorer) -> list[dict]:
     """Each record plus `score` (the RM as RL uses it), `words`, `in_range` (ended, with its word count inside
-    the prompt's range), `in_range_words` (word count inside, cut or not), `rep` (trigram repetition)."""
+    the prompt's range), `in_range_words` (word count inside, cut or not), `ended_short` (ended below the
+    range), `rep` (trigram repetition)."""
     scores = scorer.score([r["prompt"] for r in records], [r["story"] for r in records])
     for r, s in zip(records, scores, strict=True):
         w = count_words(r["story"])
@@ -99,15 +100,15 @@ def add_scores(records: list[dict], scorer) -> list[dict]:
         inside = lo is not None and hi is not None and lo <= w <= hi
         # a story cut at the cap has no length of its own (it did not end): it is not inside any range
         r.update(score=float(s), words=w, in_range=inside and bool(r["finished"]), in_range_words=inside)
+        r["ended_short"] = bool(r["finished"]) and lo is not None and w < lo
         r["rep"] = repetition_rate(r["story"], 3)
     return records
 
 
 def as_arrays(records: list[dict], n_prompts: int, n_samples: int) -> dict[str, np.ndarray]:
     """(prompts, samples) arrays of score, words, finished, in_range, rep from scored records."""
-    keys = ("score", "words", "finished", "in_range", "rep") + (
-        ("in_range_words",) if records and "in_range_words" in records[0] else ()
-    )
+    keys = ("score", "words", "finished", "in_range", "rep")
+    keys += tuple(k for k in ("in_range_words", "ended_short") if records and k in records[0])
     out = {k: np.full((n_prompts, n_samples), np.nan) for k in keys}
     for r in records:
         for k in out:

@@ -69,3 +69,28 @@ def test_shapes_are_checked():
         paired_stats({k: v for k, v in s.items() if k != "rep"}, f)
     with pytest.raises(ValueError, match="shape"):
         paired_stats(s, dict(f, words=[[1, 2, 3], [1, 2, 3]]))
+
+
+def test_in_range_counts_only_stories_that_ended():
+    from rlcw.rl.heldout import add_scores, as_arrays
+
+    class Scorer:
+        def score(self, prompts, stories):
+            return [float(len(s.split())) for s in stories]
+
+    recs = [  # range 3-5 words: ended inside, cut with 4 words, ended with 2 words (short), ended with 7
+        {"prompt": "p", "story": "a b c d", "finished": True, "min_words": 3, "max_words": 5},
+        {"prompt": "p", "story": "a b c d", "finished": False, "min_words": 3, "max_words": 5},
+        {"prompt": "p", "story": "a b", "finished": True, "min_words": 3, "max_words": 5},
+        {"prompt": "p", "story": "a b c d e f g", "finished": True, "min_words": 3, "max_words": 5},
+    ]
+    for i, r in enumerate(recs):
+        r.update(prompt_index=i // 2, sample_index=i % 2)
+    out = add_scores(recs, Scorer())
+    assert [r["in_range"] for r in out] == [True, False, False, False]
+    assert [r["in_range_words"] for r in out] == [True, True, False, False]
+    assert [r["ended_short"] for r in out] == [False, False, True, False]
+    a = as_arrays(out, 2, 2)
+    assert a["in_range"].tolist() == [[1, 0], [0, 0]] and a["ended_short"].tolist() == [[0, 0], [1, 0]]
+    st = paired_stats(a, a)
+    assert st["in_range_start"] == 0.25 and st["in_range_words_start"] == 0.5 and st["ended_short_final"] == 0.25
