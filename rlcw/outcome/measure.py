@@ -8,8 +8,9 @@
 Sampling (issue 18): temperature 1, top_k 0, top_p 1, so the samples come from the distribution whose
 log-probs the KL uses (`rlcw.rl.kl.check_full_distribution`); `rlcw.rl.rollout.sample` keeps the
 sampled ids, cut after the first EOS (kept). Common random numbers as in `rlcw.rl.heldout.sample_crn`:
-sample index k draws with `torch.manual_seed(seed + k)`, all rows in one batch per k, so the start and a
-checkpoint read the same noise at (prompt, k). Each record keeps `prompt_ids` and `completion_ids`.
+rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after
+`torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so the start and a checkpoint read the same noise
+at (prompt, k) whatever the other chunks consumed. Each record keeps `prompt_ids` and `completion_ids`.
 
 KL per story: `rlcw.rl.kl.sampled_logprobs` under the policy and under the start model on the SAMPLED
 ids (EOS included), summed per story by `kl_per_story` with both estimators: k3 (the report's, never
@@ -32,6 +33,7 @@ from rlcw.rl.kl import kl_per_story, sampled_logprobs
 _TRL_CKPT = re.compile(r"^checkpoint-(\d+)$")
 _PPO_CKPT = re.compile(r"^step_(\d+)$")
 ESTIMATORS = ("k3", "k1")
+CHUNK_SEED_STRIDE = 100_003  # chunk c of sample k seeds seed + k + stride * c (chunk 0: seed + k, as sample_crn)
 
 
 def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -76,6 +78,7 @@ def sample_stories(
     system_prompt: str | None,
     first_sample: int = 0,
     system: str = "model",
+    batch_size: int = 96,
 ) -> list[dict]:
     """Samples first_sample .. first_sample + n_samples - 1 per prompt row (CRN; see the module docstring).
 
@@ -94,8 +97,10 @@ def sample_stories(
     model.eval()
     out = []
     for k in range(first_sample, first_sample + n_samples):
-        torch.manual_seed(seed + k)
-        comps = sample(model, ids, gen, eos_ids=eos, pad_id=pad)
+        comps = []
+        for c, start in enumerate(range(0, len(rows), batch_size)):
+            torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)
+            comps += sample(model, ids[start : start + batch_size], gen, eos_ids=eos, pad_id=pad)
         for row, p_ids, comp in zip(rows, ids, comps, strict=True):
             rec = {
                 "id": f"{row['id']}#{k}",
@@ -156,7 +161,10 @@ def load_gold_scorer(path: str, batch_size: int = 16):
     from rlcw.rewards.bt import BTScorer
     from rlcw.rewards.render import SPEC_FILE, RMSpec
 
-    src = resolve(path)
+    try:
+        src = resolve(path)
+    except RlcwError as exc:
+        raise RlcwError(str(exc).split("\n  hint:")[0], where="gold.rm_path", hint=exc.hint) from None
     if (Path(src) / SPEC_FILE).is_file():
         return BTScorer(src, batch_size=batch_size, length_control=False)
     from transformers import AutoModelForSequenceClassification, AutoTokenizer

@@ -134,7 +134,7 @@ def fits_table(summaries: list[Summary]) -> list[str]:
             form,
             iv(f.a, ci.a if ci else None),
             iv(f.b, ci.b if ci else None),
-            iv(f.d_star, ci.d_star if ci else None),
+            iv(f.d_star, ci.d_star if ci else None) + (f" ({ci.peak_share:.0%} of resamples peak)" if ci else ""),
             _f(f.r_star),
             "yes" if f.peak_in_range else "no",
             str(f.n_points),

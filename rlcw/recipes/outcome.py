@@ -78,6 +78,7 @@ class GoldSection:
     samples_per_prompt: int = 3  # start-model stories per TELL ME A STORY prompt
     max_new_tokens: int = 128
     max_prompts: int | None = None  # None = every prompt of data.tmas_splits
+    batch_size: int = 32  # TMAS prompts are long (~140 tokens, up to ~500): smaller sampling batches
 
 
 @dataclass
@@ -100,6 +101,7 @@ class MeasureSection:
     samples_per_prompt: int = 2  # per held-out prompt at every checkpoint (the first of the pool for the start)
     max_new_tokens: int = 88
     seed: int = 1234  # sample k draws with seed + k (CRN)
+    batch_size: int = 96  # prompt rows per sampling batch (96: every study prompt in one batch)
     kl_batch_size: int = 32
     agreement_pairs_per_prompt: int | None = 16  # pool pairs per held-out prompt for the RM agreement table
     n_resamples: int = 1000  # prompt-level bootstrap
@@ -195,7 +197,13 @@ def validate(cfg: OutcomeConfig) -> None:
     sizes = cfg.best_of_n.sizes
     _check(bool(sizes) and all(isinstance(k, int) and k >= 1 for k in sizes), f"bad sizes {sizes}", "best_of_n.sizes")
     m = cfg.measure
-    _check(m.samples_per_prompt >= 1, "must be >= 1", "measure.samples_per_prompt")
+    for key, value in (
+        ("measure.samples_per_prompt", m.samples_per_prompt),
+        ("measure.batch_size", m.batch_size),
+        ("measure.kl_batch_size", m.kl_batch_size),
+        ("gold.batch_size", cfg.gold.batch_size),
+    ):
+        _check(value >= 1, f"must be >= 1, got {value}", key)
     _check(
         m.samples_per_prompt <= max(sizes),
         f"{m.samples_per_prompt} start samples per prompt but the pool holds {max(sizes)}",
@@ -304,7 +312,9 @@ class Study:
                 self.scorers[name] = BTScorer(self.root / f"proxy_rm_{name[6:]}" / "model", length_control=False)
         return self.scorers[name]
 
-    def sample(self, model, rows: list[dict], n: int, max_new_tokens: int, first: int = 0) -> list[dict]:
+    def sample(
+        self, model, rows: list[dict], n: int, max_new_tokens: int, first: int = 0, batch_size: int | None = None
+    ) -> list[dict]:
         return sample_stories(
             model,
             self.tokenizer,
@@ -314,6 +324,7 @@ class Study:
             seed=self.cfg.measure.seed,
             system_prompt=self.cfg.model.system_prompt,
             first_sample=first,
+            batch_size=batch_size or self.cfg.measure.batch_size,
         )
 
     def identity(self) -> dict:
@@ -339,7 +350,7 @@ def gold_steps(cfg: OutcomeConfig, st: Stages, study: Study) -> dict:
     key = {"model": asdict(cfg.model), "gold": asdict(g), "prompts": [r["id"] for r in rows], "seed": cfg.measure.seed}
 
     def write(folder: Path) -> None:
-        recs = study.sample(study.start, rows, g.samples_per_prompt, g.max_new_tokens)
+        recs = study.sample(study.start, rows, g.samples_per_prompt, g.max_new_tokens, batch_size=g.batch_size)
         write_stories(folder / "stories.jsonl", [_story(r) for r in recs])
 
     st.cached("gold_samples", root / "gold_samples", key, write)
