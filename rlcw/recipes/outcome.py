@@ -256,6 +256,7 @@ class Stages:
         if self.resume and done.is_file():
             old = json.loads(done.read_text())
             if old.get("key") == key:
+                print(f"[outcome] {name} ({folder.name}): done before with the same settings, reused", flush=True)
                 self.timings.setdefault(name, float(old.get("wall_time_s", 0.0)))
                 return
         folder.mkdir(parents=True, exist_ok=True)
@@ -410,35 +411,57 @@ def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: lis
 
     st.cached("proxy_data", root / "proxy_data", key, write_pairs)
     labels = json.loads((root / "proxy_data" / "labels.json").read_text())
-    for name in cfg.proxies:
-        st.run(f"proxy_rm_{name}", train_rm.main, proxy_stage(cfg, name))
-    return [
-        {
-            "rm": f"proxy_{name}",
-            "role": "proxy" + (" (RL, DPO)" if name == cfg.rl_proxy else "") + ", best-of-n",
-            "train_pairs": min(n, labels["train_pairs"]),
-            "label_noise": labels["label_noise"],
-            "note": f"asked for {n} pairs" if n > labels["train_pairs"] else "",
-        }
-        for name, n in cfg.proxies.items()
-    ]
+    done = {name: st.run(f"proxy_rm_{name}", train_rm.main, proxy_stage(cfg, name)) for name in cfg.proxies}
+    rows = []
+    for name, n in cfg.proxies.items():
+        m = done[name]["metrics"]
+        acc, n_eval = m.get("eval/accuracy", float("nan")), m.get("eval/pairs", 0)
+        note = f"accuracy on its eval pairs (sampled gold labels, held-out RL prompts): {acc:.3f} ({n_eval:.0f} pairs)"
+        if n > labels["train_pairs"]:
+            note += f"; asked for {n} pairs, {labels['train_pairs']} exist"
+        role = "proxy" + (" (RL, DPO)" if name == cfg.rl_proxy else "") + ", best-of-n"
+        rows.append(
+            {
+                "rm": f"proxy_{name}",
+                "role": role,
+                "train_pairs": min(n, labels["train_pairs"]),
+                "label_noise": labels["label_noise"],
+                "note": note,
+            }
+        )
+    return rows
+
+
+def sampling_key(cfg: OutcomeConfig, rows: list[dict]) -> dict:
+    """What held-out samples depend on (not the statistics' settings: changing those re-samples nothing)."""
+    m = cfg.measure
+    return {
+        "model": asdict(cfg.model),
+        "max_new_tokens": m.max_new_tokens,
+        "seed": m.seed,
+        "batch_size": m.batch_size,
+        "prompts": [r["id"] for r in rows],
+    }
 
 
 def pool_step(cfg: OutcomeConfig, st: Stages, study: Study, rows: list[dict]) -> list[dict]:
-    """max(best_of_n.sizes) start samples per held-out prompt, scored by the gold, every proxy and length."""
-    n = max(cfg.best_of_n.sizes)
+    """max(best_of_n.sizes) start samples per held-out prompt (`pool/`), then their gold, proxy and length
+    scores (`pool_scores/`: new proxies re-score the pool without re-sampling it)."""
+    n, root = max(cfg.best_of_n.sizes), study.root
     names = ["gold", *[f"proxy_{p}" for p in cfg.proxies]]
-    key = {"model": asdict(cfg.model), "measure": asdict(cfg.measure), "n": n, "prompts": [r["id"] for r in rows]}
-    key["scorers"] = study.identity()
+    key = {**sampling_key(cfg, rows), "n": n}
 
-    def write(folder: Path) -> None:
+    def sample(folder: Path) -> None:
+        atomic_write_jsonl(folder / "samples.jsonl", study.sample(study.start, rows, n, cfg.measure.max_new_tokens))
+
+    def score(folder: Path) -> None:
         atomic_write_jsonl(
-            folder / "samples.jsonl",
-            _scored(study.sample(study.start, rows, n, cfg.measure.max_new_tokens), study, names),
+            folder / "samples.jsonl", _scored(read_jsonl(root / "pool" / "samples.jsonl"), study, names)
         )
 
-    st.cached("pool", study.root / "pool", key, write)
-    pool = read_jsonl(study.root / "pool" / "samples.jsonl")
+    st.cached("pool", root / "pool", key, sample)
+    st.cached("pool_scores", root / "pool_scores", {"pool": key, "scorers": study.identity()}, score)
+    pool = read_jsonl(root / "pool_scores" / "samples.jsonl")
     for r in pool:
         r["scores"]["length"] = float(r["words"])  # the length-only baseline of the agreement table
         r.update(kl_k3=0.0, kl_k1=0.0)  # the start itself
@@ -487,8 +510,8 @@ def measure_run(
     out = []
     for step, path in checkpoints_of(run_dir):
         folder = study.root / "measure" / name / f"step_{step:06d}"
-        key = {"trained_at": _trained_at(run_dir), "measure": asdict(m), "prompts": [r["id"] for r in rows]}
-        key["scorers"] = study.identity()
+        key = {**sampling_key(cfg, rows), "samples": m.samples_per_prompt, "kl_batch_size": m.kl_batch_size}
+        key.update(trained_at=_trained_at(run_dir), scorers=study.identity())
 
         def write(folder: Path, path=path) -> None:
             policy = load_causal_lm(str(path), cfg.model.dtype, merge_lora=True)
@@ -567,7 +590,11 @@ def main(cfg: OutcomeConfig) -> dict:
             gold=f"the RM `{cfg.gold.rm_path}` (given by gold.rm_path)"
             if cfg.gold.rm_path
             else "a BT reward model trained here (`gold_rm/`)",
-            gold_rewards="" if cfg.gold.rm_path else GOLD_REWARDS,
+            gold_rewards=(
+                "What it rewards is what its own training data rewarded; this study does not check it."
+                if cfg.gold.rm_path
+                else GOLD_REWARDS
+            ),
             prompts=len(rows),
             samples_per_prompt=m.samples_per_prompt,
             pool=max(cfg.best_of_n.sizes),

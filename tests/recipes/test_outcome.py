@@ -139,7 +139,8 @@ RL_RUNS = ("grpo", "grpo_lc", "ppo", "dpo")
 
 def test_measurement_samples_ids_with_kl_on_common_prompts(study):
     root, _, _ = study
-    pool = _jsonl(root / "pool" / "samples.jsonl")
+    assert "scores" not in _jsonl(root / "pool" / "samples.jsonl")[0]  # sampled once; scored in pool_scores/
+    pool = _jsonl(root / "pool_scores" / "samples.jsonl")
     assert len(pool) == 6 * 4 and {r["sample_index"] for r in pool} == {0, 1, 2, 3}
     assert all(set(r["scores"]) == {"gold", "proxy_small", "proxy_large"} for r in pool)
     for run in RL_RUNS:
@@ -196,6 +197,9 @@ def test_rerun_reuses_every_stage(study, capsys):
     out = capsys.readouterr().out
     assert again["status"] == "completed" and " ... " not in out.replace("[outcome] analysis", "")
     assert out.count("completed before, reused") == 10  # prepare_model, gold x2, proxies x2, length_fit, 4 runs
+    assert (
+        out.count("done before with the same settings, reused") == 5 + 2 * 4
+    )  # gold_samples, proxy_data, pool x2, dpo_pairs; 4 runs x 2 checkpoints
     strip = [line for line in before.splitlines() if not line.startswith("| analysis")]
     assert [line for line in (root / "report.md").read_text().splitlines() if not line.startswith("| analysis")][
         :40
