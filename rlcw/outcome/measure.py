@@ -1,7 +1,8 @@
 """Outcome-study measurement: samples kept as token ids, KL to the start on those ids, scores per story.
 
-    recs = sample_stories(model, tokenizer, rows, n_samples=4, max_new_tokens=88, seed=1234, system_prompt=None)
-    add_kl(recs, policy, reference, pad_id=tokenizer.pad_token_id, batch_size=32)  # kl_k3, kl_k1 per story
+    recs = sample_stories(model, tokenizer, rows, n_samples=4, max_new_tokens=88, seed=1234, system_prompt=None,
+                          keep_logps=True)
+    add_kl(recs, reference, pad_id=tokenizer.pad_token_id, batch_size=32)        # kl_k3, kl_k1 per story
     add_scores(recs, {"gold": gold, "proxy_large": proxy})                      # scores[name], words, rep
     points = checkpoints_of("runs/outcome/grpo")                                   # [(4, .../checkpoint-4), ...]
 
@@ -12,9 +13,11 @@ rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws aft
 `torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so the start and a checkpoint read the same noise
 at (prompt, k) whatever the other chunks consumed. Each record keeps `prompt_ids` and `completion_ids`.
 
-KL per story: `rlcw.rl.kl.sampled_logprobs` under the policy and under the start model on the SAMPLED
-ids (EOS included), summed per story by `kl_per_story` with both estimators: k3 (the report's, never
-negative) and k1 (kept alongside). d = sqrt(mean KL per story) is Gao et al.'s axis.
+KL per story on the SAMPLED ids (EOS included): the policy's log-probs are those the sampler drew with
+(the full distribution at temperature 1; equal to `rlcw.rl.kl.sampled_logprobs` of the policy, tested,
+and one forward cheaper), the start's come from `sampled_logprobs`, summed per story by `kl_per_story`
+with both estimators: k3 (the report's, never negative) and k1 (kept alongside). d = sqrt(mean KL per
+story) is Gao et al.'s axis.
 """
 
 from __future__ import annotations
@@ -79,14 +82,16 @@ def sample_stories(
     first_sample: int = 0,
     system: str = "model",
     batch_size: int = 96,
+    keep_logps: bool = False,
 ) -> list[dict]:
     """Samples first_sample .. first_sample + n_samples - 1 per prompt row (CRN; see the module docstring).
 
     Records are story records (`id` = `<prompt id>#<k>`, prompt, story, system, the row's word range and
-    `reference` when it has one) plus prompt_id, sample_index, prompt_ids, completion_ids, finished."""
+    `reference` when it has one) plus prompt_id, sample_index, prompt_ids, completion_ids, finished, and
+    with `keep_logps` each sampled token's log-prob under `model` (`completion_logps`, for `add_kl`)."""
     from transformers import GenerationConfig
 
-    from rlcw.rl.rollout import sample
+    from rlcw.rl.rollout import sample_with_logprobs
 
     if not rows or n_samples < 1:
         raise RlcwError("outcome sampling needs at least one prompt and one sample", where="measure")
@@ -97,11 +102,12 @@ def sample_stories(
     model.eval()
     out = []
     for k in range(first_sample, first_sample + n_samples):
-        comps = []
+        comps, logps = [], []
         for c, start in enumerate(range(0, len(rows), batch_size)):
             torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)
-            comps += sample(model, ids[start : start + batch_size], gen, eos_ids=eos, pad_id=pad)
-        for row, p_ids, comp in zip(rows, ids, comps, strict=True):
+            chunk = sample_with_logprobs(model, ids[start : start + batch_size], gen, eos_ids=eos, pad_id=pad)
+            comps, logps = comps + chunk[0], logps + chunk[1]
+        for row, p_ids, comp, lp in zip(rows, ids, comps, logps, strict=True):
             rec = {
                 "id": f"{row['id']}#{k}",
                 "prompt_id": row["id"],
@@ -117,15 +123,20 @@ def sample_stories(
             }
             if row.get("reference"):
                 rec["reference"] = row["reference"]
+            if keep_logps:
+                rec["completion_logps"] = [float(x) for x in lp]
             out.append(rec)
     return out
 
 
-def add_kl(records: list[dict], policy, reference, *, pad_id: int, batch_size: int = 32) -> list[dict]:
+def add_kl(records: list[dict], reference, *, pad_id: int, batch_size: int = 32, policy=None) -> list[dict]:
     """Each record plus kl_k3 and kl_k1: KL(policy || reference) of that story on its sampled ids.
 
-    A record whose completion is empty (the cap was 0) gets KL 0: it holds no sampled token."""
-    policy.eval(), reference.eval()
+    The policy's log-probs are the ones the sampler drew with (`completion_logps`, kept by
+    `sample_stories(keep_logps=True)`: the full distribution at temperature 1, so they equal
+    `sampled_logprobs(policy, ...)`, tested) unless `policy` is given, then one forward of it; the
+    reference's come from `sampled_logprobs`. A record with no sampled token gets KL 0."""
+    reference.eval()
     scored = [r for r in records if r["completion_ids"]]
     for r in records:
         if not r["completion_ids"]:
@@ -133,8 +144,14 @@ def add_kl(records: list[dict], policy, reference, *, pad_id: int, batch_size: i
     for start in range(0, len(scored), batch_size):
         batch = scored[start : start + batch_size]
         p_ids, c_ids = [r["prompt_ids"] for r in batch], [r["completion_ids"] for r in batch]
-        logp, mask = sampled_logprobs(policy, p_ids, c_ids, pad_id=pad_id)  # (B, T) x2
-        ref_logp, _ = sampled_logprobs(reference, p_ids, c_ids, pad_id=pad_id)
+        ref_logp, mask = sampled_logprobs(reference, p_ids, c_ids, pad_id=pad_id)  # (B, T) x2
+        if policy is not None:
+            policy.eval()
+            logp, _ = sampled_logprobs(policy, p_ids, c_ids, pad_id=pad_id)
+        else:
+            logp = torch.zeros_like(ref_logp)
+            for i, r in enumerate(batch):
+                logp[i, : len(r["completion_logps"])] = torch.tensor(r["completion_logps"])
         per = {e: kl_per_story(logp, ref_logp, mask, e).tolist() for e in ESTIMATORS}  # (B,) each
         for i, r in enumerate(batch):
             r.update({f"kl_{e}": float(per[e][i]) for e in ESTIMATORS})

@@ -314,7 +314,7 @@ class Study:
         return self.scorers[name]
 
     def sample(
-        self, model, rows: list[dict], n: int, max_new_tokens: int, first: int = 0, batch_size: int | None = None
+        self, model, rows: list[dict], n: int, max_new_tokens: int, batch_size: int | None = None, logps: bool = False
     ) -> list[dict]:
         return sample_stories(
             model,
@@ -324,8 +324,8 @@ class Study:
             max_new_tokens=max_new_tokens,
             seed=self.cfg.measure.seed,
             system_prompt=self.cfg.model.system_prompt,
-            first_sample=first,
             batch_size=batch_size or self.cfg.measure.batch_size,
+            keep_logps=logps,
         )
 
     def identity(self) -> dict:
@@ -505,23 +505,24 @@ def measure_run(
     """Every checkpoint of one trained run measured on the held-out prompts (cached per checkpoint)."""
     from rlcw.models import load_causal_lm
 
-    m, names = cfg.measure, ["gold", *[f"proxy_{p}" for p in cfg.proxies]]
+    m, names = cfg.measure, ["gold", f"proxy_{cfg.rl_proxy}"]  # what the analysis reads for an RL run
     run_dir = study.root / name
     out = []
     for step, path in checkpoints_of(run_dir):
         folder = study.root / "measure" / name / f"step_{step:06d}"
         key = {**sampling_key(cfg, rows), "samples": m.samples_per_prompt, "kl_batch_size": m.kl_batch_size}
-        key.update(trained_at=_trained_at(run_dir), scorers=study.identity())
+        ids = study.identity()
+        key.update(trained_at=_trained_at(run_dir), scorers={"gold": ids["gold"], cfg.rl_proxy: ids[cfg.rl_proxy]})
 
         def write(folder: Path, path=path) -> None:
             policy = load_causal_lm(str(path), cfg.model.dtype, merge_lora=True)
-            recs = study.sample(policy, rows, m.samples_per_prompt, m.max_new_tokens)
-            pad = (
-                study.tokenizer.pad_token_id
-                if study.tokenizer.pad_token_id is not None
-                else study.tokenizer.eos_token_id
-            )
-            add_kl(recs, policy, study.start, pad_id=pad, batch_size=m.kl_batch_size)
+            recs = study.sample(policy, rows, m.samples_per_prompt, m.max_new_tokens, logps=True)
+            del policy  # the sampler's log-probs are the policy side of the KL
+            tok = study.tokenizer
+            pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+            add_kl(recs, study.start, pad_id=pad, batch_size=m.kl_batch_size)
+            for r in recs:
+                r.pop("completion_logps")
             atomic_write_jsonl(folder / "samples.jsonl", _scored(recs, study, names))
 
         st.cached(f"measure_{name}", folder, key, write)

@@ -151,6 +151,8 @@ def test_measurement_samples_ids_with_kl_on_common_prompts(study):
         assert {r["prompt_id"] for r in recs} == {r["prompt_id"] for r in pool}
         # KL on the sampled ids (k3 >= 0 per story) and a story ending in EOS keeps it in its ids
         assert all(r["kl_k3"] >= 0 and len(r["completion_ids"]) <= 12 for r in recs)
+        # scored by the gold and the proxy the run optimised; the sampler's log-probs are not kept
+        assert all(set(r["scores"]) == {"gold", "proxy_large"} and "completion_logps" not in r for r in recs)
     moved = [r["kl_k3"] for run in RL_RUNS for r in _jsonl(root / "measure" / run / "step_000002" / "samples.jsonl")]
     assert max(moved) > 0  # lr > 0 moved the policies
 

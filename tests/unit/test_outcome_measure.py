@@ -37,19 +37,30 @@ def test_samples_keep_their_ids_and_chunks_read_the_same_noise(tiny):
     ]
 
 
-def test_kl_of_a_model_to_itself_is_zero_and_scores_are_added(tiny):
+def test_sampler_logprobs_equal_a_forward_so_kl_to_itself_is_zero(tiny):
+    import torch
+
     from rlcw.outcome.measure import add_kl, add_scores, sample_stories
+    from rlcw.rl.kl import sampled_logprobs
 
     model, tok = tiny
-    recs = sample_stories(model, tok, ROWS, n_samples=1, max_new_tokens=6, seed=1, system_prompt=None)
-    add_kl(recs, model, model, pad_id=tok.pad_token_id, batch_size=2)
+    recs = sample_stories(model, tok, ROWS, n_samples=1, max_new_tokens=6, seed=1, system_prompt=None, keep_logps=True)
+    logp, mask = sampled_logprobs(
+        model, [r["prompt_ids"] for r in recs], [r["completion_ids"] for r in recs], pad_id=0
+    )
+    for i, r in enumerate(recs):  # the draw's own log-prob is the full-distribution log-prob of that id
+        n = len(r["completion_ids"])
+        assert mask[i].sum() == n and torch.allclose(logp[i, :n], torch.tensor(r["completion_logps"]), atol=1e-4)
+    add_kl(recs, model, pad_id=tok.pad_token_id, batch_size=2)  # policy = the sampler's log-probs
+    assert all(abs(r["kl_k3"]) < 1e-4 and abs(r["kl_k1"]) < 1e-4 for r in recs)
+    add_kl(recs, model, pad_id=tok.pad_token_id, batch_size=2, policy=model)  # policy by a forward
     assert all(r["kl_k3"] == pytest.approx(0.0, abs=1e-6) and r["kl_k1"] == pytest.approx(0.0, abs=1e-6) for r in recs)
 
-    class Words:
+    class Chars:
         def score(self, prompts, stories):
             return [float(len(s)) for s in stories]
 
-    add_scores(recs, {"chars": Words()})
+    add_scores(recs, {"chars": Chars()})
     assert all(r["scores"]["chars"] == len(r["story"]) and r["words"] >= 0 and 0 <= r["rep"] <= 1 for r in recs)
 
 
