@@ -303,7 +303,7 @@ class Study:
         return self.cfg.gold.rm_path or str(self.root / "gold_rm" / "model")
 
     def scorer(self, name: str):
-        """ "gold", or "proxy_<name>" (raw scores: a proxy's length-control fit shapes only grpo_lc's reward)."""
+        """The scorer called `name`: gold, or proxy_<name> (raw: a length-control fit shapes only grpo_lc's reward)."""
         if name not in self.scorers:
             if name == "gold":
                 self.scorers[name] = load_gold_scorer(self.gold_path())
