@@ -19,6 +19,32 @@ from rlcw.metrics.proxy_gain import EXPLAINED_SHARE
 from rlcw.outcome.analysis import KL_TARGET, Summary, ci_text, proxy_verdict, run_verdict
 from rlcw.report import save_figure
 
+# (why, overrides): the report's "Scale up" section; tests/recipes/test_outcome.py validates every one
+SCALE_UP = (
+    (
+        "longer RL, until KL >= 2 nats per story",
+        [
+            "grpo.train.max_steps=120",
+            "grpo.train.save_steps=15",
+            "grpo_lc.train.max_steps=60",
+            "ppo.train.max_steps=40",
+        ],
+    ),
+    ("bigger best-of-n (the pool is the largest n)", ["best_of_n.sizes=[1,2,4,8,16,32,64,128]"]),
+    ("more samples per held-out prompt", ["measure.samples_per_prompt=8"]),
+    ("more held-out prompts (a prompt file with train and study splits)", ["data.prompts=my_prompts.jsonl"]),
+    (
+        "more proxy data and a third proxy size",
+        [
+            "proxies={small: 256, medium: 1024, large: 4096}",
+            "proxy_data.samples_per_prompt=16",
+            "proxy_rm.train.max_steps=300",
+        ],
+    ),
+    ("RL against the small proxy", ["rl_proxy=small"]),
+    ("a longer-trained default gold", ["gold.samples_per_prompt=4", "gold_rm.train.max_steps=120"]),
+)
+
 
 @dataclass
 class StudySetup:
@@ -242,16 +268,12 @@ def write_outcome_report(
         "",
         "## Scale up",
         "",
-        "Sizes that do not fit 150 CPU minutes, as overrides of the same command (stages already done are reused):",
+        "Sizes that do not fit 150 CPU minutes, as overrides of the same command (stages whose settings did not change are reused):",
         "",
-        "- longer RL until KL >= 2 nats/story: `grpo.train.max_steps=120 grpo.train.save_steps=15` "
-        "(and `grpo_lc.`, `ppo.` likewise);",
-        "- bigger best-of-n: `best_of_n.sizes=[1,2,4,8,16,32,64,128]` (the pool is the largest n);",
-        "- more samples and prompts: `measure.samples_per_prompt=8`, `data.study_prompts=<a prompt file with more rows>`;",
-        "- more proxy data and a third size: `proxies={small: 256, medium: 1024, large: 4096} proxy_data.samples_per_prompt=16`;",
-        "- another RL proxy: `rl_proxy=small`;",
-        "- a stronger gold: `gold.rm_path=<an RM folder or hub id>` (e.g. an RM trained on LitBench), and a bigger policy "
-        "`model.name=Qwen/Qwen2.5-1.5B-Instruct` on a GPU.",
+        *[f"- {why}: `{' '.join(overrides)}`" for why, overrides in SCALE_UP],
+        "",
+        "On a GPU: a bigger policy (`model.name=Qwen/Qwen2.5-1.5B-Instruct`) and a stronger gold (`gold.rm_path=` an RM "
+        "trained on LitBench); the study's own sampling, KL and scoring run where the models load (CPU as shipped).",
         "",
     ]
     report = atomic_write_text(root / "report.md", "\n".join(lines) + "\n")

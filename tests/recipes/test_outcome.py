@@ -8,6 +8,7 @@ import math
 import pytest
 
 from rlcw.config import load_config
+from rlcw.outcome.report import SCALE_UP
 
 SENTENCES = [
     "The lighthouse keeper counted the ships every night.",
@@ -223,3 +224,11 @@ def test_unknown_run_and_bad_proxy_are_rejected(tmp_path):
     )
     with pytest.raises(RlcwError, match="measure.samples_per_prompt"):
         main(cfg)
+
+
+@pytest.mark.parametrize("overrides", [o for _, o in SCALE_UP], ids=[why for why, _ in SCALE_UP])
+def test_every_scale_up_override_in_the_report_is_a_valid_config(tmp_path, overrides):
+    from rlcw.recipes.outcome import OutcomeConfig, validate
+
+    cfg = load_config(OutcomeConfig, "configs/outcome/cpu.yaml", [f"output_dir={tmp_path}", *overrides])
+    validate(cfg)
