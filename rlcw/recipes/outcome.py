@@ -180,41 +180,41 @@ def _check(ok: bool, message: str, where: str, hint: str | None = None) -> None:
         raise RlcwError(message, where=where, hint=hint)
 
 
-def validate(cfg: OutcomeConfig) -> None:
-    """Every check of the study's own keys and of each stage's, before the run folder is written and before
-    anything loads: wire() first (an override it would reset is an error), then each stage's validate()."""
+def check_study_keys(cfg: OutcomeConfig) -> None:
+    """The study's own keys: runs, proxies, best-of-n sizes, sample counts and batch sizes."""
     unknown = sorted(set(cfg.runs) - set(RUNS))
     _check(not unknown, f"unknown run(s) {unknown}", "runs", f"choose from {', '.join(RUNS)}")
-    _check(bool(cfg.proxies), "no proxy to train", "proxies", "e.g. proxies={small: 128, large: 1024}")
+    _check(bool(cfg.proxies), "no proxy to train", "proxies", "e.g. proxies={small: 96, large: 768}")
     for name, n in cfg.proxies.items():
         _check(isinstance(n, int) and n >= 1, f"proxy {name!r} needs >= 1 training pair, got {n!r}", f"proxies.{name}")
-    _check(
-        cfg.rl_proxy in cfg.proxies,
-        f"rl_proxy {cfg.rl_proxy!r} is not a proxy",
-        "rl_proxy",
-        f"one of {list(cfg.proxies)}",
-    )
-    sizes = cfg.best_of_n.sizes
+    _check(cfg.rl_proxy in cfg.proxies, f"{cfg.rl_proxy!r} is not a proxy", "rl_proxy", f"one of {list(cfg.proxies)}")
+    sizes, m, d = cfg.best_of_n.sizes, cfg.measure, cfg.proxy_data
     _check(bool(sizes) and all(isinstance(k, int) and k >= 1 for k in sizes), f"bad sizes {sizes}", "best_of_n.sizes")
-    m = cfg.measure
+    pool = max(sizes)
+    _check(pool >= 2, "a pool of 1 sample per prompt has no pairs", "best_of_n.sizes", "e.g. [1, 2, 4, 8, 16, 32]")
     for key, value in (
         ("measure.samples_per_prompt", m.samples_per_prompt),
         ("measure.batch_size", m.batch_size),
         ("measure.kl_batch_size", m.kl_batch_size),
         ("gold.batch_size", cfg.gold.batch_size),
+        ("gold.samples_per_prompt", cfg.gold.samples_per_prompt),
     ):
         _check(value >= 1, f"must be >= 1, got {value}", key)
     _check(
-        m.samples_per_prompt <= max(sizes),
-        f"{m.samples_per_prompt} start samples per prompt but the pool holds {max(sizes)}",
+        m.samples_per_prompt <= pool,
+        f"{m.samples_per_prompt} start samples per prompt but the pool holds {pool}",
         "measure.samples_per_prompt",
         "the start's samples are the first of the best-of-n pool: raise max(best_of_n.sizes) or lower this",
     )
-    _check(
-        cfg.proxy_data.samples_per_prompt >= 2, "pairs need >= 2 samples per prompt", "proxy_data.samples_per_prompt"
-    )
-    _check(cfg.proxy_data.label_temperature >= 0, "must be >= 0", "proxy_data.label_temperature")
-    _check(cfg.gold.samples_per_prompt >= 1, "must be >= 1", "gold.samples_per_prompt")
+    _check(d.samples_per_prompt >= 2, "pairs need >= 2 samples per prompt", "proxy_data.samples_per_prompt")
+    _check(0 < d.eval_fraction < 1, f"must be between 0 and 1, got {d.eval_fraction}", "proxy_data.eval_fraction")
+    _check(d.label_temperature >= 0, f"must be >= 0, got {d.label_temperature}", "proxy_data.label_temperature")
+
+
+def validate(cfg: OutcomeConfig) -> None:
+    """Every check of the study's own keys and of each stage's, before the run folder is written and before
+    anything loads: wire() first (an override it would reset is an error), then each stage's validate()."""
+    check_study_keys(cfg)
     wire(cfg, str(Path(cfg.output_dir) / cfg.run_name))
     checks = [("gold_pairs", build_pairs.validate), ("gold_rm", train_rm.validate), ("proxy_rm", train_rm.validate)]
     checks += [("dpo", dpo_recipe.validate)] if "dpo" in cfg.runs else []
@@ -385,6 +385,7 @@ def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: lis
     """Gold-labelled on-policy pairs -> one proxy per size -> their agreement with the gold on held-out pairs."""
     root, d = study.root, cfg.proxy_data
     rl_rows = load_prompts(cfg.data.prompts, cfg.data.rl_split)[: d.max_prompts or None]
+    _check(len(rl_rows) >= 2, f"{len(rl_rows)} RL prompts: proxy pairs need >= 2", "data.rl_split")
     key = {"model": asdict(cfg.model), "data": asdict(d), "prompts": [r["id"] for r in rl_rows]}
     key.update(gold=study.identity()["gold"], seed=cfg.seed)
 
@@ -530,6 +531,49 @@ def measure_run(
     return out
 
 
+def agreement_rows(cfg: OutcomeConfig, pool: list[dict], rm_rows: list[dict]) -> list[dict]:
+    """Each proxy's agreement with the gold on pairs of the pool (start samples, held-out prompts), and the
+    length-only baseline's ("the longer story wins") on the same pairs."""
+    k, per = max(cfg.best_of_n.sizes), cfg.measure.agreement_pairs_per_prompt
+    per = None if per is None or per >= k * (k - 1) // 2 else per
+
+    def agree(scorer: str):
+        return agreement_with(
+            pool, scorer, "gold", k=k, per_prompt=per, seed=cfg.seed, n_resamples=cfg.measure.n_resamples
+        )
+
+    baseline = {"rm": "longer story wins", "role": "length-only baseline", "note": "", "agreement": agree("length")}
+    return [rm_rows[0], *[{**r, "agreement": agree(r["rm"])} for r in rm_rows[1:]], baseline]
+
+
+def train_runs(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
+    """DPO's pairs and grpo_lc's length fit when those runs are asked for, then every trained run."""
+    if "dpo" in cfg.runs:
+        dpo_pairs_step(cfg, st, study)
+    if "grpo_lc" in cfg.runs:
+        length_fit_step(cfg, st, str(study.root))
+    trainers = {"grpo": grpo_recipe.main, "grpo_lc": grpo_recipe.main, "ppo": ppo_recipe.main, "dpo": dpo_recipe.main}
+    for name in [r for r in cfg.runs if r in TRAINED]:
+        st.run(name, trainers[name], getattr(cfg, name))
+
+
+def study_setup(cfg: OutcomeConfig, rows: list[dict]) -> StudySetup:
+    """What the report states about the gold, the prompts and the sampling."""
+    given = cfg.gold.rm_path
+    return StudySetup(
+        policy=cfg.model.name,
+        gold=f"the RM `{given}` (given by gold.rm_path)" if given else "a BT reward model trained here (`gold_rm/`)",
+        gold_rewards="What it rewards is what its own training data rewarded; this study does not check it."
+        if given
+        else GOLD_REWARDS,
+        prompts=len(rows),
+        samples_per_prompt=cfg.measure.samples_per_prompt,
+        pool=max(cfg.best_of_n.sizes),
+        max_new_tokens=cfg.measure.max_new_tokens,
+        rl_proxy=f"proxy_{cfg.rl_proxy}",
+    )
+
+
 def main(cfg: OutcomeConfig) -> dict:
     validate(cfg)
     with stage_run(cfg, "outcome") as run:
@@ -544,34 +588,8 @@ def main(cfg: OutcomeConfig) -> dict:
         )
         rm_rows = [gold_steps(cfg, st, study), *proxy_steps(cfg, st, study, rows)]
         pool = pool_step(cfg, st, study, rows)
-        k, per = max(cfg.best_of_n.sizes), cfg.measure.agreement_pairs_per_prompt
-        per = None if per is None or per >= k * (k - 1) // 2 else per
-        for r in rm_rows[1:]:
-            r["agreement"] = (
-                agreement_with(pool, r["rm"], "gold", k=k, per_prompt=per, seed=cfg.seed) if k >= 2 else None
-            )
-        if k >= 2:
-            rm_rows.append(
-                {
-                    "rm": "longer story wins",
-                    "role": "length-only baseline",
-                    "note": "",
-                    "agreement": agreement_with(pool, "length", "gold", k=k, per_prompt=per, seed=cfg.seed),
-                }
-            )
-        if "dpo" in cfg.runs:
-            dpo_pairs_step(cfg, st, study)
-        if "grpo_lc" in cfg.runs:
-            length_fit_step(cfg, st, root)
-        trainers = {
-            "grpo": grpo_recipe.main,
-            "grpo_lc": grpo_recipe.main,
-            "ppo": ppo_recipe.main,
-            "dpo": dpo_recipe.main,
-        }
-        for name in [r for r in cfg.runs if r in TRAINED]:
-            st.run(name, trainers[name], getattr(cfg, name))
-
+        rm_rows = agreement_rows(cfg, pool, rm_rows)
+        train_runs(cfg, st, study)
         start = [r for r in pool if r["sample_index"] < cfg.measure.samples_per_prompt]
         curves = [
             analysis.rl_curve(name, f"proxy_{cfg.rl_proxy}", start, measure_run(cfg, st, study, name, rows))
@@ -582,30 +600,11 @@ def main(cfg: OutcomeConfig) -> dict:
             curves += [
                 analysis.bon_curve(f"best_of_n_{p}", f"proxy_{p}", pool, cfg.best_of_n.sizes) for p in cfg.proxies
             ]
-        t0 = time.time()
-        m = cfg.measure
+        t0, m = time.time(), cfg.measure
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
         st.timings["analysis"] = time.time() - t0
-        setup = StudySetup(
-            policy=cfg.model.name,
-            gold=f"the RM `{cfg.gold.rm_path}` (given by gold.rm_path)"
-            if cfg.gold.rm_path
-            else "a BT reward model trained here (`gold_rm/`)",
-            gold_rewards=(
-                "What it rewards is what its own training data rewarded; this study does not check it."
-                if cfg.gold.rm_path
-                else GOLD_REWARDS
-            ),
-            prompts=len(rows),
-            samples_per_prompt=m.samples_per_prompt,
-            pool=max(cfg.best_of_n.sizes),
-            max_new_tokens=m.max_new_tokens,
-            rl_proxy=f"proxy_{cfg.rl_proxy}",
-        )
-        report, flat, plots = write_outcome_report(run.path, summaries, rm_rows, setup, st.timings)
+        report, flat, plots = write_outcome_report(run.path, summaries, rm_rows, study_setup(cfg, rows), st.timings)
         metrics = {**flat, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
-        for r in rm_rows:
-            if r.get("agreement"):
-                metrics[f"agreement/{r['rm']}"] = r["agreement"].accuracy
+        metrics.update({f"agreement/{r['rm']}": r["agreement"].accuracy for r in rm_rows if r.get("agreement")})
         return run.write_summary("completed", metrics, {"report": report, **plots})
