@@ -114,7 +114,7 @@ class OutcomeConfig:
     data: StudyData = field(default_factory=StudyData)
     gold: GoldSection = field(default_factory=GoldSection)
     proxy_data: ProxyDataSection = field(default_factory=ProxyDataSection)
-    proxies: dict[str, int] = field(default_factory=lambda: {"small": 128, "large": 1024})
+    proxies: dict[str, int] = field(default_factory=lambda: {"small": 80, "large": 640})
     rl_proxy: str = "large"  # the proxy grpo, grpo_lc, ppo and dpo optimise
     runs: list[str] = field(default_factory=lambda: list(RUNS))
     gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
@@ -184,7 +184,7 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
     """The study's own keys: runs, proxies, best-of-n sizes, sample counts and batch sizes."""
     unknown = sorted(set(cfg.runs) - set(RUNS))
     _check(not unknown, f"unknown run(s) {unknown}", "runs", f"choose from {', '.join(RUNS)}")
-    _check(bool(cfg.proxies), "no proxy to train", "proxies", "e.g. proxies={small: 96, large: 768}")
+    _check(bool(cfg.proxies), "no proxy to train", "proxies", "e.g. proxies={small: 80, large: 640}")
     for name, n in cfg.proxies.items():
         _check(isinstance(n, int) and n >= 1, f"proxy {name!r} needs >= 1 training pair, got {n!r}", f"proxies.{name}")
     _check(cfg.rl_proxy in cfg.proxies, f"{cfg.rl_proxy!r} is not a proxy", "rl_proxy", f"one of {list(cfg.proxies)}")

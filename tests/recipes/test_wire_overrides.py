@@ -26,7 +26,7 @@ def test_outcome_wire_keeps_the_shipped_config_and_derives_the_rest():
     assert cfg.ppo.reward.rm_path == "/tmp/study/proxy_rm_large/model" and cfg.dpo.eval.every_steps == 0
     assert cfg.dpo.data.train_file == "/tmp/study/dpo_pairs/pairs/train.jsonl"  # proxy-labelled on-policy pairs
     small = outcome.proxy_stage(cfg, "small")
-    assert (small.run_name, small.data.max_train_pairs) == ("proxy_rm_small", 96)
+    assert (small.run_name, small.data.max_train_pairs) == ("proxy_rm_small", 80)
     assert (
         small.data.train_file == "/tmp/study/proxy_data/pairs/train.jsonl"
         and cfg.proxy_rm.data.max_train_pairs is None
