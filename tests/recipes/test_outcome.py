@@ -232,3 +232,26 @@ def test_every_scale_up_override_in_the_report_is_a_valid_config(tmp_path, overr
 
     cfg = load_config(OutcomeConfig, "configs/outcome/cpu.yaml", [f"output_dir={tmp_path}", *overrides])
     validate(cfg)
+
+
+def test_a_given_gold_skips_gold_training_and_best_of_n_runs_alone(study, tmp_path):
+    from rlcw.recipes.outcome import OutcomeConfig, main
+
+    root, _, (_, overrides, _) = study
+    given = [o for o in overrides if not o.startswith("output_dir=")]
+    cfg = load_config(
+        OutcomeConfig,
+        "configs/outcome/cpu.yaml",
+        [f"output_dir={tmp_path}", *given, f"gold.rm_path={root / 'gold_rm' / 'model'}", "runs=[best_of_n]"],
+    )
+    summary = main(cfg)
+    out = tmp_path / "outcome"
+    assert summary["status"] == "completed" and not (out / "gold_samples").exists() and not (out / "gold_rm").exists()
+    assert not any((out / run).exists() for run in RL_RUNS) and not (out / "dpo_pairs").exists()
+    text = (out / "report.md").read_text()
+    assert "given by gold.rm_path" in text and "this study does not check it" in text
+    assert "**best_of_n_large**" in text and "**grpo**" not in text
+    # the same gold scores the same pool samples the same way as in the study that trained it
+    a = {r["id"]: r["scores"]["gold"] for r in _jsonl(root / "pool_scores" / "samples.jsonl")}
+    b = {r["id"]: r["scores"]["gold"] for r in _jsonl(out / "pool_scores" / "samples.jsonl")}
+    assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], abs=1e-5) for k in a)
