@@ -212,7 +212,7 @@ def write_outcome_report(
         f"Gao et al. (2022)'s design at small scale. Policy `{setup.policy}`. **The gold is a stand-in for human "
         f"judgement, not human judgement**: {setup.gold}. {setup.gold_rewards} Proxies are reward models trained on "
         "pairs of the start policy's own samples for the RL prompts, labelled by sampled Bradley-Terry draws from the "
-        "gold; RL, DPO and best-of-n optimise a proxy and the gold only measures.",
+        f"gold. RL and DPO optimise `{setup.rl_proxy}`, best-of-n each proxy in turn; the gold only measures.",
         "",
         f"Measurement: {setup.prompts} held-out prompts (the bundled `study` split, never trained on) x "
         f"{setup.samples_per_prompt} samples per checkpoint, temperature 1, top_k 0, top_p 1, at most "
