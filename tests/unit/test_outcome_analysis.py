@@ -143,3 +143,25 @@ def test_stages_reuse_same_config_and_move_a_changed_one_aside(tmp_path):
     assert calls == [1, 2] and [p.name for p in (tmp_path / "stage" / "checkpoints").iterdir()] == ["made-by-2"]
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("stage.replaced-")]
     assert len(aside) == 1 and (aside[0] / "checkpoints" / "made-by-1").is_dir()
+
+
+def test_cached_steps_rerun_when_killed_or_changed_and_are_reused_otherwise(tmp_path):
+    from rlcw.recipes.outcome import Stages
+
+    calls = []
+
+    def make(folder):
+        calls.append(folder.name)
+        (folder / "out.txt").write_text(str(len(calls)))
+
+    st = Stages(resume=True)
+    st.cached("step", tmp_path / "a", {"n": 1}, make)
+    st.cached("step", tmp_path / "a", {"n": 1}, make)  # same settings: reused
+    assert calls == ["a"] and (tmp_path / "a" / "done.json").is_file()
+    st.cached("step", tmp_path / "a", {"n": 2}, make)  # new settings: made again
+    assert calls == ["a", "a"] and (tmp_path / "a" / "out.txt").read_text() == "2"
+    (tmp_path / "a" / "done.json").unlink()  # killed before done.json was written
+    st.cached("step", tmp_path / "a", {"n": 2}, make)
+    assert len(calls) == 3
+    Stages(resume=False).cached("step", tmp_path / "a", {"n": 2}, make)  # resume=false always makes
+    assert len(calls) == 4
