@@ -357,7 +357,14 @@ def gold_steps(cfg: OutcomeConfig, st: Stages, study: Study) -> dict:
     st.cached("gold_samples", root / "gold_samples", key, write)
     pairs = st.run("gold_pairs", build_pairs.main, cfg.gold_pairs)
     st.run("gold_rm", train_rm.main, cfg.gold_rm)
-    held = read_jsonl(root / "gold_pairs" / "pairs" / "eval.jsonl")
+    held_file = root / "gold_pairs" / "pairs" / "eval.jsonl"
+    _check(
+        held_file.is_file(),
+        "the gold has no held-out pairs to measure its accuracy on",
+        "gold_pairs.data.eval_fraction",
+        "raise it, or gold.max_prompts (pairs are split by prompt)",
+    )
+    held = read_jsonl(held_file)
     gold = study.scorer("gold")
     acc = accuracy_by_prompt(
         gold.score([p["prompt"] for p in held], [p["chosen"] for p in held]),
@@ -386,6 +393,8 @@ def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: lis
     root, d = study.root, cfg.proxy_data
     rl_rows = load_prompts(cfg.data.prompts, cfg.data.rl_split)[: d.max_prompts or None]
     _check(len(rl_rows) >= 2, f"{len(rl_rows)} RL prompts: proxy pairs need >= 2", "data.rl_split")
+    shared = sorted({r["prompt"] for r in rl_rows} & {r["prompt"] for r in study_prompts})
+    _check(not shared, f"{len(shared)} held-out prompts are also RL prompts, e.g. {shared[:1]}", "data.study_split")
     key = {"model": asdict(cfg.model), "data": asdict(d), "prompts": [r["id"] for r in rl_rows]}
     key.update(gold=study.identity()["gold"], seed=cfg.seed)
 
@@ -404,10 +413,8 @@ def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: lis
         _check(
             bool(train) and bool(held), "proxy pairs need both a train and an eval side", "proxy_data.eval_fraction"
         )
-        (
-            write_preferences(folder / "pairs" / "train.jsonl", train),
-            write_preferences(folder / "pairs" / "eval.jsonl", held),
-        )
+        write_preferences(folder / "pairs" / "train.jsonl", train)
+        write_preferences(folder / "pairs" / "eval.jsonl", held)
         atomic_write_json(folder / "labels.json", {**asdict(info), "train_pairs": len(train), "eval_pairs": len(held)})
 
     st.cached("proxy_data", root / "proxy_data", key, write_pairs)
@@ -483,10 +490,8 @@ def dpo_pairs_step(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
             recs, proxy, k=d.samples_per_prompt, per_prompt=d.pairs_per_prompt, temperature=0.0, seed=cfg.seed
         )
         train, held = split_by_prompt(pairs, d.eval_fraction, cfg.seed)
-        (
-            write_preferences(folder / "pairs" / "train.jsonl", train),
-            write_preferences(folder / "pairs" / "eval.jsonl", held),
-        )
+        write_preferences(folder / "pairs" / "train.jsonl", train)
+        write_preferences(folder / "pairs" / "eval.jsonl", held)
 
     st.cached("dpo_pairs", study.root / "dpo_pairs", key, write)
 
