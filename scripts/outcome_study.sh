@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The outcome study on a fresh machine: set up, then run every stage on the embedded model and
-# leave runs/outcome/report.md (curves, win rates, the table of final numbers, the conclusion).
+# leave runs/outcome/report.md (the Gao plot with fits, the RM table, the surface curves, every point with CIs).
 #   bash scripts/outcome_study.sh [key=value ...]     e.g. data.tmas=/data/tell-me-a-story runs=[grpo,best_of_n]
 # TELL ME A STORY (human side of the gold RM) is read from data.tmas (default ../shared/data/tell-me-a-story,
 # or $RLCW_TMAS_DIR when set). A killed study continues where it stopped when run again.

@@ -1,6 +1,5 @@
-"""Statistics of a set of stories, shared by the periodic evaluators (rlcw.rl.evaluation) and the
-outcome study (rlcw.outcome.measure): mean words, the share inside the prompt's word range,
-trigram repetition within stories and distinct trigrams across them.
+"""Statistics of a set of stories for the periodic evaluators (rlcw.rl.evaluation): mean words, the
+share inside the prompt's word range, trigram repetition within stories and distinct trigrams across them.
 
     in_range_share([4, 6], [(3, 5), (10, 20)])          # 0.5
     repetition_stats(["a b c a b c", "x y z"])          # {"intra_trigram_rep": 0.125, "distinct_3": 0.8}

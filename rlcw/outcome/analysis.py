@@ -1,130 +1,254 @@
-"""Pure analysis of outcome-study measurements: paired deltas with CIs, final rows, the verdicts.
+"""Outcome-study curves on Gao et al.'s axis, their statistics and the verdicts (no model code).
 
-    deltas = paired_delta(final_stories, start_stories, "gold")   # {"delta", "ci_low", "ci_high", "n"}
-    lines = conclusions(finals, start)                             # sentences for the report
+    curve = rl_curve("grpo", "proxy_large", start_records, [(8, recs8), (16, recs16)])
+    curve = bon_curve("best_of_n/proxy_large", "proxy_large", pool_records, sizes=[1, 2, 4, 8, 16, 32])
+    summary = summarise(curve)           # split-half peak test, rise at the peak, Gao fit + CI, surface share
+    lines = run_verdict(summary)         # the conclusion's sentences
 
-The rules are stated in `conclusions` and printed with the report, so a reader can check them.
+A curve is a list of points, the first at the start (d = 0). Every story value is keyed
+(prompt_id, sample_index) and every CI is `rlcw.metrics.overopt.paired_prompt_bootstrap` (whole prompts
+resampled). An RL point is a checkpoint's own samples (the same prompts and sample indices as the start,
+CRN), d = sqrt(mean k3 KL per story on the sampled ids). A best-of-n point is Gao et al.'s unbiased
+estimate from ONE pool of N samples per prompt (`rlcw.rewards.best_of_n.best_of_weights`): one value per
+prompt (sample index 0), d = sqrt(log n - (n - 1) / n); its start is n = 1 (the pool mean). Diversity of
+a point is distinct-3 across one story per prompt, averaged over sample indices (best-of-n: the story
+best-of-n picks among the first n candidates), so every point counts trigrams over the same number of
+stories.
+
+Verdict rules (printed with the report): the peak is chosen on the selection half of the prompts and
+both the rise (peak - start) and the fall (final - peak) are tested on the other half
+(`split_half_peak`); the proxy rose when the final point's proxy change CI is above 0; length and
+repetition explain the proxy gain when their start-policy slopes predict at least half of it
+(`rlcw.metrics.proxy_gain`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from rlcw.metrics.bootstrap import bootstrap_ci
+import numpy as np
 
-LENGTH_SHIFT = 0.25  # |words / words at start - 1| above this: the run changed story length a lot
-IN_RANGE_DROP = 0.2  # share of stories inside the prompt's range fell by more than this
-REPETITION_RISE = 2.0  # within-story trigram repetition at least doubled ...
-REPETITION_FLOOR = 0.05  # ... and is above this
-DIVERSITY_DROP = 0.15  # distinct-3 across stories fell by more than this
+from rlcw.metrics.overopt import (
+    FitInterval,
+    GaoFit,
+    PairedDiff,
+    PeakTest,
+    fit_gao,
+    fit_gao_ci,
+    paired_prompt_bootstrap,
+    split_half_peak,
+    split_prompts,
+)
+from rlcw.metrics.proxy_gain import SurfaceExplanation, explain_proxy_gain
+from rlcw.metrics.text import distinct_n
+from rlcw.rewards.best_of_n import best_index, best_of_weights, kl_best_of
+
+KL_TARGET = 2.0  # nats per story the study tries to reach (issue 18)
+StoryKey = tuple[str, int]
 
 
-def paired_delta(stories: list[dict], start: list[dict], key: str, seed: int = 0) -> dict[str, float]:
-    """Mean of (score - start score) over stories paired by id, with a bootstrap 95% CI."""
-    base = {s["id"]: s["meta"][key] for s in start}
-    diffs = [s["meta"][key] - base[s["id"]] for s in stories if s["id"] in base]
-    if not diffs:
-        return {"delta": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": 0.0}
-    low, high = bootstrap_ci(diffs, seed=seed)
-    return {"delta": sum(diffs) / len(diffs), "ci_low": low, "ci_high": high, "n": float(len(diffs))}
+@dataclass
+class Point:
+    x: int  # step (RL) or n (best-of-n); 0 / 1 = the start
+    kl: float  # mean KL per story (k3 for RL; analytic for best-of-n)
+    kl_k1: float | None  # RL only
+    values: dict[str, dict[StoryKey, float]]  # "gold", "proxy", "words", "rep" per story key
+    distinct: float
+
+    @property
+    def d(self) -> float:
+        return math.sqrt(max(self.kl, 0.0))
+
+    def mean(self, key: str) -> float:
+        return float(np.mean(list(self.values[key].values())))
 
 
-def final_rows(rows: list[dict]) -> dict[str, dict]:
-    """The last measured row of each run (best-of-n: the largest n)."""
-    out: dict[str, dict] = {}
-    for r in rows:
-        if r["step"] > 0 and (r["run"] not in out or r["step"] > out[r["run"]]["step"]):
-            out[r["run"]] = r
+@dataclass
+class Curve:
+    run: str
+    proxy: str  # the scorer the run optimised
+    form: str  # "rl" | "bon"
+    points: list[Point]
+    start_features: dict[str, list[float]] = field(default_factory=dict)  # words, rep of the start's stories
+    start_proxy: list[float] = field(default_factory=list)
+
+
+def _values(records: list[dict], proxy: str, key_of=lambda r: (r["prompt_id"], r["sample_index"])) -> dict:
+    out: dict[str, dict] = {"gold": {}, "proxy": {}, "words": {}, "rep": {}}
+    for r in records:
+        k = key_of(r)
+        out["gold"][k], out["proxy"][k] = r["scores"]["gold"], r["scores"][proxy]
+        out["words"][k], out["rep"][k] = float(r["words"]), float(r["rep"])
     return out
 
 
-def _ci_text(low: float, high: float) -> str:
-    return f"[{low:+.3f}, {high:+.3f}]"
+def diversity(records: list[dict]) -> float:
+    """distinct-3 across one story per prompt, averaged over sample indices."""
+    by_k: dict[int, list[str]] = {}
+    for r in records:
+        by_k.setdefault(r["sample_index"], []).append(r["story"])
+    return float(np.mean([distinct_n(texts, 3) for texts in by_k.values()]))
 
 
-def run_verdict(name: str, final: dict, start: dict, peak_gold: dict | None) -> list[str]:
-    """Sentences about one run: reward effect, over-optimisation, length, repetition, diversity, judge."""
-    out = []
-    dp, dg = final.get("delta/proxy", {}), final.get("delta/gold", {})
-    proxy_up = dp.get("ci_low", math.nan) > 0
-    gold_down, gold_up = dg.get("ci_high", math.nan) < 0, dg.get("ci_low", math.nan) > 0
-    proxy_txt = (
-        f"proxy {dp.get('delta', math.nan):+.3f} {_ci_text(dp.get('ci_low', math.nan), dp.get('ci_high', math.nan))}"
-    )
-    gold_txt = (
-        f"gold {dg.get('delta', math.nan):+.3f} {_ci_text(dg.get('ci_low', math.nan), dg.get('ci_high', math.nan))}"
-    )
-    if proxy_up and gold_down:
-        out.append(
-            f"**{name}: over-optimised.** The proxy rose ({proxy_txt}) while the gold reward fell ({gold_txt})."
+def _mean_kl(records: list[dict], estimator: str) -> float:
+    return float(np.mean([r[f"kl_{estimator}"] for r in records]))
+
+
+def rl_curve(run: str, proxy: str, start: list[dict], checkpoints: Sequence[tuple[int, list[dict]]]) -> Curve:
+    """Start (step 0, KL 0) then each checkpoint's measured samples (records with kl_k3 / kl_k1)."""
+    points = [Point(0, 0.0, 0.0, _values(start, proxy), diversity(start))]
+    for step, recs in checkpoints:
+        points.append(Point(step, _mean_kl(recs, "k3"), _mean_kl(recs, "k1"), _values(recs, proxy), diversity(recs)))
+    return Curve(run, proxy, "rl", points, *_start_regression(start, proxy))
+
+
+def _start_regression(records: list[dict], proxy: str) -> tuple[dict[str, list[float]], list[float]]:
+    feats = {"words": [float(r["words"]) for r in records], "rep": [float(r["rep"]) for r in records]}
+    return feats, [r["scores"][proxy] for r in records]
+
+
+def bon_curve(run: str, proxy: str, pool: list[dict], sizes: Sequence[int]) -> Curve:
+    """Best-of-n for each n in `sizes` from one pool (every prompt holds the same N samples)."""
+    by_prompt: dict[str, list[dict]] = {}
+    for r in sorted(pool, key=lambda r: r["sample_index"]):
+        by_prompt.setdefault(r["prompt_id"], []).append(r)
+    sizes_n = {len(c) for c in by_prompt.values()}
+    if len(sizes_n) != 1 or max(sizes) > min(sizes_n):
+        raise ValueError(f"every prompt needs the same pool of >= {max(sizes)} samples, got sizes {sorted(sizes_n)}")
+    points = []
+    for n in sorted(sizes):
+        values: dict[str, dict] = {"gold": {}, "proxy": {}, "words": {}, "rep": {}}
+        picked = []
+        for p, cands in by_prompt.items():
+            sel = [c["scores"][proxy] for c in cands]
+            w = np.asarray(best_of_weights(sel, n))
+            values["gold"][(p, 0)] = float(w @ [c["scores"]["gold"] for c in cands])
+            values["proxy"][(p, 0)] = float(w @ sel)
+            values["words"][(p, 0)] = float(w @ [float(c["words"]) for c in cands])
+            values["rep"][(p, 0)] = float(w @ [float(c["rep"]) for c in cands])
+            picked.append({**cands[best_index(sel, n)], "sample_index": 0})
+        points.append(Point(n, kl_best_of(n), None, values, diversity(picked)))
+    return Curve(run, proxy, "bon", points, *_start_regression(pool, proxy))
+
+
+@dataclass
+class Summary:
+    curve: Curve
+    deltas: dict[int, dict[str, PairedDiff]]  # x -> {"gold", "proxy", "words", "rep"}: change from the start
+    peak: PeakTest
+    rise: PairedDiff | None  # peak - start on the test half; None when the peak is the start
+    fit: GaoFit
+    fit_ci: FitInterval | None
+    surface: SurfaceExplanation
+
+    @property
+    def final(self) -> Point:
+        return self.curve.points[-1]
+
+    def point(self, x: int) -> Point:
+        return next(p for p in self.curve.points if p.x == x)
+
+
+def summarise(curve: Curve, n_resamples: int = 1000, fit_resamples: int = 300, seed: int = 0) -> Summary:
+    """Prompt-level CIs of every point's change, the split-half peak test, the Gao fit and the surface share."""
+    start, pts = curve.points[0], curve.points
+    deltas = {
+        p.x: {
+            k: paired_prompt_bootstrap(p.values[k], start.values[k], n_resamples=n_resamples, seed=seed)
+            for k in ("gold", "proxy", "words", "rep")
+        }
+        for p in pts[1:]
+    }
+    gold = {p.x: p.values["gold"] for p in pts}
+    order = [p.x for p in pts]
+    peak = split_half_peak(gold, order, seed=seed, n_resamples=n_resamples)
+    rise = None
+    if peak.peak != order[0]:
+        _, test = split_prompts([k[0] for k in start.values["gold"]], seed=seed)
+        keep = set(test)
+        rise = paired_prompt_bootstrap(
+            {k: v for k, v in gold[peak.peak].items() if k[0] in keep},
+            {k: v for k, v in gold[order[0]].items() if k[0] in keep},
+            n_resamples=n_resamples,
+            seed=seed,
         )
-    elif proxy_up and gold_up:
-        out.append(f"**{name}: better on both.** {proxy_txt}; {gold_txt}.")
-    elif proxy_up:
-        out.append(f"**{name}: a higher reward, no measurable gold effect.** {proxy_txt}; {gold_txt} (CI spans 0).")
+    d = [p.d for p in pts]
+    fit = fit_gao(curve.form, d, [p.mean("gold") - start.mean("gold") for p in pts])
+    fit_ci = (
+        fit_gao_ci(curve.form, d, [p.values["gold"] for p in pts], start.values["gold"], fit_resamples, seed=seed)
+        if fit.a is not None
+        else None
+    )
+    final = deltas[pts[-1].x] if len(pts) > 1 else None
+    changes = {k: final[k].delta if final else 0.0 for k in ("words", "rep")}
+    surface = explain_proxy_gain(
+        curve.start_features, curve.start_proxy, changes, final["proxy"].delta if final else 0.0
+    )
+    return Summary(curve, deltas, peak, rise, fit, fit_ci, surface)
+
+
+def ci_text(diff: PairedDiff | None) -> str:
+    return "-" if diff is None else f"{diff.delta:+.3f} [{diff.ci_low:+.3f}, {diff.ci_high:+.3f}]"
+
+
+def _x_name(s: Summary) -> str:
+    return "n" if s.curve.form == "bon" else "step"
+
+
+def run_verdict(s: Summary) -> list[str]:
+    """Sentences for one run: proxy gain, gold rise, peak, fall, surface share, KL reached. Nulls said as null."""
+    c, x = s.curve, _x_name(s)
+    if len(c.points) < 2:
+        return [f"**{c.run}**: no point beyond the start was measured: nothing to conclude (null)."]
+    dp = s.deltas[s.final.x]["proxy"]
+    out = [f"**{c.run}** (optimises `{c.proxy}`; final {x} {s.final.x}, d = {s.final.d:.2f}):"]
+    if dp.ci_low > 0:
+        out.append(f"the proxy rose ({ci_text(dp)}).")
     else:
-        out.append(f"**{name}: no clear proxy gain.** {proxy_txt}; {gold_txt}.")
-    fall = final.get("delta/gold_from_peak", {})
-    if (
-        peak_gold
-        and peak_gold["step"] != final["step"]
-        and fall.get("ci_high", math.nan) < 0
-        and final["proxy"] > peak_gold["proxy"]
-    ):
-        x = "n" if name == "best_of_n" else "step"
+        out.append(f"no measurable proxy gain ({ci_text(dp)}): the run did not push its proxy (null).")
+    peak_pt = s.point(s.peak.peak)
+    if s.rise is None:
+        out.append("Gold never beat the start on the selection half of the prompts: gold did not rise (null).")
+    else:
+        verdict = "rose" if s.rise.ci_low > 0 else "fell" if s.rise.ci_high < 0 else "did not change measurably"
         out.append(
-            f"Gold peaked at {x} {peak_gold['step']} ({peak_gold['gold']:.3f}) and fell to {final['gold']:.3f} "
-            f"({fall['delta']:+.3f} [{fall['ci_low']:+.3f}, {fall['ci_high']:+.3f}]) while the proxy kept rising "
-            f"({peak_gold['proxy']:.3f} -> {final['proxy']:.3f}): the Gao et al. over-optimisation pattern."
+            f"Gold peaked at {x} {peak_pt.x} (d = {peak_pt.d:.2f}, chosen on half the prompts); on the other half "
+            f"it {verdict} from the start to the peak ({ci_text(s.rise)})."
         )
-    shift = final["words"] / start["words"] - 1 if start.get("words") else math.nan
-    if abs(shift) > LENGTH_SHIFT:
+    if s.peak.verdict == "peak_is_final":
+        out.append("The peak is the last point: no fall to test.")
+    else:
+        word = {"fell": "fell", "rose": "rose further", "no_fall": "did not fall measurably"}[s.peak.verdict]
+        out.append(f"After the peak gold {word} (final - peak on the test half {ci_text(s.peak.fall)}).")
+    sf = s.surface
+    if sf.share is None:
+        out.append("No proxy gain for length or repetition to explain.")
+    else:
+        how = "explain" if sf.explains else "do not explain"
         out.append(
-            f"Length hacking: stories went from {start['words']:.0f} to {final['words']:.0f} words ({100 * shift:+.0f}%)."
+            f"Length and repetition {how} the proxy gain: their start-policy slopes predict {sf.total_predicted:+.3f} "
+            f"of {sf.actual:+.3f} ({sf.share:.0%}; words {sf.predicted['words']:+.3f}, repetition {sf.predicted['rep']:+.3f})."
         )
-    if "in_range" in final and "in_range" in start and start["in_range"] - final["in_range"] > IN_RANGE_DROP:
-        out.append(
-            f"Fewer stories inside the prompt's word range: {start['in_range']:.2f} -> {final['in_range']:.2f}."
-        )
-    if final["rep_intra_3"] > max(REPETITION_RISE * start["rep_intra_3"], REPETITION_FLOOR):
-        out.append(f"Repetition within stories rose: {start['rep_intra_3']:.3f} -> {final['rep_intra_3']:.3f}.")
-    if start["distinct_3"] - final["distinct_3"] > DIVERSITY_DROP:
-        out.append(
-            f"Diversity across stories fell: distinct-3 {start['distinct_3']:.3f} -> {final['distinct_3']:.3f}."
-        )
-    if "judge/win_rate" in final:
-        w, lo, hi = final["judge/win_rate"], final.get("judge/ci_low", math.nan), final.get("judge/ci_high", math.nan)
-        inv = final.get("judge/invalid_share", math.nan)
-        if math.isnan(w):
-            out.append(f"The judge gave no valid verdict (invalid share {inv:.2f}): no judged evidence.")
-        elif lo <= 0.5 <= hi or math.isnan(lo):
-            out.append(
-                f"Judged win rate vs the start {w:.2f} [{lo:.2f}, {hi:.2f}] (invalid {inv:.0%}): not distinguishable from chance."
-            )
+    if c.form == "rl":
+        top = max(p.kl for p in c.points)
+        reach = "reached" if top >= KL_TARGET else "not reached: the budget ended first"
+        out.append(f"Largest KL {top:.2f} nats/story (target {KL_TARGET:g}: {reach}).")
+    return [" ".join(out)]
+
+
+def proxy_verdict(proxy: str, summaries: list[Summary]) -> str:
+    """How far each run optimising `proxy` pushed before gold fell (split-half) and where the fit peaks."""
+    parts = []
+    for s in summaries:
+        peak = s.point(s.peak.peak)
+        if s.peak.verdict == "fell":
+            text = f"gold fell after d = {peak.d:.2f}"
         else:
-            side = "better" if lo > 0.5 else "worse"
-            out.append(
-                f"Judged win rate vs the start {w:.2f} [{lo:.2f}, {hi:.2f}] (invalid {inv:.0%}): the judge finds it {side}."
-            )
-    return out
-
-
-def controls_verdict(finals: dict[str, dict], start: dict) -> list[str]:
-    """Did the length controls help? (grpo_lc against grpo on gold, length and range.)"""
-    if "grpo" not in finals or "grpo_lc" not in finals:
-        return []
-    a, b = finals["grpo"], finals["grpo_lc"]
-    ga, gb = a.get("delta/gold", {}).get("delta", math.nan), b.get("delta/gold", {}).get("delta", math.nan)
-    lines = [
-        f"Length controls (grpo_lc vs grpo): gold change {gb:+.3f} vs {ga:+.3f}; words {b['words']:.0f} vs {a['words']:.0f} "
-        f"(start {start['words']:.0f})"
-        + (f"; in range {b['in_range']:.2f} vs {a['in_range']:.2f}" if "in_range" in a and "in_range" in b else "")
-        + "."
-    ]
-    keeps_length = abs(b["words"] / start["words"] - 1) < abs(a["words"] / start["words"] - 1)
-    lines.append(
-        "The controls kept length closer to the start."
-        if keeps_length
-        else "The controls did not keep length closer to the start."
-    )
-    return lines
+            text = f"gold did not fall up to d = {max(p.d for p in s.curve.points):.2f}"
+        if s.fit.d_star is not None:
+            where = "inside" if s.fit.peak_in_range else "outside"
+            text += f"; fitted peak d* = {s.fit.d_star:.2f} ({where} the measured range)"
+        parts.append(f"{s.curve.run}: {text}")
+    return f"- `{proxy}`: " + "; ".join(parts) + "." if parts else f"- `{proxy}`: no run optimised it."

@@ -1,43 +1,42 @@
-"""Per-checkpoint measurements of the outcome study: proxy, gold, length, repetition, diversity, KL.
+"""Outcome-study measurement: samples kept as token ids, KL to the start on those ids, scores per story.
 
-    points = checkpoints_of("runs/outcome/grpo")          # [(0, None), (4, .../checkpoint-4), ...]
-    m = Measurer(prompts, proxy_scorer, gold_scorer, MeasureSettings())
-    stories, metrics = m.measure(model, tokenizer, "grpo@4")
+    recs = sample_stories(model, tokenizer, rows, n_samples=4, max_new_tokens=88, seed=1234, system_prompt=None,
+                          keep_logps=True)
+    add_kl(recs, reference, pad_id=tokenizer.pad_token_id, batch_size=32)        # kl_k3, kl_k1 per story
+    add_scores(recs, {"gold": gold, "proxy_large": proxy})                      # scores[name], words, rep
+    points = checkpoints_of("runs/outcome/grpo")                                   # [(4, .../checkpoint-4), ...]
 
-Stories are sampled on held-out prompts with the same seed for every checkpoint. KL to the start
-is the Monte-Carlo estimate on those samples (k3 = r - 1 - log r per token, r = pi_0/pi; per story
-summed over tokens, and per token; the plain k1 = log pi - log pi_0 is kept as kl_seq_k1), computed with the LoRA adapter enabled and disabled; it is an
-unbiased estimate of KL(pi || pi_0) only when sampling is at temperature 1 and top_p 1 (the study's
-default). Best-of-n has no weights: its KL is the analytic bound log n - (n-1)/n.
+Sampling (issue 18): temperature 1, top_k 0, top_p 1, so the samples come from the distribution whose
+log-probs the KL uses (`rlcw.rl.kl.check_full_distribution`); `rlcw.rl.rollout.sample` keeps the
+sampled ids, cut after the first EOS (kept). Common random numbers as in `rlcw.rl.heldout.sample_crn`:
+rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after
+`torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so the start and a checkpoint read the same noise
+at (prompt, k) whatever the other chunks consumed. Each record keeps `prompt_ids` and `completion_ids`.
+
+KL per story on the SAMPLED ids (EOS included): the policy's log-probs are those the sampler drew with
+(the full distribution at temperature 1; equal to `rlcw.rl.kl.sampled_logprobs` of the policy, tested,
+and one forward cheaper), the start's come from `sampled_logprobs`, summed per story by `kl_per_story`
+with both estimators: k3 (the report's, never negative) and k1 (kept alongside). d = sqrt(mean KL per
+story) is Gao et al.'s axis.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
-from rlcw.generation import chat_messages, generate_stories
-from rlcw.metrics.pairwise import side_agreement
-from rlcw.metrics.stories import in_range_share, mean, repetition_stats
-from rlcw.metrics.text import count_words, distinct_n
-from rlcw.rewards.length import length_penalty
-from rlcw.rl.ppo_math import kl_per_token, logprobs_from_logits
+from rlcw.errors import RlcwError
+from rlcw.generation import chat_messages
+from rlcw.metrics.text import count_words, repetition_rate
+from rlcw.rl.kl import kl_per_story, sampled_logprobs
 
 _TRL_CKPT = re.compile(r"^checkpoint-(\d+)$")
 _PPO_CKPT = re.compile(r"^step_(\d+)$")
-
-
-@dataclass
-class MeasureSettings:
-    max_new_tokens: int = 88
-    temperature: float = 1.0  # 1.0 with top_p 1.0: the KL estimate is unbiased
-    top_p: float = 1.0
-    batch_size: int = 16
-    seed: int = 1234
+ESTIMATORS = ("k3", "k1")
+CHUNK_SEED_STRIDE = 100_003  # chunk c of sample k seeds seed + k + stride * c (chunk 0: seed + k, as sample_crn)
 
 
 def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -59,139 +58,146 @@ def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted(found.items())
 
 
-def story_metrics(stories: list[dict]) -> dict[str, float]:
-    """Length against the prompt's stated range, repetition within stories, diversity across them
-    (the numbers of the `length` and `repetition` evaluators, from rlcw.metrics.stories, plus distinct-2
-    and words / stated maximum)."""
-    texts = [s["story"] for s in stories]
-    words = [count_words(t) for t in texts]
-    rep = repetition_stats(texts, 3)
-    out = {
-        "words": mean([float(w) for w in words]),
-        "rep_intra_3": rep["intra_trigram_rep"],
-        "distinct_2": distinct_n(texts, 2),
-        "distinct_3": rep["distinct_3"],
-    }
-    ranged = [(w, s) for w, s in zip(words, stories, strict=True) if s.get("min_words") is not None]
-    if ranged:
-        out["in_range"] = in_range_share([w for w, _ in ranged], [(s["min_words"], s["max_words"]) for _, s in ranged])
-        out["range_penalty"] = mean([length_penalty(w, s["min_words"], s["max_words"]) for w, s in ranged])
-        out["words_over_max"] = mean([w / s["max_words"] for w, s in ranged if s.get("max_words") is not None])
+def prompt_token_ids(tokenizer, rows: list[dict], system_prompt: str | None) -> list[list[int]]:
+    """The chat-formatted prompt of each row as token ids (generation prompt added)."""
+    out = []
+    for r in rows:
+        ids = tokenizer.apply_chat_template(
+            chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True
+        )
+        out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
     return out
-
-
-def _adapter_off(model):
-    return model.disable_adapter() if hasattr(model, "disable_adapter") and hasattr(model, "peft_config") else None
 
 
 @torch.no_grad()
-def sequence_logprobs(
-    model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8
-) -> list[torch.Tensor]:
-    """Per-token log-probs of each story given its chat prompt (the story re-tokenized after the prompt)."""
+def sample_stories(
+    model,
+    tokenizer,
+    rows: list[dict],
+    *,
+    n_samples: int,
+    max_new_tokens: int,
+    seed: int,
+    system_prompt: str | None,
+    first_sample: int = 0,
+    system: str = "model",
+    batch_size: int = 96,
+    keep_logps: bool = False,
+) -> list[dict]:
+    """Samples first_sample .. first_sample + n_samples - 1 per prompt row (CRN; see the module docstring).
+
+    Records are story records (`id` = `<prompt id>#<k>`, prompt, story, system, the row's word range and
+    `reference` when it has one) plus prompt_id, sample_index, prompt_ids, completion_ids, finished, and
+    with `keep_logps` each sampled token's log-prob under `model` (`completion_logps`, for `add_kl`)."""
+    from transformers import GenerationConfig
+
+    from rlcw.rl.rollout import sample_with_logprobs
+
+    if not rows or n_samples < 1:
+        raise RlcwError("outcome sampling needs at least one prompt and one sample", where="measure")
+    gen = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens)
+    eos = [tokenizer.eos_token_id]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    ids = prompt_token_ids(tokenizer, rows, system_prompt)
     model.eval()
-    out: list[torch.Tensor] = []
-    for start in tqdm(range(0, len(stories), batch_size), desc="log-probs", leave=False):
-        rows = stories[start : start + batch_size]
-        seqs, cuts = [], []
-        for r in rows:
-            prompt_ids = tokenizer.apply_chat_template(
-                chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True
-            )
-            if hasattr(prompt_ids, "keys"):
-                prompt_ids = prompt_ids["input_ids"]
-            story_ids = tokenizer(r["story"], add_special_tokens=False)["input_ids"]
-            seqs.append(list(prompt_ids) + list(story_ids))
-            cuts.append(len(prompt_ids))
-        width = max(map(len, seqs))
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):  # right padding: positions line up with the unpadded sequence
-            ids[i, : len(s)] = torch.tensor(s)
-            mask[i, : len(s)] = 1
-        logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
-        logp = logprobs_from_logits(logits[:, :-1], ids[:, 1:])  # (B, T-1)
-        for i, s in enumerate(seqs):
-            out.append(logp[i, cuts[i] - 1 : len(s) - 1].clone())  # log p(story token t | everything before)
+    out = []
+    for k in range(first_sample, first_sample + n_samples):
+        comps, logps = [], []
+        for c, start in enumerate(range(0, len(rows), batch_size)):
+            torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)
+            chunk = sample_with_logprobs(model, ids[start : start + batch_size], gen, eos_ids=eos, pad_id=pad)
+            comps, logps = comps + chunk[0], logps + chunk[1]
+        for row, p_ids, comp, lp in zip(rows, ids, comps, logps, strict=True):
+            rec = {
+                "id": f"{row['id']}#{k}",
+                "prompt_id": row["id"],
+                "sample_index": k,
+                "prompt": row["prompt"],
+                "story": tokenizer.decode(comp, skip_special_tokens=True).strip(),
+                "system": system,
+                "min_words": row.get("min_words"),
+                "max_words": row.get("max_words"),
+                "finished": bool(comp) and comp[-1] in eos,
+                "prompt_ids": p_ids,
+                "completion_ids": list(comp),
+            }
+            if row.get("reference"):
+                rec["reference"] = row["reference"]
+            if keep_logps:
+                rec["completion_logps"] = [float(x) for x in lp]
+            out.append(rec)
     return out
 
 
-def kl_to_start(
-    model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8
-) -> dict[str, float]:
-    """Monte-Carlo KL(policy || start) on the policy's own samples; 0 for a model without an adapter."""
-    off = _adapter_off(model)
-    if off is None:
-        return {"kl_seq": 0.0, "kl_token": 0.0}
-    policy = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
-    with off:
-        start = sequence_logprobs(model, tokenizer, stories, system_prompt, batch_size)
-    # k3 per token (never negative, so a small KL is not lost in sampling noise); k1 kept alongside
-    k3s = [kl_per_token(p, s, "k3") for p, s in zip(policy, start, strict=False)]
-    k1s = [kl_per_token(p, s, "k1") for p, s in zip(policy, start, strict=False)]
-    tokens = sum(d.numel() for d in k3s)
-    return {
-        "kl_seq": float(sum(d.sum().item() for d in k3s) / len(k3s)),
-        "kl_token": float(sum(d.sum().item() for d in k3s) / max(tokens, 1)),
-        "kl_seq_k1": float(sum(d.sum().item() for d in k1s) / len(k1s)),
-    }
+def add_kl(records: list[dict], reference, *, pad_id: int, batch_size: int = 32, policy=None) -> list[dict]:
+    """Each record plus kl_k3 and kl_k1: KL(policy || reference) of that story on its sampled ids.
+
+    The policy's log-probs are the ones the sampler drew with (`completion_logps`, kept by
+    `sample_stories(keep_logps=True)`: the full distribution at temperature 1, so they equal
+    `sampled_logprobs(policy, ...)`, tested) unless `policy` is given, then one forward of it; the
+    reference's come from `sampled_logprobs`. A record with no sampled token gets KL 0."""
+    reference.eval()
+    scored = [r for r in records if r["completion_ids"]]
+    for r in records:
+        if not r["completion_ids"]:
+            r.update(kl_k3=0.0, kl_k1=0.0)
+    for start in range(0, len(scored), batch_size):
+        batch = scored[start : start + batch_size]
+        p_ids, c_ids = [r["prompt_ids"] for r in batch], [r["completion_ids"] for r in batch]
+        ref_logp, mask = sampled_logprobs(reference, p_ids, c_ids, pad_id=pad_id)  # (B, T) x2
+        if policy is not None:
+            policy.eval()
+            logp, _ = sampled_logprobs(policy, p_ids, c_ids, pad_id=pad_id)
+        else:
+            logp = torch.zeros_like(ref_logp)
+            for i, r in enumerate(batch):
+                logp[i, : len(r["completion_logps"])] = torch.tensor(r["completion_logps"])
+        per = {e: kl_per_story(logp, ref_logp, mask, e).tolist() for e in ESTIMATORS}  # (B,) each
+        for i, r in enumerate(batch):
+            r.update({f"kl_{e}": float(per[e][i]) for e in ESTIMATORS})
+    return records
 
 
-class Measurer:
-    """Samples held-out stories from a model and measures them with the proxy and gold scorers."""
-
-    def __init__(self, prompts: list[dict], proxy, gold, settings: MeasureSettings, system_prompt: str | None):
-        self.prompts, self.proxy, self.gold, self.s, self.system_prompt = prompts, proxy, gold, settings, system_prompt
-
-    def sample(self, model, tokenizer, system: str) -> list[dict]:
-        s = self.s
-        with torch.no_grad():
-            return generate_stories(
-                model,
-                tokenizer,
-                self.prompts,
-                system_prompt=self.system_prompt,
-                system_name=system,
-                max_new_tokens=s.max_new_tokens,
-                temperature=s.temperature,
-                top_p=s.top_p,
-                batch_size=s.batch_size,
-                seed=s.seed,
-                show_progress=True,
-            )
-
-    def score(self, stories: list[dict]) -> dict[str, float]:
-        """Proxy and gold means, and the per-story scores written back into each record's meta."""
-        prompts, texts = [x["prompt"] for x in stories], [x["story"] for x in stories]
-        proxy, gold = self.proxy.score(prompts, texts), self.gold.score(prompts, texts)
-        for x, p, g in zip(stories, proxy, gold, strict=False):
-            x["meta"] = {**x.get("meta", {}), "proxy": float(p), "gold": float(g)}
-        return {"proxy": sum(proxy) / len(proxy), "gold": sum(gold) / len(gold), **story_metrics(stories)}
-
-    def measure(self, model, tokenizer, system: str) -> tuple[list[dict], dict[str, float]]:
-        stories = self.sample(model, tokenizer, system)
-        metrics = self.score(stories)
-        metrics.update(kl_to_start(model, tokenizer, stories, self.system_prompt, self.s.batch_size))
-        return stories, metrics
+def add_scores(records: list[dict], scorers: Mapping[str, object]) -> list[dict]:
+    """Each record plus scores[name] for every scorer (`score(prompts, stories)`), words and trigram `rep`."""
+    prompts, texts = [r["prompt"] for r in records], [r["story"] for r in records]
+    for name, scorer in scorers.items():
+        values = scorer.score(prompts, texts)
+        for r, v in zip(records, values, strict=True):
+            r.setdefault("scores", {})[name] = float(v)
+    for r in records:
+        r["words"], r["rep"] = count_words(r["story"]), repetition_rate(r["story"], 3)
+    return records
 
 
-def rm_agreement(proxy_pairs: list[dict], gold_pairs: list[dict]) -> dict[str, float]:
-    """Share of pairs on which two RMs prefer the same side, from eval-rm `scores.jsonl` rows of the same pair file."""
-    n = min(len(proxy_pairs), len(gold_pairs))
-    share, _ = side_agreement(
-        [a["chosen_score"] - a["rejected_score"] for a in proxy_pairs[:n]],
-        [b["chosen_score"] - b["rejected_score"] for b in gold_pairs[:n]],
-        skip_ties=False,
-    )
-    return {"agreement": share, "pairs": float(n)}
+def load_gold_scorer(path: str, batch_size: int = 16):
+    """The gold: an rlcw RM folder (its rlcw_rm.json says how it renders text), or any sequence-classification
+    RM by folder or hub id (scored on the chat conversation user=prompt, assistant=story). Never
+    length-controlled: the gold is measured as it is."""
+    from rlcw.models import resolve
+    from rlcw.rewards.bt import BTScorer
+    from rlcw.rewards.render import SPEC_FILE, RMSpec
 
+    try:
+        src = resolve(path)
+    except RlcwError as exc:
+        raise RlcwError(str(exc).split("\n  hint:")[0], where="gold.rm_path", hint=exc.hint) from None
+    if (Path(src) / SPEC_FILE).is_file():
+        return BTScorer(src, batch_size=batch_size, length_control=False)
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-def paired_agreement(stories_a: list[dict], stories_b: list[dict]) -> dict[str, float]:
-    """Do proxy and gold agree on which of two stories for the same prompt is better? (meta scores from `Measurer.score`)"""
-    by_id = {x["id"]: x for x in stories_b}
-    both = [(a["meta"], by_id[a["id"]]["meta"]) for a in stories_a if a["id"] in by_id]
-    share, n = side_agreement(
-        [a["proxy"] - b["proxy"] for a, b in both], [a["gold"] - b["gold"] for a, b in both], skip_ties=True
-    )
-    return {"agreement": share, "pairs": float(n)}
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(src)
+        tokenizer = AutoTokenizer.from_pretrained(src)
+    except (OSError, ValueError) as exc:
+        raise RlcwError(
+            f"cannot load the gold reward model: {exc}",
+            where="gold.rm_path",
+            hint="an rlcw RM folder (`rlcw train-rm` <run>/model) or a sequence-classification RM hub id",
+        ) from None
+    if model.config.num_labels != 1:
+        raise RlcwError(
+            f"the gold RM has {model.config.num_labels} output labels; a reward model has 1", where="gold.rm_path"
+        )
+    spec = RMSpec(base_model=str(src), include_prompt=True, input_template="chat", pad_token=tokenizer.pad_token or "")
+    return BTScorer(src, batch_size=batch_size, model=model, tokenizer=tokenizer, spec=spec, length_control=False)

@@ -1,6 +1,8 @@
-"""The outcome study's report: curves per run, win rates, the table of final numbers, the conclusion.
+"""The outcome study's report: the Gao plot with fits, surface curves, the RM table, the points table, verdicts.
 
-report, finals, plots = write_outcome_report(Path("runs/outcome"), rows, rm_metrics, timings, StudySetup(...))
+    report, flat, plots = write_outcome_report(Path("runs/outcome"), summaries, rm_rows, setup, timings)
+
+Every number comes from `rlcw.outcome.analysis.Summary` objects; nothing is computed twice.
 """
 
 from __future__ import annotations
@@ -10,321 +12,284 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 
-from rlcw.outcome.analysis import (
-    DIVERSITY_DROP,
-    IN_RANGE_DROP,
-    LENGTH_SHIFT,
-    REPETITION_FLOOR,
-    REPETITION_RISE,
-    controls_verdict,
-    final_rows,
-    paired_delta,
-    run_verdict,
-)
-from rlcw.outcome.judging import stories_of
+from rlcw.io import atomic_write_text
+from rlcw.metrics.proxy_gain import EXPLAINED_SHARE
+from rlcw.outcome.analysis import KL_TARGET, Summary, ci_text, proxy_verdict, run_verdict
 from rlcw.report import save_figure
 
-CURVES = (
-    ("proxy", "proxy RM score"),
-    ("gold", "gold RM score"),
-    ("words", "words per story"),
-    ("in_range", "share in the prompt's range"),
-    ("rep_intra_3", "trigram repetition within stories"),
-    ("distinct_3", "distinct-3 across stories"),
-    ("kl_seq", "KL to start (nats/story)"),
+# (why, overrides): the report's "Scale up" section; tests/recipes/test_outcome.py validates every one
+SCALE_UP = (
+    (
+        "longer RL, until KL >= 2 nats per story",
+        [
+            "grpo.train.max_steps=120",
+            "grpo.train.save_steps=15",
+            "grpo_lc.train.max_steps=60",
+            "ppo.train.max_steps=40",
+        ],
+    ),
+    ("bigger best-of-n (the pool is the largest n)", ["best_of_n.sizes=[1,2,4,8,16,32,64,128]"]),
+    ("more samples per held-out prompt", ["measure.samples_per_prompt=8"]),
+    ("more held-out prompts (a prompt file with train and study splits)", ["data.prompts=my_prompts.jsonl"]),
+    (
+        "more proxy data and a third proxy size",
+        [
+            "proxies={small: 256, medium: 1024, large: 4096}",
+            "proxy_data.samples_per_prompt=16",
+            "proxy_rm.train.max_steps=300",
+        ],
+    ),
+    ("RL against the small proxy", ["rl_proxy=small"]),
+    ("a longer-trained default gold", ["gold.samples_per_prompt=4", "gold_rm.train.max_steps=120"]),
 )
-
-
-def _by_run(rows: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    start = next((r for r in rows if r["step"] == 0), None)
-    for r in rows:
-        if r["step"] > 0:
-            out.setdefault(r["run"], []).append(r)
-    for name, rs in out.items():
-        rs.sort(key=lambda r: r["step"])
-        if start is not None and name != "best_of_n":
-            rs.insert(0, {**start, "run": name})
-    return out
-
-
-def plot_proxy_gold(by_run: dict[str, list[dict]], path: Path) -> Path:
-    """One panel per run: proxy and gold as change from the start model (x: step; best-of-n: n)."""
-    names = list(by_run)
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=False):
-        rs = by_run[name]
-        ref = rs[0]
-        xs = [r["step"] for r in rs]
-        ax.plot(xs, [r["proxy"] - ref["proxy"] for r in rs], marker="o", label="proxy (RL reward)")
-        ax.plot(xs, [r["gold"] - ref["gold"] for r in rs], marker="s", label="gold (held out)")
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.set_title(name)
-        ax.set_xlabel("n (samples)" if name == "best_of_n" else "step")
-        if name == "best_of_n":
-            ax.set_xscale("log", base=2)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("score - score at start")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
-def plot_gold_vs_kl(by_run: dict[str, list[dict]], path: Path) -> Path:
-    """Gao et al.'s view: gold and proxy change against sqrt(KL to start), every run on one axis."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for name, rs in by_run.items():
-        pts = [
-            (math.sqrt(max(r["kl_seq"], 0.0)), r["proxy"] - rs[0]["proxy"], r["gold"] - rs[0]["gold"])
-            for r in rs
-            if not math.isnan(r["kl_seq"])
-        ]
-        if pts:
-            axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-            axes[1].plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=name)
-    for ax, title in zip(axes, ("proxy change", "gold change"), strict=False):
-        ax.set_title(title)
-        ax.set_xlabel("sqrt(KL to start), nats per story")
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
-def plot_curves(by_run: dict[str, list[dict]], path: Path) -> Path:
-    """Length, range, repetition, diversity and KL per run (best-of-n against n)."""
-    keys = CURVES[2:]
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.8 * len(keys), 3.4), squeeze=False)
-    for ax, (key, title) in zip(axes[0], keys, strict=False):
-        for name, rs in by_run.items():
-            pts = [(r["step"], r[key]) for r in rs if key in r and not math.isnan(r[key])]
-            if pts and name != "best_of_n":
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
-def plot_win_rates(rows: list[dict], path: Path) -> Path | None:
-    judged = [r for r in rows if not math.isnan(r.get("judge/win_rate", math.nan))]
-    if not judged:
-        return None
-    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(judged)), 3.4))
-    labels = [f"{r['run']}@{r['step']}" for r in judged]
-    ys = [r["judge/win_rate"] for r in judged]
-    lo = [max(0.0, y - r.get("judge/ci_low", y)) for y, r in zip(ys, judged, strict=False)]
-    hi = [max(0.0, r.get("judge/ci_high", y) - y) for y, r in zip(ys, judged, strict=False)]
-    ax.errorbar(range(len(ys)), ys, yerr=[lo, hi], fmt="o", capsize=3)
-    ax.axhline(0.5, color="grey", lw=0.8)
-    ax.set_xticks(range(len(ys)), labels, rotation=40, ha="right", fontsize=8)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("win rate vs start (95% CI)")
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
-def _fmt(v, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
-
-
-def _table(start: dict, finals: dict[str, dict]) -> list[str]:
-    head = [
-        "run",
-        "step / n",
-        "proxy",
-        "Δproxy [95% CI]",
-        "gold",
-        "Δgold [95% CI]",
-        "words",
-        "in range",
-        "rep-3",
-        "distinct-3",
-        "KL/story",
-        "judge win [95% CI]",
-        "invalid",
-    ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-
-    def row(name: str, r: dict) -> str:
-        dp, dg = r.get("delta/proxy", {}), r.get("delta/gold", {})
-        judge = (
-            "-"
-            if math.isnan(r.get("judge/win_rate", math.nan))
-            else (f"{r['judge/win_rate']:.2f} [{_fmt(r.get('judge/ci_low'), 2)}, {_fmt(r.get('judge/ci_high'), 2)}]")
-        )
-        cells = [
-            name,
-            str(r["step"]),
-            _fmt(r["proxy"]),
-            f"{_fmt(dp.get('delta'))} [{_fmt(dp.get('ci_low'))}, {_fmt(dp.get('ci_high'))}]" if dp else "-",
-            _fmt(r["gold"]),
-            f"{_fmt(dg.get('delta'))} [{_fmt(dg.get('ci_low'))}, {_fmt(dg.get('ci_high'))}]" if dg else "-",
-            _fmt(r["words"], 1),
-            _fmt(r.get("in_range"), 2),
-            _fmt(r["rep_intra_3"]),
-            _fmt(r["distinct_3"]),
-            _fmt(r["kl_seq"], 2),
-            judge,
-            _fmt(r.get("judge/invalid_share"), 2),
-        ]
-        return "| " + " | ".join(cells) + " |"
-
-    lines.append(row("start model", start))
-    lines += [row(name, r) for name, r in finals.items()]
-    return lines
 
 
 @dataclass
 class StudySetup:
     """What the report states about how the study ran (the recipe fills it from its config)."""
 
-    policy: str  # the start model's name
+    policy: str
+    gold: str  # where the gold came from (an RM path, or "trained here")
+    gold_rewards: str  # one sentence: what the gold rewards
+    prompts: int
     samples_per_prompt: int
-    temperature: float
+    pool: int  # best-of-n candidates per prompt
     max_new_tokens: int
-    judge_model: str | None = None  # None: the judge was disabled
-    judge_protocol: str | None = None
+    kl_estimator: str = "k3"
+    rl_proxy: str = ""
+
+
+def _label(s: Summary) -> str:
+    return s.curve.run
+
+
+def _fit_line(ax, s: Summary, color) -> None:
+    f = s.fit
+    if f.a is None:
+        return
+    top = max(p.d for p in s.curve.points)
+    d = np.linspace(0, top * 1.05, 60)
+    r = (
+        d * (f.a - f.b * d)
+        if f.form == "bon"
+        else f.a * d - f.b * np.where(d > 0, d * np.log(np.maximum(d, 1e-12)), 0)
+    )
+    ax.plot(d, r, ls="--", lw=1, color=color)
+
+
+def plot_gao(summaries: list[Summary], path: Path) -> Path:
+    """Gold (with prompt-level CIs and the fitted Gao form, dashed) and proxy change against d, every curve."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, s in enumerate(summaries):
+        color = f"C{i % 10}"
+        pts = s.curve.points
+        d = [p.d for p in pts]
+        gold = [0.0] + [s.deltas[p.x]["gold"].delta for p in pts[1:]]
+        low = [0.0] + [s.deltas[p.x]["gold"].delta - s.deltas[p.x]["gold"].ci_low for p in pts[1:]]
+        high = [0.0] + [s.deltas[p.x]["gold"].ci_high - s.deltas[p.x]["gold"].delta for p in pts[1:]]
+        marker = "s" if s.curve.form == "bon" else "o"
+        axes[0].errorbar(d, gold, yerr=[low, high], marker=marker, ms=4, capsize=2, color=color, label=_label(s))
+        _fit_line(axes[0], s, color)
+        proxy = [0.0] + [s.deltas[p.x]["proxy"].delta for p in pts[1:]]
+        axes[1].plot(d, proxy, marker=marker, ms=4, color=color, label=_label(s))
+    for ax, title in zip(axes, ("gold change from the start (95% CI; dashed: Gao fit)", "proxy change"), strict=True):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("d = sqrt(KL to the start), nats^0.5 per story")
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.axvline(math.sqrt(KL_TARGET), color="grey", lw=0.6, ls=":")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_surface(summaries: list[Summary], path: Path) -> Path:
+    """Words, trigram repetition and distinct-3 against d, every curve."""
+    keys = (("words", "words per story"), ("rep", "trigram repetition within a story"), ("distinct", "distinct-3"))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for i, s in enumerate(summaries):
+        pts, marker = s.curve.points, "s" if s.curve.form == "bon" else "o"
+        for ax, (key, _) in zip(axes, keys, strict=True):
+            ys = [p.distinct if key == "distinct" else p.mean(key) for p in pts]
+            ax.plot([p.d for p in pts], ys, marker=marker, ms=4, color=f"C{i % 10}", label=_label(s))
+    for ax, (_, title) in zip(axes, keys, strict=True):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("d = sqrt(KL to the start)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _f(v, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def points_table(summaries: list[Summary]) -> list[str]:
+    head = ["run", "step / n", "d", "KL k3", "KL k1", "proxy", "Δproxy [95% CI]", "gold", "Δgold [95% CI]"]
+    head += ["words", "rep-3", "distinct-3"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        for p in s.curve.points:
+            dl = s.deltas.get(p.x, {})
+            cells = [s.curve.run, str(p.x), f"{p.d:.3f}", f"{p.kl:.4f}", _f(p.kl_k1, 4), f"{p.mean('proxy'):.3f}"]
+            cells += [ci_text(dl.get("proxy")), f"{p.mean('gold'):.3f}", ci_text(dl.get("gold"))]
+            cells += [f"{p.mean('words'):.1f}", f"{p.mean('rep'):.3f}", f"{p.distinct:.3f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def fits_table(summaries: list[Summary]) -> list[str]:
+    lines = [
+        "| run | form | a [95% CI] | b [95% CI] | d* [95% CI] | R(d*) | peak in range | points | rmse / why no fit |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        f, ci = s.fit, s.fit_ci
+
+        def iv(v, pair):
+            return f"{_f(v)} [{_f(pair[0])}, {_f(pair[1])}]" if pair else _f(v)
+
+        form = "d(a - b d)" if f.form == "bon" else "d(a - b log d)"
+        cells = [
+            s.curve.run,
+            form,
+            iv(f.a, ci.a if ci else None),
+            iv(f.b, ci.b if ci else None),
+            iv(f.d_star, ci.d_star if ci else None) + (f" ({ci.peak_share:.0%} of resamples peak)" if ci else ""),
+            _f(f.r_star),
+            "yes" if f.peak_in_range else "no",
+            str(f.n_points),
+            f.reason or _f(f.rmse, 4),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def peak_table(summaries: list[Summary]) -> list[str]:
+    lines = [
+        "| run | peak (selection half) | d at peak | peak - start (test half) | final - peak (test half) | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        p = s.point(s.peak.peak)
+        lines.append(
+            f"| {s.curve.run} | {p.x} | {p.d:.3f} | {ci_text(s.rise)} | {ci_text(s.peak.fall)} | {s.peak.verdict} |"
+        )
+    return lines
+
+
+def rm_table(rm_rows: list[dict]) -> list[str]:
+    """rm_rows: {"rm", "role", "train_pairs", "label_noise", "agreement" (Agreement or None), "note"}."""
+    lines = [
+        "| RM | role | training pairs | label noise | agreement with the gold [95% CI] (pairs, prompts) | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rm_rows:
+        a = r.get("agreement")
+        agree = f"{a.accuracy:.3f} [{a.ci_low:.3f}, {a.ci_high:.3f}] ({a.pairs}, {a.prompts})" if a else "-"
+        lines.append(
+            f"| {r['rm']} | {r['role']} | {_f(r.get('train_pairs'))} | {_f(r.get('label_noise'))} | {agree} | {r.get('note', '')} |"
+        )
+    return lines
 
 
 def write_outcome_report(
-    root: Path, rows: list[dict], rm_metrics: dict, timings: dict, setup: StudySetup
+    root: Path, summaries: list[Summary], rm_rows: list[dict], setup: StudySetup, timings: dict[str, float]
 ) -> tuple[Path, dict, dict]:
-    measure_dir = root / "measure"
-    start = next(r for r in rows if r["step"] == 0)
-    start_stories = stories_of(
-        {"run": "start", "step": 0, "stories_file": str(measure_dir / "start.jsonl")}, measure_dir
-    )
-    finals = final_rows(rows)
-    for r in finals.values():
-        stories = stories_of(r, measure_dir)
-        r["delta/proxy"], r["delta/gold"] = (
-            paired_delta(stories, start_stories, "proxy"),
-            paired_delta(stories, start_stories, "gold"),
-        )
-    by_run = _by_run(rows)
     plots = {
-        "proxy_gold": plot_proxy_gold(by_run, root / "plots" / "proxy_vs_gold.png"),
-        "gold_vs_kl": plot_gold_vs_kl(by_run, root / "plots" / "gold_vs_kl.png"),
-        "curves": plot_curves(by_run, root / "plots" / "length_repetition_diversity.png"),
+        "gao": plot_gao(summaries, root / "plots" / "gao_gold_proxy_vs_d.png"),
+        "surface": plot_surface(summaries, root / "plots" / "length_repetition_diversity_vs_d.png"),
     }
-    wins = plot_win_rates(rows, root / "plots" / "win_rates.png")
-    if wins:
-        plots["win_rates"] = wins
-    verdicts = []
-    for name, r in finals.items():
-        trained = [x for x in by_run.get(name, []) if x["step"] > 0]
-        peak = max(trained, key=lambda x: x["gold"]) if trained else None
-        if peak is not None and peak["step"] != r["step"]:  # the fall from the gold peak, paired by prompt and sample
-            r["delta/gold_from_peak"] = paired_delta(stories_of(r, measure_dir), stories_of(peak, measure_dir), "gold")
-        verdicts += ["- " + " ".join(run_verdict(name, r, start, peak))]
-    verdicts += ["- " + " ".join(controls_verdict(finals, start))] if controls_verdict(finals, start) else []
-    total = sum(timings.values())
-    n_prompts = len({s["id"].rsplit("#", 1)[0] for s in start_stories})
-    judge_model = setup.judge_model
+    proxies = list(dict.fromkeys(s.curve.proxy for s in summaries))
     lines = [
-        "# Outcome study: a better story, or only a higher reward?",
+        "# Outcome study: does optimising a learned reward make better stories, or only a higher reward?",
         "",
-        f"Policy `{setup.policy}`; proxy RM = corruption pairs (`proxy_pairs/`), gold RM = human TELL ME A STORY stories vs the "
-        f"policy's own, cut to the same length (`gold_pairs/`). Held-out: {n_prompts} prompts x {setup.samples_per_prompt} samples "
-        f"(temperature {setup.temperature}, {setup.max_new_tokens} new tokens). Sum of stage times {total / 60:.1f} min "
-        "(a reused stage counts at its original time; measuring and judging count only what this invocation computed, "
-        "cached checkpoints and verdicts cost nothing).",
+        f"Gao et al. (2022)'s design at small scale. Policy `{setup.policy}`. **The gold is a stand-in for human "
+        f"judgement, not human judgement**: {setup.gold}. {setup.gold_rewards} Proxies are reward models trained on "
+        "pairs of the start policy's own samples for the RL prompts, labelled by sampled Bradley-Terry draws from the "
+        f"gold. RL and DPO optimise `{setup.rl_proxy}`, best-of-n each proxy in turn; the gold only measures.",
+        "",
+        f"Measurement: {setup.prompts} held-out prompts (the bundled `study` split, never trained on) x "
+        f"{setup.samples_per_prompt} samples per checkpoint, temperature 1, top_k 0, top_p 1, at most "
+        f"{setup.max_new_tokens} new tokens, common random numbers across checkpoints. KL per story on the sampled "
+        f"token ids including EOS, estimator {setup.kl_estimator} (k1 alongside); d = sqrt(mean KL per story). "
+        f"Best-of-n: one pool of {setup.pool} start samples per prompt, Gao et al.'s unbiased estimator over every "
+        "n-subset, d = sqrt(log n - (n-1)/n). Every CI is a 95% prompt-level paired bootstrap; peaks are chosen on "
+        "one half of the prompts and tested on the other.",
         "",
         "## Conclusion",
         "",
-        *verdicts,
+        *["- " + line for s in summaries for line in run_verdict(s)],
         "",
-        f"Rules: over-optimised = proxy change CI above 0 and gold change CI below 0 (paired by prompt and sample, bootstrap); "
-        f"length hacking = words changed by more than {LENGTH_SHIFT:.0%} or the in-range share fell by more than {IN_RANGE_DROP}; "
-        f"repetition = within-story trigram repetition x{REPETITION_RISE:g} and above {REPETITION_FLOOR}; diversity loss = distinct-3 "
-        f"down by more than {DIVERSITY_DROP}. The judge "
-        + (
-            f"(`{judge_model}`, {setup.judge_protocol}) is reported as evidence only "
-            "when its CI excludes 0.5; a small local judge near chance is not evidence."
-            if judge_model
-            else "was disabled."
-        ),
+        "How far each proxy could be pushed before the gold fell (split-half test; fitted peak where the fit turns down):",
+        "",
+        *[proxy_verdict(p, [s for s in summaries if s.curve.proxy == p]) for p in proxies],
+        "",
+        f"Rules: a change is real when its CI excludes 0; length and repetition explain a proxy gain when their slopes "
+        f"on the start's stories predict at least {EXPLAINED_SHARE:.0%} of it; KL target {KL_TARGET:g} nats per story.",
         "",
         "## Reward models",
         "",
-        "Held-out pairwise accuracy [95% CI] (pairs):",
+        *rm_table(rm_rows),
         "",
-        "| RM | proxy pairs (corruptions) | gold pairs (human vs policy) |",
-        "|---|---|---|",
-    ]
-    for rm in ("proxy", "gold", "length_baseline"):
-        cells = []
-        for data in ("proxy", "gold"):
-            if rm == "length_baseline":  # the same on both RMs' runs: read it from the proxy's
-                cells.append(_fmt(rm_metrics.get(f"proxy_rm/{data}_pairs/length_baseline_accuracy")))
-                continue
-            acc = rm_metrics.get(f"{rm}_rm/{data}_pairs/accuracy")
-            lo, hi = (
-                rm_metrics.get(f"{rm}_rm/{data}_pairs/accuracy_ci_low"),
-                rm_metrics.get(f"{rm}_rm/{data}_pairs/accuracy_ci_high"),
-            )
-            n = rm_metrics.get(f"{rm}_rm/{data}_pairs/pairs")
-            cells.append(f"{_fmt(acc)} [{_fmt(lo)}, {_fmt(hi)}] ({_fmt(n, 0)})")
-        label = "longer story wins (length only)" if rm == "length_baseline" else rm
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
-    lines += [
+        "## Gao plot",
         "",
-        f"Agreement of the two RMs (same preferred side): proxy pairs {_fmt(rm_metrics.get('agreement/proxy_pairs'))}, "
-        f"gold pairs {_fmt(rm_metrics.get('agreement/gold_pairs'))}.",
+        f"![gold and proxy against d](plots/{plots['gao'].name})",
         "",
-        "## Final numbers",
+        "## Fits",
         "",
-        *_table(start, finals),
+        *fits_table(summaries),
         "",
-        "Δ = mean paired change from the start model on the same held-out prompts and sampling seeds. KL: Monte-Carlo estimate "
-        "on the policy's own samples; best-of-n: the analytic log n - (n-1)/n.",
+        "## Peak and fall (split-half)",
         "",
-        "## Curves",
+        *peak_table(summaries),
         "",
-        *[f"![{k}](plots/{Path(p).name})" for k, p in plots.items()],
+        "## Length, repetition and diversity",
+        "",
+        f"![length, repetition, diversity against d](plots/{plots['surface'].name})",
+        "",
+        "## Every point (changes from the start with prompt-level 95% CIs)",
+        "",
+        *points_table(summaries),
         "",
         "## Stage times",
         "",
         "| stage | seconds |",
         "|---|---|",
         *[f"| {k} | {v:.0f} |" for k, v in timings.items()],
+        f"| total | {sum(timings.values()):.0f} |",
         "",
-        "## Scaling up",
+        "A reused stage counts at its original time.",
         "",
-        "The same command runs at cluster scale by overrides: `model.name=<a bigger instruct model>`; LitBench data for both "
-        "RMs (`proxy_pairs`/`gold_pairs` replaced by `rlcw curate` outputs through `proxy_rm.data.train_file=...`, "
-        "`gold_rm.data.train_file=...`); `judge.client.kind=openai judge.client.base_url=... judge.client.model=... "
-        "judge.every_checkpoint=true` for a hosted judge at every checkpoint; `grpo.train.max_steps=...`, `grpo.train.deepspeed=...` "
-        "and larger `measure.max_new_tokens`/`data.max_eval_prompts` for more steps and longer stories. "
-        "Stages that completed under the same config are reused, so a killed study continues with the same command.",
+        "## Scale up",
+        "",
+        "Sizes that do not fit 150 CPU minutes, as overrides of the same command (stages whose settings did not change are reused):",
+        "",
+        *[f"- {why}: `{' '.join(overrides)}`" for why, overrides in SCALE_UP],
+        "",
+        "On a GPU: a bigger policy (`model.name=Qwen/Qwen2.5-1.5B-Instruct`) and a stronger gold (`gold.rm_path=` an RM "
+        "trained on LitBench); the study's own sampling, KL and scoring run where the models load (CPU as shipped).",
         "",
     ]
-    report = root / "report.md"
-    from rlcw.io import atomic_write_text
+    report = atomic_write_text(root / "report.md", "\n".join(lines) + "\n")
+    return report, flat_metrics(summaries), plots
 
-    atomic_write_text(report, "\n".join(lines) + "\n")
-    flat = {}
-    for name, r in finals.items():
-        for key in (
-            "proxy",
-            "gold",
-            "words",
-            "in_range",
-            "rep_intra_3",
-            "distinct_3",
-            "kl_seq",
-            "judge/win_rate",
-            "judge/invalid_share",
-        ):
-            if key in r:
-                flat[f"final/{name}/{key}"] = r[key]
-        flat[f"final/{name}/delta_gold"] = r["delta/gold"]["delta"]
-        flat[f"final/{name}/delta_proxy"] = r["delta/proxy"]["delta"]
-    return report, flat, plots
+
+def flat_metrics(summaries: list[Summary]) -> dict:
+    """summary.json numbers per curve: final d, proxy and gold change, the fit, the split-half verdict."""
+    out: dict = {}
+    for s in summaries:
+        key, fin = s.curve.run, s.final
+        out[f"{key}/final_d"] = fin.d
+        if fin.x in s.deltas:
+            out[f"{key}/delta_gold"] = s.deltas[fin.x]["gold"].delta
+            out[f"{key}/delta_proxy"] = s.deltas[fin.x]["proxy"].delta
+        out[f"{key}/peak"] = s.peak.peak
+        out[f"{key}/verdict"] = s.peak.verdict
+        out[f"{key}/fit_a"], out[f"{key}/fit_b"], out[f"{key}/fit_d_star"] = s.fit.a, s.fit.b, s.fit.d_star
+    return out

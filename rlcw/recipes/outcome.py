@@ -1,185 +1,236 @@
-"""Outcome study: does RL with a learned reward make better stories, or only a higher reward?
+"""Outcome study: does optimising a learned reward make better stories, or only a higher reward?
 
-The over-optimisation setup of Gao et al. (2022) at small scale, run with rlcw's own commands:
-- proxy RM (the RL reward): `build-pairs` corruption pairs -> `train-rm`;
-- gold RM (evaluation only): `generate` the policy's own stories for TELL ME A STORY prompts
-  (`data.tmas`, a user-given path) -> `build-pairs data.kind=human_vs_model` (the human story
-  against the model's, cut to the same length) -> `train-rm`;
-- both RMs' held-out accuracy on both pair sets and their agreement (`eval-rm`), and the proxy's
-  length-control fit (`eval-rm length_control.fit_on`) used by the length-controlled run;
-- runs against the proxy (`runs`): `grpo` (RM only), `grpo_lc` (length-controlled RM + prompt
-  range + overlong penalties), `ppo` (the same reward as `grpo`), `dpo` (offline, on the proxy's
-  pairs), `best_of_n` (the start model, n samples reranked by the proxy);
-- every checkpoint (and the start model) sampled on held-out prompts and measured: proxy, gold,
-  words against the prompt's range, repetition, diversity, KL to the start (rlcw.outcome.measure);
-- judged win rate against the start model (Agents' Room side by side, both orders, invalid
-  verdicts counted and excluded, bootstrap CI) at the first and last checkpoint of every run
-  (`judge.every_checkpoint=true` for all of them, when a stronger judge server is configured);
-- `report.md` with the curves, the table of final numbers and a conclusion drawn from them.
+Gao, Schulman & Hilton (2022)'s over-optimisation design at small scale (issue 18; the maths and its
+design note: `rlcw.metrics.overopt`), every training stage a real rlcw recipe in its own folder:
+1. Gold, a fixed scorer RL never trains against: `gold.rm_path` (any RM folder or hub id), or by
+   default one trained here: the start model writes `gold.samples_per_prompt` stories for every TELL ME
+   A STORY train + validation prompt (`gold_samples/`), `build-pairs data.kind=human_vs_model` pairs each
+   with the human story cut to the same length (`gold_pairs/`), `train-rm` (LoRA on all layers,
+   `gold_rm/`); its held-out accuracy (prompt-level CI) goes into the report.
+2. Proxies learned from the gold: `proxy_data.samples_per_prompt` start samples per RL prompt, scored by
+   the gold, pairs labelled by sampled Bradley-Terry draws (label noise stated; `proxy_data/`), and one
+   `train-rm` per entry of `proxies` (name -> number of training pairs, `proxy_rm_<name>/`).
+3. Runs against the proxy `rl_proxy`: `grpo`, `grpo_lc` (length controls), `ppo`, `dpo` (offline, on the
+   start's samples for the RL prompts labelled by the proxy, `dpo_pairs/`), and `best_of_n` for EVERY
+   proxy from one pool of max(best_of_n.sizes) start samples per held-out prompt (`pool/`).
+4. Measurement (`measure/`): every checkpoint samples `measure.samples_per_prompt` stories for each
+   bundled `study` prompt (top_k 0, top_p 1, temperature 1, CRN; `rlcw.outcome.measure`), KL per story to
+   the start on the sampled ids incl. EOS, gold and every proxy score, length, repetition, diversity.
+5. Report (`report.md`, `plots/`): gold and proxy against d = sqrt(KL) for every run and best-of-n on
+   one figure with Gao fits, length/repetition/diversity against d, the RM table, the fits, the
+   split-half peak test, every point with prompt-level CIs, per-run verdicts (`rlcw.outcome.analysis`).
 
-Stages already completed with the same config are reused (`resume=true`), so a killed study
-continues where it stopped. Every stage is the real recipe with its own run folder.
+Every stage is reused when it completed under the same settings (`resume=true`), so a killed study
+continues with the same command; stage wall times go into summary.json and the report.
 
-    bash scripts/outcome_study.sh                                   # set-up + the CPU study (~60-90 min)
+    bash scripts/outcome_study.sh                                   # set-up + the CPU study
     rlcw outcome --config configs/outcome/cpu.yaml
-    rlcw outcome --config configs/outcome/cpu.yaml runs=[grpo,best_of_n] grpo.train.max_steps=20
-    # GPU cluster: a bigger policy, LitBench pairs for both RMs, a hosted judge, more steps
-    rlcw outcome --config configs/outcome/cpu.yaml model.name=Qwen/Qwen2.5-1.5B-Instruct \\
-        judge.client.kind=openai judge.client.base_url=http://judge:8000/v1 judge.every_checkpoint=true ...
+    rlcw outcome --config configs/outcome/cpu.yaml runs=[grpo,best_of_n] grpo.train.max_steps=60
+    rlcw outcome --config configs/outcome/cpu.yaml gold.rm_path=<RM folder or hub id>   # an external gold
 """
 
 from __future__ import annotations
 
-import hashlib
+import copy
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rlcw.config import assign, to_yaml
 from rlcw.data.prompts import load_prompts
-from rlcw.data.records import read_stories, write_stories
+from rlcw.data.records import write_preferences, write_stories
 from rlcw.errors import RlcwError
-from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
-from rlcw.outcome.judging import judge_against_start
-from rlcw.outcome.measure import Measurer, MeasureSettings, checkpoints_of, paired_agreement, rm_agreement
+from rlcw.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from rlcw.outcome import analysis
+from rlcw.outcome.measure import add_kl, add_scores, checkpoints_of, load_gold_scorer, sample_stories
+from rlcw.outcome.pairs import accuracy_by_prompt, agreement_with, labelled_pairs, split_by_prompt
 from rlcw.outcome.report import StudySetup, write_outcome_report
 from rlcw.recipes import build_pairs, eval_rm, prepare_model, train_rm
 from rlcw.recipes import dpo as dpo_recipe
-from rlcw.recipes import generate as generate_recipe
 from rlcw.recipes import grpo as grpo_recipe
 from rlcw.recipes import ppo as ppo_recipe
 from rlcw.recipes.common import ModelConfig, stage_run
-from rlcw.rewards.best_of_n import kl_best_of
-from rlcw.rewards.length import range_fits_cap
 from rlcw.runs import move_aside, resume_mode
 
 RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
+TRAINED = ("grpo", "grpo_lc", "ppo", "dpo")
+GOLD_REWARDS = (
+    "It was trained to tell TELL ME A STORY's human-written stories from the start model's own stories for the "
+    "same prompts, both cut to the same length: it rewards text that reads like those human writers' rather "
+    "than the start model's, which is not the same as a better story for a reader."
+)
 
 
 @dataclass
 class StudyData:
-    # TELL ME A STORY (folder, jsonl or hub id): human side of the gold pairs
-    tmas: str = "../shared/data/tell-me-a-story"
-    tmas_split: str = "train"
-    gold_prompts: int | None = None  # TMAS prompts the model writes for (None = all of the split)
-    prompts: str = "bundled"  # RL and held-out prompts (train / eval splits)
-    eval_split: str = "eval"
-    max_eval_prompts: int | None = None
-    samples_per_prompt: int = 2  # held-out samples per prompt at each checkpoint
+    tmas: str = "../shared/data/tell-me-a-story"  # TELL ME A STORY (folder, jsonl or hub id) for the default gold
+    tmas_splits: list[str] = field(default_factory=lambda: ["train", "validation"])
+    prompts: str = "bundled"  # RL and held-out prompts
+    rl_split: str = "train"  # prompts the proxies' pairs, RL and DPO use
+    study_split: str = "study"  # held-out measurement prompts (never trained on)
+    max_study_prompts: int | None = None
 
 
 @dataclass
-class JudgeSection:
-    enabled: bool = True
-    # false: first and last checkpoint of each run (CPU); true: all (a strong judge server)
-    every_checkpoint: bool = False
-    protocol: str = "agents_room"
-    # verdict lines only (cheap for a local judge); agents_room = the full assessment
-    template: str | None = "agents_room_brief"
-    max_items: int | None = 6  # judged prompts per checkpoint (both orders each)
-    client: dict[str, Any] = field(
-        default_factory=lambda: {"kind": "local", "model": "smollm2-135m-instruct", "max_tokens": 40, "concurrency": 8}
-    )
+class GoldSection:
+    rm_path: str | None = None  # any RM folder or hub id; None = train the default gold here
+    samples_per_prompt: int = 3  # start-model stories per TELL ME A STORY prompt
+    max_new_tokens: int = 128
+    max_prompts: int | None = None  # None = every prompt of data.tmas_splits
+    batch_size: int = 32  # TMAS prompts are long (~140 tokens, up to ~500): smaller sampling batches
+
+
+@dataclass
+class ProxyDataSection:
+    samples_per_prompt: int = 8  # k start samples per RL prompt; pairs among them
+    pairs_per_prompt: int | None = None  # None = all k (k - 1) / 2
+    label_temperature: float = 1.0  # Bradley-Terry label temperature on gold scores (0 = noiseless)
+    eval_fraction: float = 0.2  # RL prompts whose pairs are train-rm's eval split
+    max_new_tokens: int = 88
+    max_prompts: int | None = None
+
+
+@dataclass
+class BestOfNSection:
+    sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32])  # pool = the largest
+
+
+@dataclass
+class MeasureSection:
+    samples_per_prompt: int = 2  # per held-out prompt at every checkpoint (the first of the pool for the start)
+    max_new_tokens: int = 88
+    seed: int = 1234  # sample k draws with seed + k (CRN)
+    batch_size: int = 96  # prompt rows per sampling batch (96: every study prompt in one batch)
+    kl_batch_size: int = 32
+    agreement_pairs_per_prompt: int | None = 16  # pool pairs per held-out prompt for the RM agreement table
+    n_resamples: int = 1000  # prompt-level bootstrap
+    fit_resamples: int = 300  # prompt-level CIs of the fits
 
 
 @dataclass
 class OutcomeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: StudyData = field(default_factory=StudyData)
+    gold: GoldSection = field(default_factory=GoldSection)
+    proxy_data: ProxyDataSection = field(default_factory=ProxyDataSection)
+    proxies: dict[str, int] = field(default_factory=lambda: {"small": 80, "large": 640})
+    rl_proxy: str = "large"  # the proxy grpo, grpo_lc, ppo and dpo optimise
     runs: list[str] = field(default_factory=lambda: list(RUNS))
-    proxy_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
-    proxy_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
-    gold_generate: generate_recipe.GenerateConfig = field(default_factory=generate_recipe.GenerateConfig)
     gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
     gold_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
+    proxy_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)  # every proxy's settings
     grpo: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     grpo_lc: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     ppo: ppo_recipe.PPORecipeConfig = field(default_factory=ppo_recipe.PPORecipeConfig)
     dpo: dpo_recipe.DPORecipeConfig = field(default_factory=dpo_recipe.DPORecipeConfig)
-    best_of_n: generate_recipe.GenerateConfig = field(default_factory=generate_recipe.GenerateConfig)
-    measure: MeasureSettings = field(default_factory=MeasureSettings)
-    judge: JudgeSection = field(default_factory=JudgeSection)
-    resume: bool = True  # reuse stages already completed with the same config
+    best_of_n: BestOfNSection = field(default_factory=BestOfNSection)
+    measure: MeasureSection = field(default_factory=MeasureSection)
+    resume: bool = True  # reuse stages already completed with the same settings
     output_dir: str = "runs"
     run_name: str = "outcome"
     seed: int = 0
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
+STAGE_NAMES = ("gold_pairs", "gold_rm", "proxy_rm", "grpo", "grpo_lc", "ppo", "dpo")
+
+
 def wire(cfg: OutcomeConfig, root: str) -> None:
     """Point every stage at the shared model, seed and this study's folder, and chain their files.
 
     Every key set here is derived: setting one yourself (YAML or command line) to another value is an
-    error naming it (`rlcw.config.assign`), never a silent reset."""
+    error naming it (`rlcw.config.assign`), never a silent reset. Each proxy's train-rm config is a copy of
+    `proxy_rm` with its own run name and `data.max_train_pairs` (`proxy_stage`)."""
 
     def put(key: str, value) -> None:
         assign(cfg, key, value)
 
     for name in STAGE_NAMES:
-        put(f"{name}.output_dir", root), put(f"{name}.run_name", name), put(f"{name}.seed", cfg.seed)
+        put(f"{name}.output_dir", root), put(f"{name}.seed", cfg.seed)
+        if name != "proxy_rm":
+            put(f"{name}.run_name", name)
     base = ModelConfig(**vars(cfg.model))
-    proxy = f"{root}/proxy_rm/model"
-    proxy_files = (f"{root}/proxy_pairs/pairs/train.jsonl", f"{root}/proxy_pairs/pairs/eval.jsonl")
-    put("proxy_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
-    put("proxy_rm.data.train_file", proxy_files[0]), put("proxy_rm.data.eval_file", proxy_files[1])
-    put("gold_generate.model", base)
-    put("gold_generate.data.format", "tmas"), put("gold_generate.data.source", cfg.data.tmas)
-    put("gold_generate.data.split", cfg.data.tmas_split), put("gold_generate.data.max_prompts", cfg.data.gold_prompts)
     put("gold_pairs.data.kind", "human_vs_model")
-    put("gold_pairs.data.stories", f"{root}/gold_generate/samples/stories.jsonl")
+    put("gold_pairs.data.stories", f"{root}/gold_samples/stories.jsonl")
     put("gold_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
     put("gold_rm.data.train_file", f"{root}/gold_pairs/pairs/train.jsonl")
     put("gold_rm.data.eval_file", f"{root}/gold_pairs/pairs/eval.jsonl")
-    rm_files = [f"{root}/{p}/pairs/{s}.jsonl" for p in ("proxy_pairs", "gold_pairs") for s in ("train", "eval")]
+    put("proxy_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
+    put("proxy_rm.data.train_file", f"{root}/proxy_data/pairs/train.jsonl")
+    put("proxy_rm.data.eval_file", f"{root}/proxy_data/pairs/eval.jsonl")
     for rl in ("grpo", "grpo_lc", "ppo"):
-        put(f"{rl}.model", base), put(f"{rl}.reward.rm_path", proxy), put(f"{rl}.data.prompts", cfg.data.prompts)
+        put(f"{rl}.model", base), put(f"{rl}.reward.rm_path", f"{root}/proxy_rm_{cfg.rl_proxy}/model")
+        put(f"{rl}.data.prompts", cfg.data.prompts), put(f"{rl}.data.train_split", cfg.data.rl_split)
         put(f"{rl}.eval.every_steps", 0)  # the study measures every checkpoint itself
-    for rl in ("grpo", "grpo_lc"):
-        put(f"{rl}.data.no_overlap_with", rm_files)
     put("dpo.model", base), put("dpo.eval.every_steps", 0)
-    put("dpo.data.train_file", proxy_files[0]), put("dpo.data.eval_file", proxy_files[1])
-    put("best_of_n.model", base), put("best_of_n.best_of.rm_path", proxy)
-    # the measurement's prompts and sampling, so best-of-1 is a plain sample of the start model
-    put("best_of_n.data.format", "prompts"), put("best_of_n.data.prompts", f"{root}/eval_prompts.jsonl")
-    put("best_of_n.data.split", None), put("best_of_n.data.max_prompts", None)
-    m = cfg.measure
-    put("best_of_n.sampling.max_new_tokens", m.max_new_tokens)
-    put("best_of_n.sampling.temperature", m.temperature), put("best_of_n.sampling.top_p", m.top_p)
+    put("dpo.data.train_file", f"{root}/dpo_pairs/pairs/train.jsonl")
+    put("dpo.data.eval_file", f"{root}/dpo_pairs/pairs/eval.jsonl")
 
 
-STAGE_NAMES = (
-    "proxy_pairs",
-    "proxy_rm",
-    "gold_generate",
-    "gold_pairs",
-    "gold_rm",
-    "grpo",
-    "grpo_lc",
-    "ppo",
-    "dpo",
-    "best_of_n",
-)
+def proxy_stage(cfg: OutcomeConfig, name: str) -> train_rm.TrainRMConfig:
+    """The train-rm config of proxy `name`: `proxy_rm` with run name proxy_rm_<name> and its pair budget."""
+    out = copy.deepcopy(cfg.proxy_rm)
+    out.run_name, out.data.max_train_pairs = f"proxy_rm_{name}", cfg.proxies[name]
+    return out
 
 
-def study_setup(cfg: OutcomeConfig) -> StudySetup:
-    """What the report states about this study's setup."""
-    return StudySetup(
-        policy=cfg.model.name,
-        samples_per_prompt=cfg.data.samples_per_prompt,
-        temperature=cfg.measure.temperature,
-        max_new_tokens=cfg.measure.max_new_tokens,
-        judge_model=cfg.judge.client.get("model", "?") if cfg.judge.enabled else None,
-        judge_protocol=cfg.judge.protocol if cfg.judge.enabled else None,
+def _check(ok: bool, message: str, where: str, hint: str | None = None) -> None:
+    if not ok:
+        raise RlcwError(message, where=where, hint=hint)
+
+
+def check_study_keys(cfg: OutcomeConfig) -> None:
+    """The study's own keys: runs, proxies, best-of-n sizes, sample counts and batch sizes."""
+    unknown = sorted(set(cfg.runs) - set(RUNS))
+    _check(not unknown, f"unknown run(s) {unknown}", "runs", f"choose from {', '.join(RUNS)}")
+    _check(bool(cfg.proxies), "no proxy to train", "proxies", "e.g. proxies={small: 80, large: 640}")
+    for name, n in cfg.proxies.items():
+        _check(isinstance(n, int) and n >= 1, f"proxy {name!r} needs >= 1 training pair, got {n!r}", f"proxies.{name}")
+    _check(cfg.rl_proxy in cfg.proxies, f"{cfg.rl_proxy!r} is not a proxy", "rl_proxy", f"one of {list(cfg.proxies)}")
+    sizes, m, d = cfg.best_of_n.sizes, cfg.measure, cfg.proxy_data
+    _check(bool(sizes) and all(isinstance(k, int) and k >= 1 for k in sizes), f"bad sizes {sizes}", "best_of_n.sizes")
+    pool = max(sizes)
+    _check(pool >= 2, "a pool of 1 sample per prompt has no pairs", "best_of_n.sizes", "e.g. [1, 2, 4, 8, 16, 32]")
+    for key, value in (
+        ("measure.samples_per_prompt", m.samples_per_prompt),
+        ("measure.batch_size", m.batch_size),
+        ("measure.kl_batch_size", m.kl_batch_size),
+        ("gold.batch_size", cfg.gold.batch_size),
+        ("gold.samples_per_prompt", cfg.gold.samples_per_prompt),
+    ):
+        _check(value >= 1, f"must be >= 1, got {value}", key)
+    _check(
+        m.samples_per_prompt <= pool,
+        f"{m.samples_per_prompt} start samples per prompt but the pool holds {pool}",
+        "measure.samples_per_prompt",
+        "the start's samples are the first of the best-of-n pool: raise max(best_of_n.sizes) or lower this",
     )
+    _check(d.samples_per_prompt >= 2, "pairs need >= 2 samples per prompt", "proxy_data.samples_per_prompt")
+    _check(0 < d.eval_fraction < 1, f"must be between 0 and 1, got {d.eval_fraction}", "proxy_data.eval_fraction")
+    _check(d.label_temperature >= 0, f"must be >= 0, got {d.label_temperature}", "proxy_data.label_temperature")
+
+
+def validate(cfg: OutcomeConfig) -> None:
+    """Every check of the study's own keys and of each stage's, before the run folder is written and before
+    anything loads: wire() first (an override it would reset is an error), then each stage's validate()."""
+    check_study_keys(cfg)
+    wire(cfg, str(Path(cfg.output_dir) / cfg.run_name))
+    checks = [("gold_pairs", build_pairs.validate), ("gold_rm", train_rm.validate), ("proxy_rm", train_rm.validate)]
+    checks += [("dpo", dpo_recipe.validate)] if "dpo" in cfg.runs else []
+    for name, check in checks:
+        try:
+            check(getattr(cfg, name))
+        except RlcwError as exc:  # name the study's key: proxy_rm.train.batch_size, not train.batch_size
+            message = str(exc).split("\n  hint:")[0].removeprefix(f"{exc.where}: ")
+            raise RlcwError(message, where=f"{name}.{exc.where}" if exc.where else name, hint=exc.hint) from None
 
 
 class Stages:
-    """Runs recipes in-process, reusing one whose summary says completed under the same config."""
+    """Runs recipes in-process (reused when completed under the same config) and the study's own cached steps."""
 
-    def __init__(self, root: Path, resume: bool):
-        self.root, self.resume, self.timings, self.results = root, resume, {}, {}
+    def __init__(self, resume: bool):
+        self.resume, self.timings = resume, {}
 
     def run(self, name: str, fn, stage_cfg) -> dict:
         folder = Path(stage_cfg.output_dir) / stage_cfg.run_name
@@ -189,95 +240,36 @@ class Stages:
             same = config.read_text().split("\n", 2)[-1] == to_yaml(stage_cfg)
             if done.get("status") == "completed" and same:
                 print(f"[outcome] {name}: completed before, reused", flush=True)
-                self.results[name] = done
                 self.timings.setdefault(name, float(done.get("wall_time_s") or 0.0))
                 return done
         if folder.exists() and resume_mode(getattr(getattr(stage_cfg, "train", None), "resume", False)) == "false":
             # a stage run again under a new config starts clean: old checkpoints or metrics must not mix in
             aside = move_aside(folder)
-            print(
-                f"[outcome] {name}: config changed or run unfinished; the old folder is kept as {aside.name}",
-                flush=True,
-            )
+            print(f"[outcome] {name}: config changed or run unfinished; old folder kept as {aside.name}", flush=True)
+        return self._timed(name, lambda: fn(stage_cfg))
+
+    def cached(self, name: str, folder: Path, key: dict, make) -> None:
+        """`make(folder)` writes the step's files; `folder/done.json` (written last) holds the settings key, so
+        a killed step, or one whose settings changed, runs again."""
+        done = folder / "done.json"
+        key = json.loads(json.dumps(key))  # what the file will hold (tuples -> lists)
+        if self.resume and done.is_file():
+            old = json.loads(done.read_text())
+            if old.get("key") == key:
+                print(f"[outcome] {name} ({folder.name}): done before with the same settings, reused", flush=True)
+                self.timings.setdefault(name, float(old.get("wall_time_s", 0.0)))
+                return
+        folder.mkdir(parents=True, exist_ok=True)
+        self._timed(name, lambda: make(folder))
+        atomic_write_json(done, {"key": key, "wall_time_s": round(self.timings[name], 2)})
+
+    def _timed(self, name: str, fn):
         start = time.time()
         print(f"[outcome] {name} ...", flush=True)
-        self.results[name] = fn(stage_cfg)
-        self.timings[name] = time.time() - start
-        print(f"[outcome] {name} done in {self.timings[name]:.0f}s", flush=True)
-        return self.results[name]
-
-
-def eval_prompts(cfg: OutcomeConfig) -> list[dict]:
-    """Held-out prompts whose stated range the measurement cap can reach, each repeated per sample."""
-    rows = [
-        r
-        for r in load_prompts(cfg.data.prompts, cfg.data.eval_split)
-        if range_fits_cap(r.get("max_words"), cfg.measure.max_new_tokens)
-    ][: cfg.data.max_eval_prompts or None]
-    if not rows:
-        raise RlcwError(
-            "no held-out prompts fit the measurement cap",
-            where=f"data.prompts={cfg.data.prompts}",
-            hint="raise measure.max_new_tokens or add eval-split prompts with smaller word ranges",
-        )
-    return [{**r, "id": f"{r['id']}#{k}"} for r in rows for k in range(cfg.data.samples_per_prompt)]
-
-
-def _eval_rm(
-    stages: Stages, root: str, name: str, rm: str, pairs: str, cfg: OutcomeConfig, fit_on: str | None = None
-) -> dict:
-    e = eval_rm.EvalRMConfig(output_dir=root, run_name=name, seed=cfg.seed)
-    e.scorer.kind, e.scorer.path, e.data.file = "bt", rm, pairs
-    if fit_on:
-        e.length_control.fit_on, e.length_control.install = fit_on, True  # the grpo_lc run reads it from the RM
-    return stages.run(name, eval_rm.main, e)
-
-
-def rm_section(stages: Stages, root: str, cfg: OutcomeConfig) -> dict:
-    """Held-out accuracy of both RMs on both pair sets, their agreement, and the proxy's length-control fit."""
-    out: dict[str, float] = {}
-    scores = {}
-    for rm in ("proxy", "gold"):
-        for data in ("proxy", "gold"):
-            name = f"eval_{rm}_rm_on_{data}_pairs"
-            fit = f"{root}/proxy_pairs/pairs/train.jsonl" if (rm, data) == ("proxy", "proxy") else None
-            res = _eval_rm(
-                stages, root, name, f"{root}/{rm}_rm/model", f"{root}/{data}_pairs/pairs/eval.jsonl", cfg, fit
-            )
-            m = res["metrics"]
-            for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "length_baseline/accuracy", "pairs"):
-                if key in m:
-                    out[f"{rm}_rm/{data}_pairs/{key.replace('/', '_')}"] = m[key]
-            scores[(rm, data)] = [row for _, row in read_table(f"{root}/{name}/scores.jsonl")]
-    for data in ("proxy", "gold"):
-        agree = rm_agreement(scores[("proxy", data)], scores[("gold", data)])
-        out[f"agreement/{data}_pairs"] = agree["agreement"]
-    return out
-
-
-def _load_scorers(root: str):
-    from rlcw.rewards.bt import BTScorer
-
-    # the proxy is measured raw (as trained); its length-control fit only shapes the grpo_lc reward
-    return BTScorer(f"{root}/proxy_rm/model", length_control=False), BTScorer(
-        f"{root}/gold_rm/model", length_control=False
-    )
-
-
-def measurement_key(cfg: OutcomeConfig, prompts: list[dict], root: Path) -> str:
-    """What a cached measurement depends on besides the checkpoint: model, sampling, prompts, both RMs' training runs."""
-    from dataclasses import asdict
-
-    blob = json.dumps(
-        {
-            "model": asdict(cfg.model),
-            "measure": asdict(cfg.measure),
-            "prompts": [(p["id"], p["prompt"]) for p in prompts],
-            "rms": [_trained_at(root / "proxy_rm"), _trained_at(root / "gold_rm")],
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+        out = fn()
+        self.timings[name] = self.timings.get(name, 0.0) + time.time() - start
+        print(f"[outcome] {name} done in {time.time() - start:.0f}s", flush=True)
+        return out
 
 
 def _trained_at(run_dir: Path) -> float | None:
@@ -285,81 +277,306 @@ def _trained_at(run_dir: Path) -> float | None:
     return json.loads(summary.read_text()).get("started_at") if summary.is_file() else None
 
 
-def measure_run(
-    name: str,
-    run_dir: Path,
-    measurer: Measurer,
-    start: tuple[list[dict], dict],
-    out: Path,
-    model_cfg: ModelConfig,
-    key: str,
-) -> list[dict]:
-    """Measure every checkpoint of one trained run (step 0 = the start model); rows are cached in `<out>/<name>/`
-    and reused only for the same training run (its start time) and the same measurement key."""
-    from rlcw.models import load_causal_lm, load_tokenizer
+class Study:
+    """The models and scorers the study's own steps share, loaded once on first use."""
 
-    rows = [{"run": name, "step": 0, **start[1]}]
-    tokenizer = load_tokenizer(model_cfg.name, padding_side="left")
-    trained_at = _trained_at(run_dir)
-    for step, path in checkpoints_of(run_dir):
-        cached = out / name / f"step_{step:06d}.json"
-        if cached.is_file():
-            row = json.loads(cached.read_text())
-            if row.get("trained_at") == trained_at and row.get("measurement_key") == key:
-                rows.append(row)
-                continue
-        model = load_causal_lm(str(path), model_cfg.dtype)
-        stories, metrics = measurer.measure(model, tokenizer, f"{name}@{step}")
-        metrics.update({f"vs_start/{k}": v for k, v in paired_agreement(stories, start[0]).items()})
-        write_stories(out / name / f"step_{step:06d}.jsonl", stories)
-        row = {
-            "run": name,
-            "step": step,
-            "checkpoint": str(path),
-            "trained_at": trained_at,
-            "measurement_key": key,
-            **metrics,
-        }
-        atomic_write_json(cached, row)
-        rows.append(row)
-        del model
+    def __init__(self, cfg: OutcomeConfig, root: Path):
+        self.cfg, self.root, self._start, self._tok, self.scorers = cfg, root, None, None, {}
+
+    @property
+    def start(self):
+        if self._start is None:
+            from rlcw.models import load_causal_lm
+
+            self._start = load_causal_lm(self.cfg.model.name, self.cfg.model.dtype)
+        return self._start
+
+    @property
+    def tokenizer(self):
+        if self._tok is None:
+            from rlcw.models import load_tokenizer
+
+            self._tok = load_tokenizer(self.cfg.model.name, padding_side="left")
+        return self._tok
+
+    def gold_path(self) -> str:
+        return self.cfg.gold.rm_path or str(self.root / "gold_rm" / "model")
+
+    def scorer(self, name: str):
+        """The scorer called `name`: gold, or proxy_<name> (raw: a length-control fit shapes only grpo_lc's reward)."""
+        if name not in self.scorers:
+            if name == "gold":
+                self.scorers[name] = load_gold_scorer(self.gold_path())
+            else:
+                from rlcw.rewards.bt import BTScorer
+
+                self.scorers[name] = BTScorer(self.root / f"proxy_rm_{name[6:]}" / "model", length_control=False)
+        return self.scorers[name]
+
+    def sample(
+        self, model, rows: list[dict], n: int, max_new_tokens: int, batch_size: int | None = None, logps: bool = False
+    ) -> list[dict]:
+        return sample_stories(
+            model,
+            self.tokenizer,
+            rows,
+            n_samples=n,
+            max_new_tokens=max_new_tokens,
+            seed=self.cfg.measure.seed,
+            system_prompt=self.cfg.model.system_prompt,
+            batch_size=batch_size or self.cfg.measure.batch_size,
+            keep_logps=logps,
+        )
+
+    def identity(self) -> dict:
+        """What every score depends on: the gold and each proxy's training run."""
+        gold = self.cfg.gold.rm_path or _trained_at(self.root / "gold_rm")
+        return {"gold": gold, **{p: _trained_at(self.root / f"proxy_rm_{p}") for p in self.cfg.proxies}}
+
+
+def study_rows(cfg: OutcomeConfig) -> list[dict]:
+    rows = load_prompts(cfg.data.prompts, cfg.data.study_split)[: cfg.data.max_study_prompts or None]
+    _check(len(rows) >= 2, f"{len(rows)} held-out prompts: the split-half test needs >= 2", "data.study_split")
     return rows
 
 
-def measure_best_of_n(bon_dir: Path, measurer: Measurer, start_stories: list[dict], out: Path) -> list[dict]:
-    """One row per n from the best-of-n run's `samples/best_of_<n>.jsonl` (x = n; KL analytic); scored stories in `<out>/best_of_n/`."""
+def gold_steps(cfg: OutcomeConfig, st: Stages, study: Study) -> dict:
+    """Train the default gold (or take gold.rm_path) and measure its held-out accuracy on human-vs-model pairs."""
+    if cfg.gold.rm_path:
+        return {"rm": "gold", "role": "gold (measures only)", "note": f"given: `{cfg.gold.rm_path}`"}
+    from rlcw.data.tmas import load_tmas, prompt_rows
+
+    g, root = cfg.gold, study.root
+    rows = prompt_rows(load_tmas(cfg.data.tmas, cfg.data.tmas_splits))[: g.max_prompts or None]
+    key = {"model": asdict(cfg.model), "gold": asdict(g), "prompts": [r["id"] for r in rows], "seed": cfg.measure.seed}
+
+    def write(folder: Path) -> None:
+        recs = study.sample(study.start, rows, g.samples_per_prompt, g.max_new_tokens, batch_size=g.batch_size)
+        write_stories(folder / "stories.jsonl", [_story(r) for r in recs])
+
+    st.cached("gold_samples", root / "gold_samples", key, write)
+    pairs = st.run("gold_pairs", build_pairs.main, cfg.gold_pairs)
+    st.run("gold_rm", train_rm.main, cfg.gold_rm)
+    held_file = root / "gold_pairs" / "pairs" / "eval.jsonl"
+    _check(
+        held_file.is_file(),
+        "the gold has no held-out pairs to measure its accuracy on",
+        "gold_pairs.data.eval_fraction",
+        "raise it, or gold.max_prompts (pairs are split by prompt)",
+    )
+    held = read_jsonl(held_file)
+    gold = study.scorer("gold")
+    acc = accuracy_by_prompt(
+        gold.score([p["prompt"] for p in held], [p["chosen"] for p in held]),
+        gold.score([p["prompt"] for p in held], [p["rejected"] for p in held]),
+        [p["prompt"] for p in held],
+        n_resamples=cfg.measure.n_resamples,
+    )
+    note = (
+        f"held-out accuracy on human-vs-model pairs (held-out TMAS prompts): {acc.accuracy:.3f} "
+        f"[{acc.ci_low:.3f}, {acc.ci_high:.3f}] ({acc.pairs} pairs, {acc.prompts} prompts)"
+    )
+    return {"rm": "gold", "role": "gold (measures only)", "train_pairs": pairs["metrics"]["train_pairs"], "note": note}
+
+
+def _story(rec: dict) -> dict:
+    """A sampled record as a plain story record (the token ids stay in the study's own files)."""
+    return {k: v for k, v in rec.items() if k not in ("prompt_ids", "completion_ids")}
+
+
+def _scored(records: list[dict], study: Study, names: list[str]) -> list[dict]:
+    return add_scores(records, {n: study.scorer(n) for n in names})
+
+
+def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: list[dict]) -> list[dict]:
+    """Gold-labelled on-policy pairs -> one proxy per size -> their agreement with the gold on held-out pairs."""
+    root, d = study.root, cfg.proxy_data
+    rl_rows = load_prompts(cfg.data.prompts, cfg.data.rl_split)[: d.max_prompts or None]
+    _check(len(rl_rows) >= 2, f"{len(rl_rows)} RL prompts: proxy pairs need >= 2", "data.rl_split")
+    shared = sorted({r["prompt"] for r in rl_rows} & {r["prompt"] for r in study_prompts})
+    _check(not shared, f"{len(shared)} held-out prompts are also RL prompts, e.g. {shared[:1]}", "data.study_split")
+    key = {"model": asdict(cfg.model), "data": asdict(d), "prompts": [r["id"] for r in rl_rows]}
+    key.update(gold=study.identity()["gold"], seed=cfg.seed)
+
+    def write_pairs(folder: Path) -> None:
+        recs = _scored(study.sample(study.start, rl_rows, d.samples_per_prompt, d.max_new_tokens), study, ["gold"])
+        atomic_write_jsonl(folder / "samples.jsonl", recs)
+        pairs, info = labelled_pairs(
+            recs,
+            "gold",
+            k=d.samples_per_prompt,
+            per_prompt=d.pairs_per_prompt,
+            temperature=d.label_temperature,
+            seed=cfg.seed,
+        )
+        train, held = split_by_prompt(pairs, d.eval_fraction, cfg.seed)
+        _check(
+            bool(train) and bool(held), "proxy pairs need both a train and an eval side", "proxy_data.eval_fraction"
+        )
+        write_preferences(folder / "pairs" / "train.jsonl", train)
+        write_preferences(folder / "pairs" / "eval.jsonl", held)
+        atomic_write_json(folder / "labels.json", {**asdict(info), "train_pairs": len(train), "eval_pairs": len(held)})
+
+    st.cached("proxy_data", root / "proxy_data", key, write_pairs)
+    labels = json.loads((root / "proxy_data" / "labels.json").read_text())
+    done = {name: st.run(f"proxy_rm_{name}", train_rm.main, proxy_stage(cfg, name)) for name in cfg.proxies}
     rows = []
-    for path in sorted(bon_dir.glob("samples/best_of_*.jsonl"), key=lambda p: int(p.stem.rsplit("_", 1)[1])):
-        n = int(path.stem.rsplit("_", 1)[1])
-        stories = read_stories(path)
-        metrics = measurer.score(stories)
-        metrics.update({"kl_seq": kl_best_of(n), "kl_token": float("nan")})
-        metrics.update({f"vs_start/{k}": v for k, v in paired_agreement(stories, start_stories).items()})
-        write_stories(out / "best_of_n" / f"step_{n:06d}.jsonl", stories)
-        rows.append({"run": "best_of_n", "step": n, "n": n, "selected_from": str(path), **metrics})
+    for name, n in cfg.proxies.items():
+        m = done[name]["metrics"]
+        acc, n_eval = m.get("eval/accuracy", float("nan")), m.get("eval/pairs", 0)
+        note = f"accuracy on its eval pairs (sampled gold labels, held-out RL prompts): {acc:.3f} ({n_eval:.0f} pairs)"
+        if n > labels["train_pairs"]:
+            note += f"; asked for {n} pairs, {labels['train_pairs']} exist"
+        role = "proxy" + (" (RL, DPO)" if name == cfg.rl_proxy else "") + ", best-of-n"
+        rows.append(
+            {
+                "rm": f"proxy_{name}",
+                "role": role,
+                "train_pairs": min(n, labels["train_pairs"]),
+                "label_noise": labels["label_noise"],
+                "note": note,
+            }
+        )
     return rows
 
 
-def validate(cfg: OutcomeConfig) -> None:
-    """Every check of the study's own keys and of each stage's, before the run folder is written and before
-    anything loads: wire() first (an override it would reset is an error), then each stage's validate()."""
-    unknown = sorted(set(cfg.runs) - set(RUNS))
-    if unknown:
-        raise RlcwError(f"unknown run(s) {unknown}", where="runs", hint=f"choose from {', '.join(RUNS)}")
-    wire(cfg, str(Path(cfg.output_dir) / cfg.run_name))
-    for name, check in (
-        ("proxy_pairs", build_pairs.validate),
-        ("gold_pairs", build_pairs.validate),
-        ("proxy_rm", train_rm.validate),
-        ("gold_rm", train_rm.validate),
-        ("gold_generate", generate_recipe.validate),
-        ("best_of_n", generate_recipe.validate),
-    ):
-        try:
-            check(getattr(cfg, name))
-        except RlcwError as exc:  # name the study's key: proxy_rm.train.batch_size, not train.batch_size
-            message = str(exc).split("\n  hint:")[0].removeprefix(f"{exc.where}: ")
-            raise RlcwError(message, where=f"{name}.{exc.where}" if exc.where else name, hint=exc.hint) from None
+def sampling_key(cfg: OutcomeConfig, rows: list[dict]) -> dict:
+    """What held-out samples depend on (not the statistics' settings: changing those re-samples nothing)."""
+    m = cfg.measure
+    return {
+        "model": asdict(cfg.model),
+        "max_new_tokens": m.max_new_tokens,
+        "seed": m.seed,
+        "batch_size": m.batch_size,
+        "prompts": [r["id"] for r in rows],
+    }
+
+
+def pool_step(cfg: OutcomeConfig, st: Stages, study: Study, rows: list[dict]) -> list[dict]:
+    """max(best_of_n.sizes) start samples per held-out prompt (`pool/`), then their gold, proxy and length
+    scores (`pool_scores/`: new proxies re-score the pool without re-sampling it)."""
+    n, root = max(cfg.best_of_n.sizes), study.root
+    names = ["gold", *[f"proxy_{p}" for p in cfg.proxies]]
+    key = {**sampling_key(cfg, rows), "n": n}
+
+    def sample(folder: Path) -> None:
+        atomic_write_jsonl(folder / "samples.jsonl", study.sample(study.start, rows, n, cfg.measure.max_new_tokens))
+
+    def score(folder: Path) -> None:
+        atomic_write_jsonl(
+            folder / "samples.jsonl", _scored(read_jsonl(root / "pool" / "samples.jsonl"), study, names)
+        )
+
+    st.cached("pool", root / "pool", key, sample)
+    st.cached("pool_scores", root / "pool_scores", {"pool": key, "scorers": study.identity()}, score)
+    pool = read_jsonl(root / "pool_scores" / "samples.jsonl")
+    for r in pool:
+        r["scores"]["length"] = float(r["words"])  # the length-only baseline of the agreement table
+        r.update(kl_k3=0.0, kl_k1=0.0)  # the start itself
+    return pool
+
+
+def dpo_pairs_step(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
+    """DPO's offline data: the start's samples for the RL prompts, each pair ordered by the RL proxy."""
+    d, proxy = cfg.proxy_data, f"proxy_{cfg.rl_proxy}"
+    key = {
+        "samples": json.loads((study.root / "proxy_data" / "done.json").read_text())["key"],
+        proxy: study.identity()[cfg.rl_proxy],
+    }
+
+    def write(folder: Path) -> None:
+        recs = _scored(read_jsonl(study.root / "proxy_data" / "samples.jsonl"), study, [proxy])
+        pairs, _ = labelled_pairs(
+            recs, proxy, k=d.samples_per_prompt, per_prompt=d.pairs_per_prompt, temperature=0.0, seed=cfg.seed
+        )
+        train, held = split_by_prompt(pairs, d.eval_fraction, cfg.seed)
+        write_preferences(folder / "pairs" / "train.jsonl", train)
+        write_preferences(folder / "pairs" / "eval.jsonl", held)
+
+    st.cached("dpo_pairs", study.root / "dpo_pairs", key, write)
+
+
+def length_fit_step(cfg: OutcomeConfig, st: Stages, root: str) -> None:
+    """grpo_lc's length-controlled reward reads a length fit from the RL proxy's folder (eval-rm installs it)."""
+    e = eval_rm.EvalRMConfig(output_dir=root, run_name="length_fit", seed=cfg.seed)
+    e.scorer.kind, e.scorer.path = "bt", f"{root}/proxy_rm_{cfg.rl_proxy}/model"
+    e.data.file = f"{root}/proxy_data/pairs/eval.jsonl"
+    e.length_control.fit_on, e.length_control.install = f"{root}/proxy_data/pairs/train.jsonl", True
+    st.run("length_fit", eval_rm.main, e)
+
+
+def measure_run(
+    cfg: OutcomeConfig, st: Stages, study: Study, name: str, rows: list[dict]
+) -> list[tuple[int, list[dict]]]:
+    """Every checkpoint of one trained run measured on the held-out prompts (cached per checkpoint)."""
+    from rlcw.models import load_causal_lm
+
+    m, names = cfg.measure, ["gold", f"proxy_{cfg.rl_proxy}"]  # what the analysis reads for an RL run
+    run_dir = study.root / name
+    out = []
+    for step, path in checkpoints_of(run_dir):
+        folder = study.root / "measure" / name / f"step_{step:06d}"
+        key = {**sampling_key(cfg, rows), "samples": m.samples_per_prompt, "kl_batch_size": m.kl_batch_size}
+        ids = study.identity()
+        key.update(trained_at=_trained_at(run_dir), scorers={"gold": ids["gold"], cfg.rl_proxy: ids[cfg.rl_proxy]})
+
+        def write(folder: Path, path=path) -> None:
+            policy = load_causal_lm(str(path), cfg.model.dtype, merge_lora=True)
+            recs = study.sample(policy, rows, m.samples_per_prompt, m.max_new_tokens, logps=True)
+            del policy  # the sampler's log-probs are the policy side of the KL
+            tok = study.tokenizer
+            pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+            add_kl(recs, study.start, pad_id=pad, batch_size=m.kl_batch_size)
+            for r in recs:
+                r.pop("completion_logps")
+            atomic_write_jsonl(folder / "samples.jsonl", _scored(recs, study, names))
+
+        st.cached(f"measure_{name}", folder, key, write)
+        out.append((step, read_jsonl(folder / "samples.jsonl")))
+    return out
+
+
+def agreement_rows(cfg: OutcomeConfig, pool: list[dict], rm_rows: list[dict]) -> list[dict]:
+    """Each proxy's agreement with the gold on pairs of the pool (start samples, held-out prompts), and the
+    length-only baseline's ("the longer story wins") on the same pairs."""
+    k, per = max(cfg.best_of_n.sizes), cfg.measure.agreement_pairs_per_prompt
+    per = None if per is None or per >= k * (k - 1) // 2 else per
+
+    def agree(scorer: str):
+        return agreement_with(
+            pool, scorer, "gold", k=k, per_prompt=per, seed=cfg.seed, n_resamples=cfg.measure.n_resamples
+        )
+
+    baseline = {"rm": "longer story wins", "role": "length-only baseline", "note": "", "agreement": agree("length")}
+    return [rm_rows[0], *[{**r, "agreement": agree(r["rm"])} for r in rm_rows[1:]], baseline]
+
+
+def train_runs(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
+    """DPO's pairs and grpo_lc's length fit when those runs are asked for, then every trained run."""
+    if "dpo" in cfg.runs:
+        dpo_pairs_step(cfg, st, study)
+    if "grpo_lc" in cfg.runs:
+        length_fit_step(cfg, st, str(study.root))
+    trainers = {"grpo": grpo_recipe.main, "grpo_lc": grpo_recipe.main, "ppo": ppo_recipe.main, "dpo": dpo_recipe.main}
+    for name in [r for r in cfg.runs if r in TRAINED]:
+        st.run(name, trainers[name], getattr(cfg, name))
+
+
+def study_setup(cfg: OutcomeConfig, rows: list[dict]) -> StudySetup:
+    """What the report states about the gold, the prompts and the sampling."""
+    given = cfg.gold.rm_path
+    return StudySetup(
+        policy=cfg.model.name,
+        gold=f"the RM `{given}` (given by gold.rm_path)" if given else "a BT reward model trained here (`gold_rm/`)",
+        gold_rewards="What it rewards is what its own training data rewarded; this study does not check it."
+        if given
+        else GOLD_REWARDS,
+        prompts=len(rows),
+        samples_per_prompt=cfg.measure.samples_per_prompt,
+        pool=max(cfg.best_of_n.sizes),
+        max_new_tokens=cfg.measure.max_new_tokens,
+        rl_proxy=f"proxy_{cfg.rl_proxy}",
+    )
 
 
 def main(cfg: OutcomeConfig) -> dict:
@@ -367,80 +584,32 @@ def main(cfg: OutcomeConfig) -> dict:
     with stage_run(cfg, "outcome") as run:
         root = str(run.path)
         wire(cfg, root)
-        st = Stages(run.path, cfg.resume)
+        st, study = Stages(cfg.resume), Study(cfg, run.path)
+        rows = study_rows(cfg)
         st.run(
             "prepare_model",
             prepare_model.main,
             prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"),
         )
-        st.run("proxy_pairs", build_pairs.main, cfg.proxy_pairs)
-        st.run("proxy_rm", train_rm.main, cfg.proxy_rm)
-        st.run("gold_generate", generate_recipe.main, cfg.gold_generate)
-        st.run("gold_pairs", build_pairs.main, cfg.gold_pairs)
-        st.run("gold_rm", train_rm.main, cfg.gold_rm)
-        rm_metrics = rm_section(st, root, cfg)
-        prompts = eval_prompts(cfg)
-        atomic_write_jsonl(run.path / "eval_prompts.jsonl", prompts)
-        trainers = {
-            "grpo": grpo_recipe.main,
-            "grpo_lc": grpo_recipe.main,
-            "ppo": ppo_recipe.main,
-            "dpo": dpo_recipe.main,
-            "best_of_n": generate_recipe.main,
-        }
-        for name in cfg.runs:
-            st.run(name, trainers[name], getattr(cfg, name))
-
-        start_time = time.time()
-        print("[outcome] measuring checkpoints ...", flush=True)
-        measure_dir = run.path / "measure"
-        proxy, gold = _load_scorers(root)
-        measurer = Measurer(prompts, proxy, gold, cfg.measure, cfg.model.system_prompt)
-        key = measurement_key(cfg, prompts, run.path)
-        start = _measure_start(measurer, cfg.model, measure_dir, key)
-        rows = []
-        for name in cfg.runs:
-            rows += (
-                measure_best_of_n(Path(root) / name, measurer, start[0], measure_dir)
-                if name == "best_of_n"
-                else measure_run(name, Path(root) / name, measurer, start, measure_dir, cfg.model, key)
-            )
-        st.timings["measure"] = time.time() - start_time
-        if cfg.judge.enabled:
-            start_time = time.time()
-            print("[outcome] judging against the start model ...", flush=True)
-            j = cfg.judge
-            judge_against_start(
-                rows,
-                start[0],
-                measure_dir,
-                protocol=j.protocol,
-                template=j.template,
-                max_items=j.max_items,
-                client=dict(j.client),
-                every_checkpoint=j.every_checkpoint,
-                cache_dir=Path(root) / "judge_cache",
-            )
-            st.timings["judge"] = time.time() - start_time
-        atomic_write_jsonl(run.path / "measurements.jsonl", rows)
-        report, finals, plots = write_outcome_report(run.path, rows, rm_metrics, st.timings, study_setup(cfg))
-        metrics = {**rm_metrics, **finals, "wall_time_s": round(sum(st.timings.values()), 1)}
+        rm_rows = [gold_steps(cfg, st, study), *proxy_steps(cfg, st, study, rows)]
+        pool = pool_step(cfg, st, study, rows)
+        rm_rows = agreement_rows(cfg, pool, rm_rows)
+        train_runs(cfg, st, study)
+        start = [r for r in pool if r["sample_index"] < cfg.measure.samples_per_prompt]
+        curves = [
+            analysis.rl_curve(name, f"proxy_{cfg.rl_proxy}", start, measure_run(cfg, st, study, name, rows))
+            for name in cfg.runs
+            if name in TRAINED
+        ]
+        if "best_of_n" in cfg.runs:
+            curves += [
+                analysis.bon_curve(f"best_of_n_{p}", f"proxy_{p}", pool, cfg.best_of_n.sizes) for p in cfg.proxies
+            ]
+        t0, m = time.time(), cfg.measure
+        summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
+        st.timings["analysis"] = time.time() - t0
+        report, flat, plots = write_outcome_report(run.path, summaries, rm_rows, study_setup(cfg, rows), st.timings)
+        metrics = {**flat, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
-        return run.write_summary(
-            "completed", metrics, {"report": report, "measurements": run.path / "measurements.jsonl", **plots}
-        )
-
-
-def _measure_start(measurer: Measurer, model_cfg: ModelConfig, out: Path, key: str) -> tuple[list[dict], dict]:
-    from rlcw.models import load_causal_lm, load_tokenizer
-
-    cached, stories_file = out / "start.json", out / "start.jsonl"
-    if cached.is_file() and stories_file.is_file():
-        metrics = json.loads(cached.read_text())
-        if metrics.pop("measurement_key", None) == key:
-            return read_stories(stories_file), metrics
-    model = load_causal_lm(model_cfg.name, model_cfg.dtype)
-    stories, metrics = measurer.measure(model, load_tokenizer(model_cfg.name, padding_side="left"), "start")
-    write_stories(stories_file, stories)
-    atomic_write_json(cached, {**metrics, "measurement_key": key})
-    return stories, metrics
+        metrics.update({f"agreement/{r['rm']}": r["agreement"].accuracy for r in rm_rows if r.get("agreement")})
+        return run.write_summary("completed", metrics, {"report": report, **plots})

@@ -7,6 +7,11 @@ lowest index. The KL between best-of-k and the sampling policy is bounded by
 
     best_index([0.1, 0.7, 0.7, 0.2], k=4)    # -> 1
     kl_best_of(4)                            # -> log 4 - 3/4 = 0.636...
+    best_of_weights([0.3, 0.9, 0.1], n=2)    # -> [1/3, 2/3, 0]: P(each candidate is best-of-2's pick)
+
+`best_of_weights` is Gao et al.'s unbiased estimator of best-of-n from a pool of N >= n candidates:
+the expectation over every n-subset of the pool, not one draw of the first n, so E[gold of best-of-n]
+= sum_i weight_i * gold_i uses all N samples.
 """
 
 from __future__ import annotations
@@ -30,6 +35,23 @@ def best_index(scores: list[float], k: int) -> int:
 def select_best_of(pools: list[list[float]], k: int) -> list[int]:
     """For each prompt's candidate scores, the index best-of-k selects."""
     return [best_index(scores, k) for scores in pools]
+
+
+def best_of_weights(scores: list[float], n: int) -> list[float]:
+    """P(candidate i is best-of-n's pick) when n of the N candidates are drawn uniformly without replacement.
+
+    Rank the pool by score (1 = lowest; a tie ranks the lower index higher, `best_index`'s rule): the
+    candidate of rank r wins exactly when it is drawn and the other n - 1 come from the r - 1 below it,
+    so P = C(r - 1, n - 1) / C(N, n). The weights sum to 1; n = 1 gives 1/N each, n = N the argmax."""
+    size = len(scores)
+    if not 1 <= n <= size:
+        raise ValueError(f"n={n} needs 1 <= n <= {size} candidates")
+    order = sorted(range(size), key=lambda i: (scores[i], -i))  # ascending rank
+    total = math.comb(size, n)
+    weights = [0.0] * size
+    for rank, i in enumerate(order, start=1):
+        weights[i] = math.comb(rank - 1, n - 1) / total
+    return weights
 
 
 def kl_best_of(k: int) -> float:

@@ -29,7 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
+
+from rlcw.generation import chat_messages
+from rlcw.rl.ppo_math import logprobs_from_logits
 
 MIN_MOVE = 0.01  # nats/token of mean |log-prob change| on the probe texts: below it "the policy did not move"
 
@@ -79,8 +83,6 @@ class LearningProbe(TrainerCallback):
         self.history: list[dict] = []
 
     def _logps(self, model, disable_adapter: bool = False) -> list[torch.Tensor]:
-        from rlcw.outcome.measure import sequence_logprobs
-
         was_training = model.training
         try:
             if disable_adapter and hasattr(model, "disable_adapter") and hasattr(model, "peft_config"):
@@ -130,3 +132,36 @@ def plot_probe(history: list[dict], path: Path) -> Path:
         ],
         path,
     )
+
+
+@torch.no_grad()
+def sequence_logprobs(
+    model, tokenizer, stories: list[dict], system_prompt: str | None, batch_size: int = 8
+) -> list[torch.Tensor]:
+    """Per-token log-probs of each story given its chat prompt (the story re-tokenized after the prompt)."""
+    model.eval()
+    out: list[torch.Tensor] = []
+    for start in tqdm(range(0, len(stories), batch_size), desc="log-probs", leave=False):
+        rows = stories[start : start + batch_size]
+        seqs, cuts = [], []
+        for r in rows:
+            prompt_ids = tokenizer.apply_chat_template(
+                chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True
+            )
+            if hasattr(prompt_ids, "keys"):
+                prompt_ids = prompt_ids["input_ids"]
+            story_ids = tokenizer(r["story"], add_special_tokens=False)["input_ids"]
+            seqs.append(list(prompt_ids) + list(story_ids))
+            cuts.append(len(prompt_ids))
+        width = max(map(len, seqs))
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):  # right padding: positions line up with the unpadded sequence
+            ids[i, : len(s)] = torch.tensor(s)
+            mask[i, : len(s)] = 1
+        logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
+        logp = logprobs_from_logits(logits[:, :-1], ids[:, 1:])  # (B, T-1)
+        for i, s in enumerate(seqs):
+            out.append(logp[i, cuts[i] - 1 : len(s) - 1].clone())  # log p(story token t | everything before)
+    return out

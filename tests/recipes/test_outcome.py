@@ -1,4 +1,4 @@
-"""The outcome study end to end on the tiny model: every stage, measurements, judge, report, resume."""
+"""The outcome study end to end on the tiny model: gold, proxies, runs, measurement, report, resume."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 import pytest
 
 from rlcw.config import load_config
+from rlcw.outcome.report import SCALE_UP
 
 SENTENCES = [
     "The lighthouse keeper counted the ships every night.",
@@ -23,69 +24,74 @@ SENTENCES = [
 
 def _tmas(folder, n=8):
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "tell-me-a-story-train.jsonl", "w", encoding="utf-8") as f:
-        for i in range(n):
-            story = " ".join(SENTENCES[i % 3 :] + SENTENCES[: i % 3]) * 2
-            row = {
-                "example_id": str(i),
-                "inputs": f"Write a story about a lighthouse keeper number {i} and a ship.",
-                "targets": story,
-            }
-            f.write(json.dumps(row) + "\n")
+    for split, first in (("train", 0), ("validation", n)):
+        with open(folder / f"tell-me-a-story-{split}.jsonl", "w", encoding="utf-8") as f:
+            for i in range(first, first + n // 2 if split == "validation" else first + n):
+                story = " ".join(SENTENCES[i % 3 :] + SENTENCES[: i % 3]) * 2
+                row = {
+                    "example_id": str(i),
+                    "inputs": f"Write a story about a lighthouse keeper number {i} and a ship.",
+                    "targets": story,
+                }
+                f.write(json.dumps(row) + "\n")
     return folder
 
 
-TINY = [
-    "data.max_eval_prompts=3",
-    "data.samples_per_prompt=2",
-    "proxy_rm.data.max_train_pairs=32",
-    "proxy_rm.data.max_eval_pairs=16",
-    "proxy_rm.train.max_steps=2",
-    "proxy_rm.train.batch_size=4",
-    "proxy_rm.train.eval_steps=2",
-    "proxy_rm.rm.max_length=64",
-    "proxy_rm.lora.r=4",
-    "gold_generate.sampling.max_new_tokens=24",
-    "gold_pairs.data.min_words=3",
-    "gold_pairs.data.eval_fraction=0.5",
-    "gold_rm.train.max_steps=2",
-    "gold_rm.train.batch_size=2",
-    "gold_rm.train.eval_steps=2",
-    "gold_rm.rm.max_length=64",
-    "gold_rm.lora.r=4",
-    "ppo.train.max_steps=2",
-    "ppo.train.save_steps=1",
-    "ppo.train.batch_size=4",
-    "ppo.train.minibatch_size=2",
-    "ppo.train.micro_batch_size=2",
-    "ppo.train.max_new_tokens=8",
-    "ppo.lora.r=4",
-    "ppo.value.lora.r=4",
-    "ppo.data.max_train_prompts=8",
-    "dpo.train.max_steps=2",
-    "dpo.train.save_steps=1",
-    "dpo.train.batch_size=4",
-    "dpo.train.max_length=64",
-    "dpo.lora.r=4",
-    "dpo.data.max_pairs=16",
-    "grpo_lc.reward.specs.overlong.buffer=4",
-    "best_of_n.best_of.n=4",
-    "measure.batch_size=8",
-    "judge.max_items=2",
-] + [
-    f"{g}.{k}"
-    for g in ("grpo", "grpo_lc")
-    for k in (
-        "train.max_steps=2",
-        "train.save_steps=1",
-        "train.batch_size=4",
-        "train.num_generations=2",
-        "train.max_completion_length=8",
-        "lora.r=4",
-        "data.max_train_prompts=8",
-        "data.fit_to_cap=ignore",
-    )
-]
+TINY = (
+    [
+        "data.max_study_prompts=6",
+        "gold.samples_per_prompt=2",
+        "gold.max_new_tokens=24",
+        "gold_pairs.data.min_words=3",
+        "gold_pairs.data.eval_fraction=0.5",
+        "proxy_data.samples_per_prompt=3",
+        "proxy_data.max_prompts=8",
+        "proxy_data.max_new_tokens=12",
+        "proxy_data.eval_fraction=0.3",
+        "proxies={small: 4, large: 12}",
+        "best_of_n.sizes=[1,2,3,4]",
+        "measure.samples_per_prompt=2",
+        "measure.max_new_tokens=12",
+        "measure.agreement_pairs_per_prompt=null",
+        "measure.n_resamples=100",
+        "measure.fit_resamples=20",
+        "ppo.train.max_steps=2",
+        "ppo.train.save_steps=1",
+        "ppo.train.batch_size=4",
+        "ppo.train.minibatch_size=2",
+        "ppo.train.micro_batch_size=2",
+        "ppo.train.max_new_tokens=8",
+        "ppo.lora.r=4",
+        "ppo.value.lora.r=4",
+        "ppo.data.max_train_prompts=8",
+        "dpo.train.max_steps=2",
+        "dpo.train.save_steps=1",
+        "dpo.train.batch_size=4",
+        "dpo.train.max_length=64",
+        "dpo.lora.r=4",
+        "dpo.data.max_pairs=16",
+        "grpo_lc.reward.specs.overlong.buffer=4",
+    ]
+    + [
+        f"{rm}.{k}"
+        for rm in ("gold_rm", "proxy_rm")
+        for k in ("train.max_steps=2", "train.batch_size=2", "train.eval_steps=2", "rm.max_length=64", "lora.r=4")
+    ]
+    + [
+        f"{g}.{k}"
+        for g in ("grpo", "grpo_lc")
+        for k in (
+            "train.max_steps=2",
+            "train.save_steps=1",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "lora.r=4",
+            "data.max_train_prompts=8",
+            "data.fit_to_cap=ignore",
+        )
+    ]
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,114 +99,159 @@ def study(tmp_path_factory, tiny_model_dir):
     from rlcw.recipes.outcome import OutcomeConfig, main
 
     tmp = tmp_path_factory.mktemp("outcome")
-    script = tmp / "judge.jsonl"
-    script.write_text(
-        json.dumps({"reply": "Plot: A\nCreativity: A\nDevelopment: B\nLanguage Use: A\nOverall: A"}) + "\n"
-    )
-    overrides = [
-        f"output_dir={tmp}",
-        f"model.name={tiny_model_dir}",
-        f"data.tmas={_tmas(tmp / 'tmas')}",
-        "judge.client.kind=scripted",
-        f"judge.client.script={script}",
-        *TINY,
-    ]
+    overrides = [f"output_dir={tmp}", f"model.name={tiny_model_dir}", f"data.tmas={_tmas(tmp / 'tmas')}", *TINY]
     cfg = load_config(OutcomeConfig, "configs/outcome/cpu.yaml", overrides)
     return tmp / "outcome", main(cfg), (OutcomeConfig, overrides, main)
 
 
-def test_every_stage_and_measurement(study):
+def _jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_every_stage_gold_proxies_and_runs(study):
     root, summary, _ = study
     assert summary["status"] == "completed"
-    for stage in (
-        "proxy_pairs",
-        "proxy_rm",
-        "gold_generate",
-        "gold_pairs",
-        "gold_rm",
-        "grpo",
-        "grpo_lc",
-        "ppo",
-        "dpo",
-        "best_of_n",
-        "eval_proxy_rm_on_proxy_pairs",
-        "eval_gold_rm_on_gold_pairs",
-        "eval_proxy_rm_on_gold_pairs",
-        "eval_gold_rm_on_proxy_pairs",
-    ):
+    for stage in ("gold_pairs", "gold_rm", "proxy_rm_small", "proxy_rm_large", "length_fit", *RL_RUNS):
         assert json.loads((root / stage / "summary.json").read_text())["status"] == "completed", stage
-    rows = [json.loads(line) for line in (root / "measurements.jsonl").read_text().splitlines()]
-    steps = {}
-    for r in rows:
-        steps.setdefault(r["run"], []).append(r["step"])
-    assert (
-        steps["grpo"] == [0, 1, 2]
-        and steps["grpo_lc"] == [0, 1, 2]
-        and steps["ppo"] == [0, 1, 2]
-        and steps["dpo"] == [0, 1, 2]
+    # the proxies' pairs: pairs of start samples for the RL prompts, ordered by sampled gold labels
+    samples = _jsonl(root / "proxy_data" / "samples.jsonl")
+    assert {r["sample_index"] for r in samples} == {0, 1, 2} and all("gold" in r["scores"] for r in samples)
+    gold = {(r["prompt_id"], r["sample_index"]): r["scores"]["gold"] for r in samples}
+    pairs = _jsonl(root / "proxy_data" / "pairs" / "train.jsonl") + _jsonl(
+        root / "proxy_data" / "pairs" / "eval.jsonl"
     )
-    assert steps["best_of_n"] == [1, 2, 4]
-    start = next(r for r in rows if r["step"] == 0)
-    assert start["kl_seq"] == 0.0
-    trained = [r for r in rows if r["step"] > 0 and r["run"] != "best_of_n"]
-    assert all(r["kl_token"] >= -1e-3 for r in trained) and any(
-        abs(r["kl_seq"]) > 0 for r in trained
-    )  # lr>0 moved the policy
-    for r in rows:
-        for key in ("proxy", "gold", "words", "rep_intra_3", "distinct_3"):
-            assert isinstance(r[key], float) and math.isfinite(r[key]), (r["run"], key)  # NaN is a float too
-    judged = [(r["run"], r["step"]) for r in rows if "judge/win_rate" in r]
-    assert judged == [
-        ("grpo", 1),
-        ("grpo", 2),
-        ("grpo_lc", 1),
-        ("grpo_lc", 2),
-        ("ppo", 1),
-        ("ppo", 2),
-        ("dpo", 1),
-        ("dpo", 2),
-        ("best_of_n", 2),
-        ("best_of_n", 4),
-    ]
-    # the scripted judge always answers "Overall: A": each order gives one win, so every candidate wins 0.5
-    assert all(r["judge/win_rate"] == 0.5 and r["judge/judgments"] == 4 for r in rows if "judge/win_rate" in r)
+    labels = json.loads((root / "proxy_data" / "labels.json").read_text())
+    assert len(pairs) == labels["pairs"] == 8 * 3 - labels["identical"] and 0 < labels["label_noise"] < 0.5
+    for p in pairs:
+        m = p["meta"]
+        assert m["chosen_score"] == gold[(m["prompt_id"], m["chosen_index"])] and p["source"] == "gold_labelled"
+    # each proxy saw its own number of pairs (train-rm's max_train_pairs)
+    for name, n in (("small", 4), ("large", 12)):
+        cfg = (root / f"proxy_rm_{name}" / "config.yaml").read_text()
+        assert f"max_train_pairs: {n}" in cfg, name
+    # DPO trains on the same samples ordered by the RL proxy, never on gold labels or corruption pairs
+    dpo = _jsonl(root / "dpo_pairs" / "pairs" / "train.jsonl")
+    assert dpo and all(p["source"] == "proxy_large_labelled" for p in dpo)
+    assert all(p["meta"]["chosen_score"] >= p["meta"]["rejected_score"] for p in dpo)
 
 
-def test_report_has_every_curve_and_the_table(study):
+RL_RUNS = ("grpo", "grpo_lc", "ppo", "dpo")
+
+
+def test_measurement_samples_ids_with_kl_on_common_prompts(study):
+    root, _, _ = study
+    assert "scores" not in _jsonl(root / "pool" / "samples.jsonl")[0]  # sampled once; scored in pool_scores/
+    pool = _jsonl(root / "pool_scores" / "samples.jsonl")
+    assert len(pool) == 6 * 4 and {r["sample_index"] for r in pool} == {0, 1, 2, 3}
+    assert all(set(r["scores"]) == {"gold", "proxy_small", "proxy_large"} for r in pool)
+    for run in RL_RUNS:
+        steps = sorted(p.name for p in (root / "measure" / run).iterdir())
+        assert steps == ["step_000001", "step_000002"], run
+        recs = _jsonl(root / "measure" / run / "step_000002" / "samples.jsonl")
+        assert len(recs) == 6 * 2 and {r["sample_index"] for r in recs} == {0, 1}
+        assert {r["prompt_id"] for r in recs} == {r["prompt_id"] for r in pool}
+        # KL on the sampled ids (k3 >= 0 per story) and a story ending in EOS keeps it in its ids
+        assert all(r["kl_k3"] >= 0 and len(r["completion_ids"]) <= 12 for r in recs)
+        # scored by the gold and the proxy the run optimised; the sampler's log-probs are not kept
+        assert all(set(r["scores"]) == {"gold", "proxy_large"} and "completion_logps" not in r for r in recs)
+    moved = [r["kl_k3"] for run in RL_RUNS for r in _jsonl(root / "measure" / run / "step_000002" / "samples.jsonl")]
+    assert max(moved) > 0  # lr > 0 moved the policies
+
+
+def test_report_holds_the_gao_plot_fits_agreement_surface_and_ci_tables(study):
     root, summary, _ = study
     text = (root / "report.md").read_text()
     for part in (
         "## Conclusion",
+        "stand-in for human judgement",
         "## Reward models",
-        "## Final numbers",
-        "## Curves",
-        "## Scaling up",
-        "| start model |",
+        "## Gao plot",
+        "## Fits",
+        "## Peak and fall (split-half)",
+        "## Length, repetition and diversity",
+        "## Every point",
+        "## Stage times",
+        "## Scale up",
+        "estimator k3",
+        "| longer story wins |",
     ):
         assert part in text, part
-    for run in ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n"):
-        assert f"| {run} |" in text and f"**{run}:" in text, run
-    for plot in ("proxy_vs_gold", "gold_vs_kl", "length_repetition_diversity", "win_rates"):
+    for plot in ("gao_gold_proxy_vs_d", "length_repetition_diversity_vs_d"):
         assert (root / "plots" / f"{plot}.png").stat().st_size > 1000, plot
         assert f"plots/{plot}.png" in text
-    assert 0.0 <= summary["metrics"]["agreement/proxy_pairs"] <= 1.0 and "final/grpo/delta_gold" in summary["metrics"]
+    for run in (*RL_RUNS, "best_of_n_small", "best_of_n_large"):
+        assert f"**{run}**" in text and f"| {run} | " in text, run
+    # every point row: run, x, d, KL, ..., a change with its CI "[low, high]"
+    rows = [line for line in text.splitlines() if line.startswith("| best_of_n_large | 4 |") and line.count("|") == 13]
+    assert len(rows) == 1 and rows[0].count("[") == 2
+    d4 = float(rows[0].split("|")[3])
+    assert d4 == pytest.approx(math.sqrt(math.log(4) - 3 / 4), abs=1e-3)
+    # best-of-n has 3 points at d > 0: the Gao form d (a - b d) is fitted (a, b as numbers with a CI)
+    fit = next(line for line in text.splitlines() if line.startswith("| best_of_n_large | d(a - b d) |"))
+    assert fit.split("|")[3].strip()[0] in "+-0123456789" and "[" in fit.split("|")[3]
+    m = summary["metrics"]
+    assert 0.0 <= m["agreement/proxy_large"] <= 1.0 and "time/pool_s" in m and "grpo/verdict" in m
 
 
-def test_rerun_reuses_completed_stages(study, capsys):
+def test_rerun_reuses_every_stage(study, capsys):
     root, first, (cls, overrides, main) = study
-    before = (root / "measurements.jsonl").read_text()
+    before = (root / "report.md").read_text()
     again = main(load_config(cls, "configs/outcome/cpu.yaml", overrides))
     out = capsys.readouterr().out
-    assert again["status"] == "completed" and out.count("completed before, reused") == 15
+    assert again["status"] == "completed" and " ... " not in out.replace("[outcome] analysis", "")
+    assert out.count("completed before, reused") == 10  # prepare_model, gold x2, proxies x2, length_fit, 4 runs
     assert (
-        root / "measurements.jsonl"
-    ).read_text() == before  # measurements came from the cache, judge from its cache
+        out.count("done before with the same settings, reused") == 5 + 2 * 4
+    )  # gold_samples, proxy_data, pool x2, dpo_pairs; 4 runs x 2 checkpoints
+    strip = [line for line in before.splitlines() if not line.startswith("| analysis")]
+    assert [line for line in (root / "report.md").read_text().splitlines() if not line.startswith("| analysis")][
+        :40
+    ] == strip[:40]
 
 
-def test_unknown_run_is_rejected(tmp_path):
+def test_unknown_run_and_bad_proxy_are_rejected(tmp_path):
     from rlcw.errors import RlcwError
     from rlcw.recipes.outcome import OutcomeConfig, main
 
     cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", "runs=[grpo,rlhf]"])
     with pytest.raises(RlcwError, match="unknown run"):
         main(cfg)
+    cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", "rl_proxy=huge"])
+    with pytest.raises(RlcwError, match="rl_proxy"):
+        main(cfg)
+    cfg = load_config(
+        OutcomeConfig, None, [f"output_dir={tmp_path}", "best_of_n.sizes=[1,2]", "measure.samples_per_prompt=4"]
+    )
+    with pytest.raises(RlcwError, match="measure.samples_per_prompt"):
+        main(cfg)
+
+
+@pytest.mark.parametrize("overrides", [o for _, o in SCALE_UP], ids=[why for why, _ in SCALE_UP])
+def test_every_scale_up_override_in_the_report_is_a_valid_config(tmp_path, overrides):
+    from rlcw.recipes.outcome import OutcomeConfig, validate
+
+    cfg = load_config(OutcomeConfig, "configs/outcome/cpu.yaml", [f"output_dir={tmp_path}", *overrides])
+    validate(cfg)
+
+
+def test_a_given_gold_skips_gold_training_and_best_of_n_runs_alone(study, tmp_path):
+    from rlcw.recipes.outcome import OutcomeConfig, main
+
+    root, _, (_, overrides, _) = study
+    given = [o for o in overrides if not o.startswith("output_dir=")]
+    cfg = load_config(
+        OutcomeConfig,
+        "configs/outcome/cpu.yaml",
+        [f"output_dir={tmp_path}", *given, f"gold.rm_path={root / 'gold_rm' / 'model'}", "runs=[best_of_n]"],
+    )
+    summary = main(cfg)
+    out = tmp_path / "outcome"
+    assert summary["status"] == "completed" and not (out / "gold_samples").exists() and not (out / "gold_rm").exists()
+    assert not any((out / run).exists() for run in RL_RUNS) and not (out / "dpo_pairs").exists()
+    text = (out / "report.md").read_text()
+    assert "given by gold.rm_path" in text and "this study does not check it" in text
+    assert "**best_of_n_large**" in text and "**grpo**" not in text
+    # the same gold scores the same pool samples the same way as in the study that trained it
+    a = {r["id"]: r["scores"]["gold"] for r in _jsonl(root / "pool_scores" / "samples.jsonl")}
+    b = {r["id"]: r["scores"]["gold"] for r in _jsonl(out / "pool_scores" / "samples.jsonl")}
+    assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], abs=1e-5) for k in a)

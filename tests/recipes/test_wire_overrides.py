@@ -23,8 +23,14 @@ def test_outcome_wire_keeps_the_shipped_config_and_derives_the_rest():
     cfg = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/cpu.yaml", ["seed=3", "grpo.eval.every_steps=0"])
     outcome.wire(cfg, "/tmp/study")  # the user's 0 equals what the study sets: no error
     assert cfg.grpo.seed == 3 and cfg.grpo.run_name == "grpo" and cfg.grpo.output_dir == "/tmp/study"
-    assert cfg.ppo.reward.rm_path == "/tmp/study/proxy_rm/model" and cfg.dpo.eval.every_steps == 0
-    assert cfg.best_of_n.sampling.max_new_tokens == cfg.measure.max_new_tokens
+    assert cfg.ppo.reward.rm_path == "/tmp/study/proxy_rm_large/model" and cfg.dpo.eval.every_steps == 0
+    assert cfg.dpo.data.train_file == "/tmp/study/dpo_pairs/pairs/train.jsonl"  # proxy-labelled on-policy pairs
+    small = outcome.proxy_stage(cfg, "small")
+    assert (small.run_name, small.data.max_train_pairs) == ("proxy_rm_small", 80)
+    assert (
+        small.data.train_file == "/tmp/study/proxy_data/pairs/train.jsonl"
+        and cfg.proxy_rm.data.max_train_pairs is None
+    )
 
 
 def test_quickstart_wire_refuses_to_reset_an_override():

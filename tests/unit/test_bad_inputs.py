@@ -48,6 +48,8 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | unknown evaluator name | error listing the known ones | tests/unit/test_evaluation_registry.py::test_unknown_name_lists_the_known_ones |
 | 1 | config | broken rlcw_rm.json | error naming the file | tests/unit/test_render.py::test_load_spec_broken_json_is_an_rlcw_error |
 | 1 | config | missing remote token env / non-http URL | error | tests/unit/test_remote_reward.py::test_missing_token_env_and_bad_urls_are_errors |
+| 1 | config | outcome gold.rm_path that does not exist | error naming gold.rm_path | tests/unit/test_outcome_measure.py::test_gold_from_any_sequence_classification_folder |
+| 3 | config | outcome: a pool of 1 sample, eval_fraction 1, a proxy of 0 pairs | error naming the key | tests/recipes/test_validate.py::test_bad_config_fails_validation_before_anything_heavy |
 | 1 | judge | hedged, conflicting or unknown pairwise verdicts | invalid, counted, never a tie | tests/unit/test_judge_parsing.py::test_preference |
 | 1 | judge | unparsable Likert replies | invalid, counted | tests/unit/test_judge_parsing.py::test_likert |
 | 1 | judge | unparsable Yes/No replies | invalid, counted | tests/unit/test_judge_parsing.py::test_yes_no |

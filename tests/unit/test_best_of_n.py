@@ -7,7 +7,14 @@ import math
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.best_of_n import best_index, check_sizes, default_sizes, kl_best_of, select_best_of
+from rlcw.rewards.best_of_n import (
+    best_index,
+    best_of_weights,
+    check_sizes,
+    default_sizes,
+    kl_best_of,
+    select_best_of,
+)
 
 
 def test_best_index_among_first_k_ties_to_lowest():
@@ -43,3 +50,27 @@ def test_sizes():
     assert check_sizes([4, 1, 4], 4) == [1, 4]
     with pytest.raises(RlcwError, match="best_of.sizes"):
         check_sizes([1, 5], 4)
+
+
+def test_best_of_weights_by_hand():
+    # ranks by score: 0.1 (index 2) = 1, 0.3 (index 0) = 2, 0.9 (index 1) = 3; C(3, 2) = 3 subsets of 2:
+    # {0,1} -> 1, {0,2} -> 0, {1,2} -> 1: index 1 wins 2 of 3, index 0 wins 1 of 3, index 2 never
+    assert best_of_weights([0.3, 0.9, 0.1], 2) == pytest.approx([1 / 3, 2 / 3, 0.0])
+    assert best_of_weights([0.3, 0.9, 0.1], 1) == pytest.approx([1 / 3] * 3)
+    assert best_of_weights([0.3, 0.9, 0.1], 3) == [0.0, 1.0, 0.0]
+    # a tie ranks the lower index higher, as best_index picks it: {0,1} -> 0, {0,2} -> 2, {1,2} -> 2
+    assert best_of_weights([0.5, 0.5, 0.7], 2) == pytest.approx([1 / 3, 0.0, 2 / 3])
+    with pytest.raises(ValueError):
+        best_of_weights([0.1, 0.2], 3)
+
+
+def test_best_of_weights_match_every_subset_enumerated():
+    from itertools import combinations
+
+    scores = [0.4, -1.0, 2.0, 0.4, 1.5]
+    for n in range(1, 6):
+        wins = [0] * 5
+        subsets = list(combinations(range(5), n))
+        for sub in subsets:
+            wins[sub[best_index([scores[i] for i in sub], n)]] += 1
+        assert best_of_weights(scores, n) == pytest.approx([w / len(subsets) for w in wins])

@@ -1,12 +1,13 @@
-"""Outcome-study maths: checkpoints found, KL bound, story metrics, paired deltas, agreement, verdict rules."""
+"""Outcome-study analysis by hand: checkpoints found, best-of-n from one pool, RL curves, verdicts, cached steps."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from rlcw.outcome.analysis import controls_verdict, final_rows, paired_delta, run_verdict
-from rlcw.outcome.judging import first_samples, rows_to_judge
-from rlcw.outcome.measure import checkpoints_of, paired_agreement, rm_agreement, story_metrics
+from rlcw.outcome.analysis import bon_curve, diversity, rl_curve, run_verdict, summarise
+from rlcw.outcome.measure import checkpoints_of
 
 
 def test_checkpoints_of_finds_trl_and_ppo_layouts(tmp_path):
@@ -25,112 +26,93 @@ def test_checkpoints_of_finds_trl_and_ppo_layouts(tmp_path):
     assert checkpoints_of(tmp_path / "missing") == []
 
 
-def test_story_metrics_by_hand():
-    stories = [
-        {"story": "one two three four", "min_words": 3, "max_words": 5},  # 4 words: inside
-        {"story": "a b c a b c", "min_words": 10, "max_words": 20},  # 6 words: below
-    ]
-    m = story_metrics(stories)
-    assert m["words"] == 5.0 and m["in_range"] == 0.5
-    assert m["words_over_max"] == pytest.approx((4 / 5 + 6 / 20) / 2)
-    # trigrams of the second: abc, bca, cab, abc -> 1 repeat of 4
-    assert m["rep_intra_3"] == pytest.approx((0.0 + 0.25) / 2)
-
-
-def _s(i, proxy, gold):
-    return {"id": i, "meta": {"proxy": proxy, "gold": gold}}
-
-
-def test_paired_delta_and_agreement():
-    start = [_s("a", 0.0, 1.0), _s("b", 1.0, 1.0), _s("c", 2.0, 0.0)]
-    after = [_s("a", 1.0, 0.0), _s("b", 2.0, 0.0), _s("c", 3.0, 3.0), _s("z", 9.0, 9.0)]
-    d = paired_delta(after, start, "proxy")
-    assert d["delta"] == 1.0 and d["ci_low"] == 1.0 and d["ci_high"] == 1.0 and d["n"] == 3
-    assert paired_delta(after, start, "gold")["delta"] == pytest.approx((-1 - 1 + 3) / 3)
-    # proxy up everywhere; gold down on a, b and up on c: agree on 1 of 3
-    assert paired_agreement(after, start) == {"agreement": pytest.approx(1 / 3), "pairs": 3.0}
-    proxy_rows = [{"chosen_score": 1, "rejected_score": 0}, {"chosen_score": 0, "rejected_score": 1}]
-    gold_rows = [{"chosen_score": 2, "rejected_score": 1}, {"chosen_score": 2, "rejected_score": 1}]
-    assert rm_agreement(proxy_rows, gold_rows) == {"agreement": 0.5, "pairs": 2.0}
-
-
-def _row(run, step, **kw):
-    base = {
-        "run": run,
-        "step": step,
-        "proxy": 0.0,
-        "gold": 0.0,
-        "words": 50.0,
-        "in_range": 0.8,
-        "rep_intra_3": 0.02,
-        "distinct_3": 0.9,
-        "kl_seq": 0.0,
+def _rec(p, k, gold, proxy, words=10, rep=0.0, story=None, kl=0.0):
+    return {
+        "prompt_id": p,
+        "sample_index": k,
+        "story": story or f"{p} {k} once upon a time",
+        "scores": {"gold": gold, "proxy": proxy},
+        "words": words,
+        "rep": rep,
+        "kl_k3": kl,
+        "kl_k1": kl,
     }
-    return {**base, **kw}
 
 
-def test_final_rows_and_rows_to_judge():
-    rows = [
-        _row("grpo", 0),
-        _row("grpo", 4),
-        _row("grpo", 8),
-        _row("grpo", 12),
-        _row("best_of_n", 1),
-        _row("best_of_n", 2),
-        _row("best_of_n", 8),
-    ]
-    assert {k: v["step"] for k, v in final_rows(rows).items()} == {"grpo": 12, "best_of_n": 8}
-    assert [(r["run"], r["step"]) for r in rows_to_judge(rows, False)] == [
-        ("grpo", 4),
-        ("grpo", 12),
-        ("best_of_n", 2),
-        ("best_of_n", 8),
-    ]
-    assert len(rows_to_judge(rows, True)) == 5
-    stories = [{"id": "p1#0"}, {"id": "p1#1"}, {"id": "p2#0"}, {"id": "p2#1"}, {"id": "p3#0"}]
-    assert [s["id"] for s in first_samples(stories, 2)] == ["p1#0", "p2#0"]
+def test_best_of_n_from_one_pool_by_hand():
+    # prompt a: proxy ranks c0 < c2 < c1; best-of-2 picks c1 w.p. 2/3, c2 w.p. 1/3 (see test_best_of_n)
+    pool = [_rec("a", 0, 0.0, 0.3), _rec("a", 1, 3.0, 0.9, words=20), _rec("a", 2, 6.0, 0.5)]
+    pool += [_rec("b", k, 1.0, float(k)) for k in range(3)]  # gold flat on b
+    c = bon_curve("bon", "proxy", pool, [1, 2, 3])
+    one, two, three = c.points
+    assert one.values["gold"][("a", 0)] == pytest.approx(3.0) and one.kl == 0.0  # n = 1: the pool mean
+    assert two.values["gold"][("a", 0)] == pytest.approx(2 / 3 * 3.0 + 1 / 3 * 6.0)
+    assert two.values["words"][("a", 0)] == pytest.approx(2 / 3 * 20 + 1 / 3 * 10)
+    assert three.values["gold"][("a", 0)] == 3.0 and three.values["proxy"][("b", 0)] == 2.0
+    assert two.d == pytest.approx(math.sqrt(math.log(2) - 0.5))
+    with pytest.raises(ValueError, match="pool"):
+        bon_curve("bon", "proxy", pool, [1, 4])
 
 
-def test_run_verdict_rules():
-    start = _row("start", 0)
-    hacked = _row(
-        "grpo",
-        12,
-        proxy=2.0,
-        gold=-1.0,
-        words=20.0,
-        in_range=0.1,
-        rep_intra_3=0.2,
-        distinct_3=0.5,
-        **{"judge/win_rate": 0.55, "judge/ci_low": 0.3, "judge/ci_high": 0.8, "judge/invalid_share": 0.4},
+def test_diversity_is_per_sample_index_then_averaged():
+    # index 0: "x y z" twice -> 1 distinct trigram of 2; index 1: two different -> 2 of 2
+    recs = [_rec("a", 0, 0, 0, story="x y z"), _rec("b", 0, 0, 0, story="x y z")]
+    recs += [_rec("a", 1, 0, 0, story="x y z"), _rec("b", 1, 0, 0, story="p q r")]
+    assert diversity(recs) == pytest.approx((0.5 + 1.0) / 2)
+
+
+def _rl_points(gold_by_step, kl_by_step, proxy_by_step, words_by_step=None, prompts=8):
+    """Every prompt and sample gets the step's value plus a small prompt offset (so CIs have width)."""
+    words_by_step = words_by_step or {s: 10 for s in gold_by_step}
+
+    def recs(step):
+        return [
+            _rec(
+                f"p{i}",
+                k,
+                gold_by_step[step] + 0.01 * i,
+                proxy_by_step[step] + 0.01 * i,
+                words=words_by_step[step] + i,
+                kl=kl_by_step[step],
+            )
+            for i in range(prompts)
+            for k in range(2)
+        ]
+
+    return recs(0), [(s, recs(s)) for s in sorted(gold_by_step) if s]
+
+
+def test_rise_peak_and_fall_are_tested_on_the_other_half():
+    start, ckpts = _rl_points(
+        {0: 0.0, 4: 1.0, 8: 2.0, 12: 0.5}, {0: 0, 4: 0.25, 8: 1.0, 12: 4.0}, {0: 0, 4: 1, 8: 2, 12: 3}
     )
-    hacked["delta/proxy"] = {"delta": 2.0, "ci_low": 1.5, "ci_high": 2.5}
-    hacked["delta/gold"] = {"delta": -1.0, "ci_low": -1.5, "ci_high": -0.5}
-    hacked["delta/gold_from_peak"] = {"delta": -1.5, "ci_low": -2.0, "ci_high": -1.0}
-    peak = _row("grpo", 4, proxy=1.0, gold=0.5)
-    noisy = dict(hacked, **{"delta/gold_from_peak": {"delta": -0.1, "ci_low": -0.6, "ci_high": 0.4}})
-    assert "Gold peaked" not in " ".join(
-        run_verdict("grpo", noisy, start, peak)
-    )  # a fall inside the noise is not claimed
-    text = " ".join(run_verdict("grpo", hacked, start, peak))
-    for phrase in (
-        "over-optimised",
-        "Gold peaked at step 4",
-        "Length hacking",
-        "word range",
-        "Repetition",
-        "Diversity",
-        "chance",
-    ):
-        assert phrase in text, phrase
-    fine = _row("dpo", 30, proxy=0.2, gold=0.3)
-    fine["delta/proxy"] = {"delta": 0.2, "ci_low": 0.1, "ci_high": 0.3}
-    fine["delta/gold"] = {"delta": 0.3, "ci_low": 0.1, "ci_high": 0.5}
-    text = " ".join(run_verdict("dpo", fine, start, None))
-    assert "better on both" in text and "hacking" not in text and "Repetition" not in text
-    lc = _row("grpo_lc", 12, words=48.0)
-    lc["delta/gold"] = {"delta": 0.1}
-    assert "kept length closer" in " ".join(controls_verdict({"grpo": hacked, "grpo_lc": lc}, start))
+    s = summarise(rl_curve("grpo", "proxy", start, ckpts), n_resamples=200, fit_resamples=20)
+    assert [p.d for p in s.curve.points] == [0.0, 0.5, 1.0, 2.0]
+    assert s.peak.peak == 8 and s.peak.verdict == "fell"
+    assert s.rise.delta == pytest.approx(2.0) and s.peak.fall.delta == pytest.approx(-1.5)
+    assert s.deltas[12]["proxy"].delta == pytest.approx(3.0) and s.deltas[12]["proxy"].ci_low == pytest.approx(3.0)
+    assert s.fit.a is not None and s.fit.n_points == 3  # d = 0.5, 1, 2: R(d) = d (a - b log d) fitted
+    text = " ".join(run_verdict(s))
+    assert (
+        "the proxy rose" in text
+        and "it rose from the start to the peak" in text
+        and "After the peak gold fell" in text
+    )
+    assert "Largest KL 4.00 nats/story (target 2: reached)" in text
+
+
+def test_null_results_are_stated_as_null_and_length_can_explain_a_gain():
+    flat = _rl_points({0: 0.0, 4: 0.0}, {0: 0, 4: 0.1}, {0: 0.0, 4: 0.0})
+    s = summarise(rl_curve("dpo", "proxy", *flat), n_resamples=100, fit_resamples=10)
+    text = " ".join(run_verdict(s))
+    assert "no measurable proxy gain" in text and "gold did not rise (null)" in text
+    # start words 10..17 with proxy 0.01 per prompt index = 0.01 per word; the run wrote 100 words more and
+    # gained 1.0 proxy: length predicts 100 x 0.01 = 1.0 of it
+    start, ckpts = _rl_points({0: 0.0, 4: 0.0}, {0: 0, 4: 0.1}, {0: 0.0, 4: 1.0}, words_by_step={0: 10, 4: 110})
+    s = summarise(rl_curve("grpo", "proxy", start, ckpts), n_resamples=100, fit_resamples=10)
+    assert (
+        s.surface.share == pytest.approx(1.0) and "Length and repetition explain the proxy gain" in run_verdict(s)[0]
+    )
 
 
 def test_stages_reuse_same_config_and_move_a_changed_one_aside(tmp_path):
@@ -154,10 +136,32 @@ def test_stages_reuse_same_config_and_move_a_changed_one_aside(tmp_path):
             (run.path / "checkpoints" / f"made-by-{cfg.value}").mkdir()
             return run.write_summary("completed", {"value": cfg.value})
 
-    st = Stages(tmp_path, resume=True)
+    st = Stages(resume=True)
     st.run("stage", fn, Cfg())
     assert st.run("stage", fn, Cfg())["metrics"] == {"value": 1} and calls == [1]  # same config: reused
     st.run("stage", fn, Cfg(value=2))  # changed: run again in a clean folder, the old one kept aside
     assert calls == [1, 2] and [p.name for p in (tmp_path / "stage" / "checkpoints").iterdir()] == ["made-by-2"]
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("stage.replaced-")]
     assert len(aside) == 1 and (aside[0] / "checkpoints" / "made-by-1").is_dir()
+
+
+def test_cached_steps_rerun_when_killed_or_changed_and_are_reused_otherwise(tmp_path):
+    from rlcw.recipes.outcome import Stages
+
+    calls = []
+
+    def make(folder):
+        calls.append(folder.name)
+        (folder / "out.txt").write_text(str(len(calls)))
+
+    st = Stages(resume=True)
+    st.cached("step", tmp_path / "a", {"n": 1}, make)
+    st.cached("step", tmp_path / "a", {"n": 1}, make)  # same settings: reused
+    assert calls == ["a"] and (tmp_path / "a" / "done.json").is_file()
+    st.cached("step", tmp_path / "a", {"n": 2}, make)  # new settings: made again
+    assert calls == ["a", "a"] and (tmp_path / "a" / "out.txt").read_text() == "2"
+    (tmp_path / "a" / "done.json").unlink()  # killed before done.json was written
+    st.cached("step", tmp_path / "a", {"n": 2}, make)
+    assert len(calls) == 3
+    Stages(resume=False).cached("step", tmp_path / "a", {"n": 2}, make)  # resume=false always makes
+    assert len(calls) == 4
