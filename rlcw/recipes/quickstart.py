@@ -301,12 +301,10 @@ def _plots(root) -> list:
         root / "plots" / "training_reward.png",
     )
     probe = plot_probe(read_probe(root / "grpo" / "probe.jsonl"), root / "plots" / "probe.png")
+    acc = series(rm_rows, "eval_accuracy")  # empty with train_rm.train.eval_steps=0 (one evaluation at the end)
+    rm_panels = [("RM held-out accuracy", {"eval accuracy": acc})] if acc[0] else []
     rm_plot = plot_lines(
-        [
-            ("RM held-out accuracy", {"eval accuracy": series(rm_rows, "eval_accuracy")}),
-            ("RM training loss", {"loss": series(rm_rows, "loss")}),
-        ],
-        root / "plots" / "rm_accuracy.png",
+        [*rm_panels, ("RM training loss", {"loss": series(rm_rows, "loss")})], root / "plots" / "rm_accuracy.png"
     )
     monitors = plot_monitors(g_rows, root / "plots" / "grpo_monitors.png")
     return [reward_plot, probe, rm_plot, monitors]
