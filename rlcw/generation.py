@@ -22,6 +22,17 @@ def chat_messages(system_prompt: str | None, prompt: str) -> list[dict]:
     return msgs + [{"role": "user", "content": prompt}]
 
 
+def prompt_token_ids(tokenizer, rows: list[dict], system_prompt: str | None) -> list[list[int]]:
+    """The chat-formatted prompt of each row (`row["prompt"]`) as token ids, generation prompt added."""
+    out = []
+    for r in rows:
+        ids = tokenizer.apply_chat_template(
+            chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True
+        )
+        out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+    return out
+
+
 def apply_chat_template_file(tokenizer, path: str | None) -> None:
     """Replace the tokenizer's chat template by the one in `path` (None keeps it)."""
     if path:

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.generation import chat_messages
+from rlcw.generation import prompt_token_ids
 from rlcw.metrics.text import count_words, repetition_rate
 from rlcw.rl.kl import kl_per_story, sampled_logprobs
 
@@ -56,17 +56,6 @@ def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
     if not found and (root / "final" / "adapter_config.json").is_file():
         found[1] = root / "final"
     return sorted(found.items())
-
-
-def prompt_token_ids(tokenizer, rows: list[dict], system_prompt: str | None) -> list[list[int]]:
-    """The chat-formatted prompt of each row as token ids (generation prompt added)."""
-    out = []
-    for r in rows:
-        ids = tokenizer.apply_chat_template(
-            chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True
-        )
-        out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
-    return out
 
 
 @torch.no_grad()

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.generation import chat_messages
+from rlcw.generation import prompt_token_ids
 from rlcw.io import atomic_write_json
 from rlcw.metrics.heldout import paired_bootstrap
 from rlcw.metrics.text import count_words, repetition_rate
@@ -39,16 +39,6 @@ class HeldoutSettings:
     seed: int = 1234
     n_resamples: int = 2000
     system_prompt: str | None = None  # the RL run's (recipes pass cfg.model.system_prompt)
-
-
-def _prompt_ids(tokenizer, rows: list[dict], system_prompt: str | None) -> list[list[int]]:
-    out = []
-    for r in rows:
-        ids = tokenizer.apply_chat_template(
-            chat_messages(system_prompt, r["prompt"]), add_generation_prompt=True, tokenize=True
-        )
-        out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
-    return out
 
 
 def sample_crn(
@@ -64,7 +54,7 @@ def sample_crn(
     cfg = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens)
     eos = [tokenizer.eos_token_id]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    ids = _prompt_ids(tokenizer, rows, system_prompt)
+    ids = prompt_token_ids(tokenizer, rows, system_prompt)
     model.eval()
     out = []
     for k in range(n_samples):
