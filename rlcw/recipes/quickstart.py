@@ -207,8 +207,12 @@ SUMMARY_KEYS = (
 
 
 def verdict_text(h: dict) -> tuple[bool, str]:
-    """(both lower bounds > 0, what was and was not shown, in plain words)."""
+    """(the held-out gate passed, what was and was not shown, in plain words). Passing needs both lower
+    bounds above 0 AND the share of stories that end below the range not rising by more than the share
+    that ends inside it (a gain made of one-liners is not what the prompts ask)."""
     rm_ok, range_ok = h["rm_delta_lo"] > 0, h["in_range_delta_lo"] > 0
+    short_rise = h.get("ended_short_final", 0.0) - h.get("ended_short_start", 0.0)
+    short_ok = not short_rise > max(0.0, h["in_range_delta"])
     rm = (
         f"the RM score rose on held-out prompts ({h['rm_delta']:+.2f}, 95% CI [{h['rm_delta_lo']:+.2f}, "
         f"{h['rm_delta_hi']:+.2f}])"
@@ -217,11 +221,17 @@ def verdict_text(h: dict) -> tuple[bool, str]:
         f"the share of stories that end inside the prompt's word range went {h['in_range_start']:.2f} -> "
         f"{h['in_range_final']:.2f} (change CI [{h['in_range_delta_lo']:+.2f}, {h['in_range_delta_hi']:+.2f}])"
     )
-    if rm_ok and range_ok:
-        return True, f"Shown: {rm}, and {rng}."
+    short = (
+        f"the share that ends below the range went {h.get('ended_short_start', math.nan):.2f} -> "
+        f"{h.get('ended_short_final', math.nan):.2f} ({short_rise:+.2f}, against {h['in_range_delta']:+.2f} inside it)"
+    )
+    if rm_ok and range_ok and short_ok:
+        return True, f"Shown: {rm}, and {rng}; {short}."
     ci = f"{h['rm_delta']:+.2f}, 95% CI [{h['rm_delta_lo']:+.2f}, {h['rm_delta_hi']:+.2f}]"
     parts = [f"Shown: {rm}." if rm_ok else f"Not shown: that the RM score rose (held-out change {ci}, not above 0)."]
     parts.append(f"Shown: {rng}." if range_ok else f"Not shown: that stories got closer to the asked length; {rng}.")
+    if not short_ok:
+        parts.append(f"Not shown: that the gain is not made of stories that end too short; {short}.")
     if (
         rm_ok
         and not math.isnan(h["rm_delta_from_ending"])
@@ -263,7 +273,7 @@ def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, b
             grpo_error or f"{int(results['grpo']['metrics'].get('monitor/alerts', 0))} warning(s), no stop",
         ),
         (
-            "held-out gain: RM change and in-range change, both 95% lower bounds > 0"
+            "held-out gain: RM change and in-range change, both 95% lower bounds > 0, ending too short not rising more"
             + ("" if cfg.gates.heldout else " (gate off: gates.heldout=false)"),
             ok or not cfg.gates.heldout,
             verdict,

@@ -104,6 +104,13 @@ def test_heldout_gate_needs_both_lower_bounds_above_zero():
     assert "explained by stories ending before the cap" in verdict
     _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(-0.1, 0.05)})
     assert not checks[3][1] and "Not shown: that the RM score rose" in verdict
+    ok = _heldout(0.1, 0.05)  # in-range change 0.1 (from dict.fromkeys): an ended-short rise of 0.1 is allowed
+    ok.update(ended_short_start=0.1, ended_short_final=0.2)
+    _, checks, verdict = _gate(cfg, {**base, "heldout": ok})
+    assert checks[3][1] and verdict.startswith("Shown:")
+    ok.update(ended_short_final=0.66)  # seed 0 of this round's quickstart: one-liners 0.12 -> 0.66
+    _, checks, verdict = _gate(cfg, {**base, "heldout": ok})
+    assert not checks[3][1] and "Not shown: that the gain is not made of stories that end too short" in verdict
     off = load_config(QuickstartConfig, None, ["gates.heldout=false"])
     _, checks, _ = _gate(off, {**base, "heldout": _heldout(-0.1, -0.1)})
     assert checks[3][1]
