@@ -8,7 +8,7 @@
 
 Sampling (issue 18): temperature 1, top_k 0, top_p 1, so the samples come from the distribution whose
 log-probs the KL uses (`rlcw.rl.kl.check_full_distribution`); `rlcw.rl.rollout.sample` keeps the
-sampled ids, cut after the first EOS (kept). Common random numbers as in `rlcw.rl.heldout.sample_crn`:
+sampled ids, cut after the first EOS (kept). Common random numbers by `rlcw.rl.heldout.crn_completions`:
 rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after
 `torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so the start and a checkpoint read the same noise
 at (prompt, k) whatever the other chunks consumed. Each record keeps `prompt_ids` and `completion_ids`.
@@ -29,14 +29,13 @@ from pathlib import Path
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.generation import prompt_token_ids
 from rlcw.metrics.text import count_words, repetition_rate
+from rlcw.rl.heldout import crn_completions
 from rlcw.rl.kl import kl_per_story, sampled_logprobs
 
 _TRL_CKPT = re.compile(r"^checkpoint-(\d+)$")
 _PPO_CKPT = re.compile(r"^step_(\d+)$")
 ESTIMATORS = ("k3", "k1")
-CHUNK_SEED_STRIDE = 100_003  # chunk c of sample k seeds seed + k + stride * c (chunk 0: seed + k, as sample_crn)
 
 
 def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -78,24 +77,21 @@ def sample_stories(
     Records are story records (`id` = `<prompt id>#<k>`, prompt, story, system, the row's word range and
     `reference` when it has one) plus prompt_id, sample_index, prompt_ids, completion_ids, finished, and
     with `keep_logps` each sampled token's log-prob under `model` (`completion_logps`, for `add_kl`)."""
-    from transformers import GenerationConfig
-
-    from rlcw.rl.rollout import sample_with_logprobs
-
-    if not rows or n_samples < 1:
-        raise RlcwError("outcome sampling needs at least one prompt and one sample", where="measure")
-    gen = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens)
     eos = [tokenizer.eos_token_id]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    ids = prompt_token_ids(tokenizer, rows, system_prompt)
-    model.eval()
     out = []
-    for k in range(first_sample, first_sample + n_samples):
-        comps, logps = [], []
-        for c, start in enumerate(range(0, len(rows), batch_size)):
-            torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)
-            chunk = sample_with_logprobs(model, ids[start : start + batch_size], gen, eos_ids=eos, pad_id=pad)
-            comps, logps = comps + chunk[0], logps + chunk[1]
+    for k, ids, comps, logps in crn_completions(
+        model,
+        tokenizer,
+        rows,
+        system_prompt=system_prompt,
+        n_samples=n_samples,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        first_sample=first_sample,
+        batch_size=batch_size,
+        what="outcome",
+        where="measure",
+    ):
         for row, p_ids, comp, lp in zip(rows, ids, comps, logps, strict=True):
             rec = {
                 "id": f"{row['id']}#{k}",

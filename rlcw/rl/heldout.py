@@ -41,27 +41,65 @@ class HeldoutSettings:
     system_prompt: str | None = None  # the RL run's (recipes pass cfg.model.system_prompt)
 
 
-def sample_crn(
-    model, tokenizer, rows: list[dict], *, system_prompt: str | None, n_samples: int, max_new_tokens: int, seed: int
-) -> list[dict]:
-    """n_samples completions per prompt row with common random numbers (see the module docstring)."""
+CHUNK_SEED_STRIDE = 100_003  # chunk c of sample k seeds seed + k + stride * c (chunk 0: seed + k)
+
+
+def crn_completions(
+    model,
+    tokenizer,
+    rows: list[dict],
+    *,
+    system_prompt: str | None,
+    n_samples: int,
+    max_new_tokens: int,
+    seed: int,
+    first_sample: int = 0,
+    batch_size: int | None = None,
+    what: str = "held-out",
+    where: str = "heldout",
+):
+    """The one CRN sampler (see the module docstring): for each sample index k in first_sample ..
+    first_sample + n_samples - 1, yields (k, prompt ids, completions, log-probs), one entry per row. Rows go
+    in fixed chunks of `batch_size` (None: one chunk); chunk c of index k draws after
+    `torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so a row reads the same noise at (prompt, k)
+    whatever the other chunks consumed. Completions are sampled ids cut after the first EOS (kept)."""
     from transformers import GenerationConfig
 
-    from rlcw.rl.rollout import sample
+    from rlcw.rl.rollout import sample_with_logprobs
 
     if not rows or n_samples < 1:
-        raise RlcwError("held-out sampling needs at least one prompt and one sample", where="heldout")
+        raise RlcwError(f"{what} sampling needs at least one prompt and one sample", where=where)
     cfg = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens)
     eos = [tokenizer.eos_token_id]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     ids = prompt_token_ids(tokenizer, rows, system_prompt)
+    size = batch_size or len(rows)
     model.eval()
+    for k in range(first_sample, first_sample + n_samples):
+        comps, logps = [], []
+        for c, start in enumerate(range(0, len(rows), size)):
+            torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)
+            chunk = sample_with_logprobs(model, ids[start : start + size], cfg, eos_ids=eos, pad_id=pad)
+            comps, logps = comps + chunk[0], logps + chunk[1]
+        yield k, ids, comps, logps
+
+
+def sample_crn(
+    model, tokenizer, rows: list[dict], *, system_prompt: str | None, n_samples: int, max_new_tokens: int, seed: int
+) -> list[dict]:
+    """n_samples completions per prompt row with common random numbers (`crn_completions`, one chunk)."""
+    eos = [tokenizer.eos_token_id]
     out = []
-    for k in range(n_samples):
-        torch.manual_seed(seed + k)
-        comps = sample(model, ids, cfg, eos_ids=eos, pad_id=pad)
+    for k, _, comps, _ in crn_completions(
+        model,
+        tokenizer,
+        rows,
+        system_prompt=system_prompt,
+        n_samples=n_samples,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+    ):
         for p, (row, comp) in enumerate(zip(rows, comps, strict=True)):
-            finished = bool(comp) and comp[-1] in eos
             out.append(
                 {
                     "id": f"{row['id']}#{k}",
@@ -71,7 +109,7 @@ def sample_crn(
                     "prompt": row["prompt"],
                     "story": tokenizer.decode(comp, skip_special_tokens=True).strip(),
                     "tokens": len(comp),
-                    "finished": finished,
+                    "finished": bool(comp) and comp[-1] in eos,
                     "min_words": row.get("min_words"),
                     "max_words": row.get("max_words"),
                 }
