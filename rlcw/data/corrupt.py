@@ -3,7 +3,12 @@
 After the UNION story-evaluation work (Guan & Huang, 2020): sentence shuffling, incoherent
 splices, word substitution, repetition and truncation. With `match_length=True` every
 corruption keeps the word count within `tolerance` of the original, so a reward model cannot
-win by measuring length. All functions are pure given the `random.Random` passed in; each
+win by measuring length, and `corrupt` closes a corrupted text the way the original closes
+(`match_ending`), so it cannot win by looking at the last character either: length-matched
+splices and repeats stop at a word count, mid-sentence, and an RM trained on them learned
+"a story that stops mid-sentence is the worse one" (58% of the quickstart's pairs carried that
+cue), which it then paid GRPO ~2 RM units for ending at any length (issue 14). `truncate` is the
+one kind whose point is the unfinished ending. All functions are pure given the `random.Random` passed in; each
 returns the corrupted text or None when the text is too short for that corruption.
 """
 
@@ -104,6 +109,26 @@ def truncate_pair(text: str, rng: random.Random) -> tuple[str, str] | None:
     return chosen, rejected
 
 
+_CLOSERS = "\"'\u201d\u2019)]"
+
+
+def ending(text: str) -> str:
+    """The sentence-final mark a text closes with ("." of 'He left.' and of '"Go."'), or "" if it stops mid-sentence."""
+    tail = text.rstrip().rstrip(_CLOSERS)
+    return tail[-1] if tail and tail[-1] in ".!?" else ""
+
+
+def match_ending(original: str, corrupted: str) -> str:
+    """`corrupted`, closed with the original's sentence-final mark when the original ends a sentence and it does not.
+
+    match_ending("He left.", "He left the")   # -> "He left the."   (word count unchanged)
+    """
+    mark = ending(original)
+    if not mark or ending(corrupted):
+        return corrupted
+    return corrupted.rstrip().rstrip(",;:-\u2014 ") + mark
+
+
 FUNCS: dict[str, Callable[..., str | None]] = {
     "shuffle": shuffle,
     "splice": splice,
@@ -114,12 +139,15 @@ FUNCS: dict[str, Callable[..., str | None]] = {
 
 
 def corrupt(kind: str, text: str, other: str, rng: random.Random, match_length: bool) -> tuple[str, str] | None:
-    """Return (chosen, rejected) for one corruption kind, or None if the text is too short."""
+    """Return (chosen, rejected) for one corruption kind, or None if the text is too short; the rejected side
+    closes like the chosen one (`match_ending`) for every kind but `truncate`."""
     if kind not in FUNCS:
         raise ValueError(f"unknown corruption '{kind}'; choose from {', '.join(CORRUPTIONS)}")
     if kind == "truncate" and match_length:
         return truncate_pair(text, rng)
     bad = FUNCS[kind](text, other, rng, match_length)
+    if bad is not None and kind != "truncate":
+        bad = match_ending(text, bad)
     if bad is None or bad == text:
         return None
     return text, bad

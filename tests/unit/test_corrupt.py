@@ -7,7 +7,18 @@ from collections import Counter
 
 import pytest
 
-from rlcw.data.corrupt import CORRUPTIONS, corrupt, repeat, shuffle, splice, substitute, truncate, truncate_pair
+from rlcw.data.corrupt import (
+    CORRUPTIONS,
+    corrupt,
+    ending,
+    match_ending,
+    repeat,
+    shuffle,
+    splice,
+    substitute,
+    truncate,
+    truncate_pair,
+)
 from rlcw.metrics.text import count_words, split_sentences
 
 # 7 sentences with word counts 6, 4, 12, 12, 12, 4, 12 (62 words).
@@ -189,3 +200,34 @@ def test_specific_short_limits():
 def test_shuffle_of_identical_sentences_is_dropped():
     same = "It rained. It rained. It rained. It rained."
     assert corrupt("shuffle", same, OTHER, random.Random(0), True) is None
+
+
+def test_ending_reads_the_sentence_final_mark_through_closing_quotes():
+    assert ending("He left.") == "."
+    assert ending('She said "Go!"') == "!"
+    assert ending("Why? ") == "?"
+    assert ending("He left the") == ""
+    assert ending("He left,") == ""
+
+
+def test_match_ending_closes_a_cut_corruption_like_the_original_and_keeps_its_word_count():
+    assert match_ending("He left.", "He left the") == "He left the."
+    assert match_ending("Run!", "Run away,") == "Run away!"
+    assert match_ending("He left.", "He stayed.") == "He stayed."  # already closed: unchanged
+    assert match_ending("He left the", "He went") == "He went"  # original open: nothing to match
+    assert count_words(match_ending(TEXT, "a b c d,")) == 4
+
+
+@pytest.mark.parametrize("kind", ["shuffle", "splice", "substitute", "repeat"])
+def test_no_kind_but_truncate_lets_the_ending_tell_chosen_from_rejected(kind):
+    # length-matched splices and repeats stop at a word count, mid-sentence: before the fix the RM learned
+    # "stops mid-sentence = rejected" from them (issue 14); every rejected side must close like the chosen one
+    for seed in range(20):
+        chosen, rejected = corrupt(kind, TEXT, OTHER, random.Random(seed), True)
+        assert ending(rejected) == ending(chosen) == ".", (kind, seed, rejected[-30:])
+
+
+def test_truncate_keeps_its_unfinished_ending():
+    for seed in range(5):
+        chosen, rejected = corrupt("truncate", TEXT, OTHER, random.Random(seed), True)
+        assert ending(chosen) == "." and ending(rejected) == ""
