@@ -250,7 +250,7 @@ def build_rewards(cfg: GRPORecipeConfig) -> tuple[list, list[float]]:
         "max_tokens": completion_cap(cfg),
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_funcs(cfg.reward.specs, defaults)
+    return build_reward_funcs(cfg.reward.specs, defaults, key="reward.specs")
 
 
 def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):

@@ -160,7 +160,7 @@ def build_rewards(cfg: PPORecipeConfig) -> tuple[list, list[float]]:
         "max_tokens": cfg.train.max_new_tokens,
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_funcs(cfg.reward.specs, defaults)
+    return build_reward_funcs(cfg.reward.specs, defaults, key="reward.specs")
 
 
 def build_value(cfg: PPORecipeConfig, vocab_size: int):

@@ -88,7 +88,10 @@ def build_reward(spec: dict[str, Any], defaults: dict | None = None, where: str 
     if kind not in REWARD_TYPES:
         raise RlcwError(f"unknown reward type '{kind}'", where=where, hint=f"known types: {', '.join(REWARD_TYPES)}")
     args, kwargs = _options(kind, spec, defaults or {}, where)
-    func = _constructor(kind)(*args, **kwargs)
+    try:
+        func = _constructor(kind)(*args, **kwargs)
+    except (ValueError, TypeError) as exc:  # a constructor's own check of an option value, named by the spec's key
+        raise RlcwError(str(exc), where=where, hint=f"fix the option in {where}") from None
     if spec.get("name"):
         func.__name__ = str(spec["name"])
     elif not getattr(func, "__name__", None):
@@ -96,21 +99,22 @@ def build_reward(spec: dict[str, Any], defaults: dict | None = None, where: str 
     return func
 
 
-def build_rewards(specs, defaults: dict | None = None) -> tuple[list, list[float]]:
+def build_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> tuple[list, list[float]]:
     """(reward callables, weights) from a list of specs or a mapping name -> spec.
 
-    A spec with `weight: 0` is left out; no reward at all is an error."""
+    A spec with `weight: 0` is left out; no reward at all is an error. `key` is where the specs sit in
+    the user's config (recipes pass "reward.specs"), so every error names the key to fix."""
     items = list(specs.items()) if isinstance(specs, dict) else [(None, s) for s in specs]
     for i, (name, spec) in enumerate(items):  # every type checked before any (slow) constructor runs
         if isinstance(spec, dict) and spec.get("type") not in REWARD_TYPES and "type" in spec:
             raise RlcwError(
                 f"unknown reward type '{spec['type']}'",
-                where=f"rewards.{name}" if name else f"rewards[{i}]",
+                where=f"{key}.{name}" if name else f"{key}[{i}]",
                 hint=f"known types: {', '.join(REWARD_TYPES)}",
             )
     funcs, weights = [], []
     for i, (name, spec) in enumerate(items):
-        where = f"rewards.{name}" if name else f"rewards[{i}]"
+        where = f"{key}.{name}" if name else f"{key}[{i}]"
         if not isinstance(spec, dict):
             raise RlcwError("a reward spec must be a mapping", where=where, hint="e.g. {type: bt, weight: 1.0}")
         weight = float(spec.get("weight", 1.0))
@@ -123,11 +127,11 @@ def build_rewards(specs, defaults: dict | None = None) -> tuple[list, list[float
     if not funcs:
         raise RlcwError(
             "no reward left: every reward spec is missing or has weight 0",
-            where="rewards",
-            hint=f"add one, e.g. rewards.rm.type=bt; types: {', '.join(REWARD_TYPES)}",
+            where=key,
+            hint=f"add one, e.g. {key}.rm.type=bt; types: {', '.join(REWARD_TYPES)}",
         )
     names = [f.__name__ for f in funcs]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
-        raise RlcwError(f"two rewards share the name '{dup}'", where="rewards", hint="give each spec its own `name`")
+        raise RlcwError(f"two rewards share the name '{dup}'", where=key, hint="give each spec its own `name`")
     return funcs, weights

@@ -62,3 +62,10 @@ def test_remote_spec_reaches_the_remote_client():
 
     func = build_reward({"type": "remote", "urls": ["http://127.0.0.1:9"], "timeout_s": 1.0, "max_retries": 0})
     assert isinstance(func, RemoteReward)
+
+
+def test_a_bad_option_value_names_the_spec_key_the_user_wrote():
+    with pytest.raises(RlcwError) as err:
+        build_rewards({"len": {"type": "length_range", "cut": "sometimes", "max_tokens": 88}}, key="reward.specs")
+    msg = str(err.value)
+    assert "reward.specs.len" in msg and "cut must be 'words' or 'skip'" in msg
