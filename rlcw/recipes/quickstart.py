@@ -329,7 +329,10 @@ def _plots(root) -> list:
     return [reward_plot, probe, rm_plot, monitors]
 
 
-def _ci(h: dict, k: str, fmt: str = "+.2f") -> str:
+def _ci(h: dict, k: str, fmt: str = "+.2f", empty: str = "n/a") -> str:
+    """`value [lo, hi]`; `empty` where the value is NaN (e.g. no pair of that kind in the sample)."""
+    if math.isnan(h[k]):
+        return empty
     lo, hi = h.get(f"{k}_lo"), h.get(f"{k}_hi")
     return f"{h[k]:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]" if lo is not None else f"{h[k]:{fmt}}"
 
@@ -367,8 +370,8 @@ def heldout_table(h: dict) -> list[str]:
         "",
         "What the RM change is made of:",
         "",
-        f"- within pairs where both stories end before the cap: {_ci(h, 'rm_delta_both_finished')}",
-        f"- within pairs where both are cut at the cap: {_ci(h, 'rm_delta_both_cut')}",
+        f"- within pairs where both stories end before the cap: {_ci(h, 'rm_delta_both_finished', empty='no such pair')}",
+        f"- within pairs where both are cut at the cap: {_ci(h, 'rm_delta_both_cut', empty='no such pair')}",
         f"- explained by ending more often: {h['rm_delta_from_ending']:+.2f} (= ended-share change "
         f"{h['finished_final'] - h['finished_start']:+.2f} x the RM's ended-minus-cut gap "
         f"{h['rm_gap_ended_minus_cut']:.2f} on the start samples)",

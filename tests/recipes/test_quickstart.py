@@ -1,6 +1,7 @@
 """quickstart end to end on the tiny model: every stage folder, the report, plots, gates."""
 
 import json
+import math
 
 from rlcw.config import load_config
 
@@ -127,3 +128,14 @@ def test_heldout_gate_needs_both_lower_bounds_above_zero():
     off = load_config(QuickstartConfig, None, ["gates.heldout=false"])
     _, checks, _ = _gate(off, {**base, "heldout": _heldout(-0.1, -0.1)})
     assert checks[3][1]
+
+
+def test_heldout_table_says_when_no_pair_of_a_kind_exists():
+    from rlcw.recipes.quickstart import heldout_table
+
+    h = _heldout(0.1, 0.05)  # a policy that stopped ending: no pair where both stories end
+    h.update(rm_delta_both_finished=math.nan, rm_delta_both_finished_lo=math.nan, rm_delta_both_finished_hi=math.nan)
+    h.update(rm_delta_both_cut=-0.01, rm_delta_both_cut_lo=-0.15, rm_delta_both_cut_hi=0.15)
+    text = "\n".join(heldout_table(h))
+    assert "both stories end before the cap: no such pair" in text and "nan" not in text
+    assert "both are cut at the cap: -0.01 [-0.15, +0.15]" in text
