@@ -32,7 +32,8 @@ class SurfaceExplanation:
 
     @property
     def explains(self) -> bool:
-        return self.share is not None and self.share >= EXPLAINED_SHARE
+        # 1e-9: a share of exactly the threshold must not flip with the least-squares solver's last bit
+        return self.share is not None and self.share >= EXPLAINED_SHARE - 1e-9
 
 
 def surface_slopes(features: Mapping[str, Sequence[float]], proxy: Sequence[float]) -> dict[str, float]:
