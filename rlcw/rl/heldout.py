@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from rlcw.errors import RlcwError
 from rlcw.generation import prompt_token_ids
@@ -75,13 +76,16 @@ def crn_completions(
     ids = prompt_token_ids(tokenizer, rows, system_prompt)
     size = batch_size or len(rows)
     model.eval()
+    bar = tqdm(total=n_samples * len(rows), desc=f"{what} samples", unit="story")
     for k in range(first_sample, first_sample + n_samples):
         comps, logps = [], []
         for c, start in enumerate(range(0, len(rows), size)):
             torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)
             chunk = sample_with_logprobs(model, ids[start : start + size], cfg, eos_ids=eos, pad_id=pad)
             comps, logps = comps + chunk[0], logps + chunk[1]
+            bar.update(len(chunk[0]))
         yield k, ids, comps, logps
+    bar.close()
 
 
 def sample_crn(
