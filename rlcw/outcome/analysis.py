@@ -73,6 +73,7 @@ class Curve:
     points: list[Point]
     start_features: dict[str, list[float]] = field(default_factory=dict)  # words, rep of the start's stories
     start_proxy: list[float] = field(default_factory=list)
+    start_gold: list[float] = field(default_factory=list)  # the same stories' gold scores
 
 
 def _values(records: list[dict], proxy: str, key_of=lambda r: (r["prompt_id"], r["sample_index"])) -> dict:
@@ -104,9 +105,9 @@ def rl_curve(run: str, proxy: str, start: list[dict], checkpoints: Sequence[tupl
     return Curve(run, proxy, "rl", points, *_start_regression(start, proxy))
 
 
-def _start_regression(records: list[dict], proxy: str) -> tuple[dict[str, list[float]], list[float]]:
+def _start_regression(records: list[dict], proxy: str) -> tuple[dict[str, list[float]], list[float], list[float]]:
     feats = {"words": [float(r["words"]) for r in records], "rep": [float(r["rep"]) for r in records]}
-    return feats, [r["scores"][proxy] for r in records]
+    return feats, [r["scores"][proxy] for r in records], [r["scores"]["gold"] for r in records]
 
 
 def bon_curve(run: str, proxy: str, pool: list[dict], sizes: Sequence[int]) -> Curve:
@@ -133,6 +134,20 @@ def bon_curve(run: str, proxy: str, pool: list[dict], sizes: Sequence[int]) -> C
     return Curve(run, proxy, "bon", points, *_start_regression(pool, proxy))
 
 
+@dataclass(frozen=True)
+class AfterPeak:
+    """One checkpoint after the gold peak, against the peak on the test half of the prompts: gold and proxy
+    changes with Bonferroni CIs (alpha / the number of checkpoints after the peak). `kind`:
+    "overoptimised" (gold fell while the proxy rose: Gao et al.'s signature), "collapsed" (both fell: the
+    policy degenerated, the proxy was not being optimised any more), "gold_fell" (gold fell, the proxy did
+    not change measurably) or "no_fall"."""
+
+    x: int
+    gold: PairedDiff
+    proxy: PairedDiff
+    kind: str
+
+
 @dataclass
 class Summary:
     curve: Curve
@@ -142,6 +157,8 @@ class Summary:
     fit: GaoFit
     fit_ci: FitInterval | None
     surface: SurfaceExplanation
+    gold_surface: SurfaceExplanation | None = None  # the same rule for the gold rise at the peak (None: no rise)
+    after_peak: list[AfterPeak] = field(default_factory=list)
 
     @property
     def final(self) -> Point:
@@ -186,7 +203,50 @@ def summarise(curve: Curve, n_resamples: int = 1000, fit_resamples: int = 300, s
     surface = explain_proxy_gain(
         curve.start_features, curve.start_proxy, changes, final["proxy"].delta if final else 0.0
     )
-    return Summary(curve, deltas, peak, rise, fit, fit_ci, surface)
+    gold_surface = None
+    if peak.peak != order[0]:
+        at_peak = deltas[peak.peak]
+        gold_surface = explain_proxy_gain(
+            curve.start_features,
+            curve.start_gold,
+            {k: at_peak[k].delta for k in ("words", "rep")},
+            at_peak["gold"].delta,
+        )
+    after = after_peak(curve, peak.peak, n_resamples=n_resamples, seed=seed)
+    return Summary(curve, deltas, peak, rise, fit, fit_ci, surface, gold_surface, after)
+
+
+def after_peak(
+    curve: Curve, peak_x: int, n_resamples: int = 1000, alpha: float = 0.05, seed: int = 0
+) -> list[AfterPeak]:
+    """Every checkpoint after the peak against the peak, gold and proxy, on the test half of the prompts
+    (the peak was chosen on the other half); Bonferroni over the checkpoints tested."""
+    xs = [p.x for p in curve.points]
+    later = [p for p in curve.points[xs.index(peak_x) + 1 :]]
+    if not later:
+        return []
+    peak_pt = curve.points[xs.index(peak_x)]
+    _, test = split_prompts([k[0] for k in peak_pt.values["gold"]], seed=seed)
+    keep = set(test)
+
+    def diff(p: Point, key: str) -> PairedDiff:
+        a = {k: v for k, v in p.values[key].items() if k[0] in keep}
+        b = {k: v for k, v in peak_pt.values[key].items() if k[0] in keep}
+        return paired_prompt_bootstrap(a, b, n_resamples=n_resamples, alpha=alpha / len(later), seed=seed)
+
+    out = []
+    for p in later:
+        g, pr = diff(p, "gold"), diff(p, "proxy")
+        if g.ci_high >= 0:
+            kind = "no_fall"
+        elif pr.ci_low > 0:
+            kind = "overoptimised"
+        elif pr.ci_high < 0:
+            kind = "collapsed"
+        else:
+            kind = "gold_fell"
+        out.append(AfterPeak(p.x, g, pr, kind))
+    return out
 
 
 def ci_text(diff: PairedDiff | None) -> str:
@@ -217,11 +277,20 @@ def run_verdict(s: Summary) -> list[str]:
             f"Gold peaked at {x} {peak_pt.x} (d = {peak_pt.d:.2f}, chosen on half the prompts); on the other half "
             f"it {verdict} from the start to the peak ({ci_text(s.rise)})."
         )
+    gs = s.gold_surface
+    if gs is not None and gs.share is not None:
+        how = "explain" if gs.explains else "do not explain"
+        out.append(
+            f"Length and repetition {how} the gold rise at the peak: the gold's own start-policy slopes predict "
+            f"{gs.total_predicted:+.3f} of {gs.actual:+.3f} ({gs.share:.0%}; words {gs.predicted['words']:+.3f}, "
+            f"repetition {gs.predicted['rep']:+.3f})."
+        )
     if s.peak.verdict == "peak_is_final":
         out.append("The peak is the last point: no fall to test.")
     else:
         word = {"fell": "fell", "rose": "rose further", "no_fall": "did not fall measurably"}[s.peak.verdict]
         out.append(f"After the peak gold {word} (final - peak on the test half {ci_text(s.peak.fall)}).")
+    out.extend(_after_peak_sentence(s, x))
     sf = s.surface
     if sf.share is None:
         out.append("No proxy gain for length or repetition to explain.")
@@ -236,6 +305,28 @@ def run_verdict(s: Summary) -> list[str]:
         reach = "reached" if top >= KL_TARGET else "not reached: the budget ended first"
         out.append(f"Largest KL {top:.2f} nats/story (target {KL_TARGET:g}: {reach}).")
     return [" ".join(out)]
+
+
+def _after_peak_sentence(s: Summary, x: str) -> list[str]:
+    """Over-optimisation (gold down, proxy up) told apart from a collapse (both down) after the peak."""
+    over = [a for a in s.after_peak if a.kind == "overoptimised"]
+    down = [a for a in s.after_peak if a.kind == "collapsed"]
+    if not s.after_peak or not (over or down):
+        return []
+    parts = []
+    if over:
+        a = over[0]
+        parts.append(
+            f"Over-optimisation shown: at {x} {a.x} gold was below the peak ({ci_text(a.gold)}) while the proxy "
+            f"was above it ({ci_text(a.proxy)}; test half, Bonferroni over {len(s.after_peak)} checkpoints)."
+        )
+    if down:
+        where = ", ".join(str(a.x) for a in down)
+        parts.append(
+            f"At {x} {where} the proxy fell below the peak too: the policy degenerated rather than over-optimised "
+            "its proxy there."
+        )
+    return parts
 
 
 def proxy_verdict(proxy: str, summaries: list[Summary]) -> str:

@@ -180,6 +180,21 @@ def peak_table(summaries: list[Summary]) -> list[str]:
         lines.append(
             f"| {s.curve.run} | {p.x} | {p.d:.3f} | {ci_text(s.rise)} | {ci_text(s.peak.fall)} | {s.peak.verdict} |"
         )
+    after = [(s, a) for s in summaries for a in s.after_peak]
+    if after:
+        lines += [
+            "",
+            "Every point after the peak against the peak, on the test half (CIs Bonferroni-corrected over the run's "
+            "points after its peak): over-optimisation is gold below the peak while the proxy is above it; a collapse "
+            "is both below.",
+            "",
+            "| run | step / n | d | gold - peak | proxy - peak | reading |",
+            "|---|---|---|---|---|---|",
+        ]
+        for s, a in after:
+            lines.append(
+                f"| {s.curve.run} | {a.x} | {s.point(a.x).d:.3f} | {ci_text(a.gold)} | {ci_text(a.proxy)} | {a.kind} |"
+            )
     return lines
 
 

@@ -165,3 +165,39 @@ def test_cached_steps_rerun_when_killed_or_changed_and_are_reused_otherwise(tmp_
     assert len(calls) == 3
     Stages(resume=False).cached("step", tmp_path / "a", {"n": 2}, make)  # resume=false always makes
     assert len(calls) == 4
+
+
+def test_after_the_peak_tells_over_optimisation_from_a_collapse():
+    # gold peaks at step 8 (2.0); at 12 gold is 0.8 lower while the proxy is 1.0 higher (Gao et al.'s
+    # signature); at 16 both are below the peak (a collapse). The prompt offsets cancel in every paired
+    # difference, so each CI is its point: -0.8 / +1.0 and -1.7 / -1.5.
+    start, ckpts = _rl_points(
+        {0: 0.0, 4: 1.0, 8: 2.0, 12: 1.2, 16: 0.3},
+        {0: 0, 4: 0.25, 8: 1.0, 12: 2.0, 16: 4.0},
+        {0: 0.0, 4: 1.0, 8: 2.0, 12: 3.0, 16: 0.5},
+    )
+    s = summarise(rl_curve("grpo", "proxy", start, ckpts), n_resamples=200, fit_resamples=10)
+    assert s.peak.peak == 8
+    assert [(a.x, a.kind) for a in s.after_peak] == [(12, "overoptimised"), (16, "collapsed")]
+    twelve, sixteen = s.after_peak
+    assert twelve.gold.delta == pytest.approx(-0.8) and twelve.proxy.ci_low == pytest.approx(1.0)
+    assert sixteen.gold.ci_high == pytest.approx(-1.7) and sixteen.proxy.delta == pytest.approx(-1.5)
+    assert twelve.gold.n_prompts == 4  # the test half of the 8 prompts
+    text = " ".join(run_verdict(s))
+    assert "Over-optimisation shown: at step 12 gold was below the peak (-0.800" in text
+    assert "At step 16 the proxy fell below the peak too" in text
+
+
+def test_length_can_explain_the_gold_rise_too():
+    # start: gold 0.01 per prompt index and 10 + index words, so the gold pays 0.01 per word; a run that
+    # wrote 100 words more and rose 1.0 in gold is all length (share 1.0); with words unchanged, none of it
+    start, ckpts = _rl_points({0: 0.0, 4: 1.0}, {0: 0, 4: 0.1}, {0: 0.0, 4: 1.0}, words_by_step={0: 10, 4: 110})
+    s = summarise(rl_curve("grpo", "proxy", start, ckpts), n_resamples=100, fit_resamples=10)
+    assert s.gold_surface.share == pytest.approx(1.0)
+    assert "Length and repetition explain the gold rise at the peak" in run_verdict(s)[0]
+    start, ckpts = _rl_points({0: 0.0, 4: 1.0}, {0: 0, 4: 0.1}, {0: 0.0, 4: 1.0})
+    s = summarise(rl_curve("grpo", "proxy", start, ckpts), n_resamples=100, fit_resamples=10)
+    assert s.gold_surface.share == pytest.approx(0.0, abs=1e-9)
+    assert "Length and repetition do not explain the gold rise at the peak" in run_verdict(s)[0]
+    flat = _rl_points({0: 0.0, 4: 0.0}, {0: 0, 4: 0.1}, {0: 0.0, 4: 0.0})
+    assert summarise(rl_curve("dpo", "proxy", *flat), n_resamples=100, fit_resamples=10).gold_surface is None
