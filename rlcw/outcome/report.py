@@ -295,16 +295,35 @@ def write_outcome_report(
     return report, flat_metrics(summaries), plots
 
 
-def flat_metrics(summaries: list[Summary]) -> dict:
-    """summary.json numbers per curve: final d, proxy and gold change, the fit, the split-half verdict."""
-    out: dict = {}
+def flat_metrics(summaries: list[Summary]) -> dict[str, float]:
+    """summary.json numbers per curve (floats only, the run folder contract; a missing value is left out):
+    final d, proxy and gold change, the peak and its d, the split-half rise and fall (with CIs), whether gold
+    fell after the peak (1/0) and whether a later point showed over-optimisation (1/0), the fit."""
+    out: dict[str, float] = {}
+
+    def put(name: str, value) -> None:
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            out[name] = float(value)
+
+    def put_ci(name: str, diff) -> None:
+        if diff is not None:
+            put(name, diff.delta)
+            put(f"{name}_lo", diff.ci_low)
+            put(f"{name}_hi", diff.ci_high)
+
     for s in summaries:
         key, fin = s.curve.run, s.final
-        out[f"{key}/final_d"] = fin.d
+        put(f"{key}/final_d", fin.d)
         if fin.x in s.deltas:
-            out[f"{key}/delta_gold"] = s.deltas[fin.x]["gold"].delta
-            out[f"{key}/delta_proxy"] = s.deltas[fin.x]["proxy"].delta
-        out[f"{key}/peak"] = s.peak.peak
-        out[f"{key}/verdict"] = s.peak.verdict
-        out[f"{key}/fit_a"], out[f"{key}/fit_b"], out[f"{key}/fit_d_star"] = s.fit.a, s.fit.b, s.fit.d_star
+            put_ci(f"{key}/delta_gold", s.deltas[fin.x]["gold"])
+            put_ci(f"{key}/delta_proxy", s.deltas[fin.x]["proxy"])
+        put(f"{key}/peak", s.peak.peak)
+        put(f"{key}/peak_d", s.point(s.peak.peak).d)
+        put_ci(f"{key}/rise_test_half", s.rise)
+        put_ci(f"{key}/fall_test_half", s.peak.fall)
+        put(f"{key}/gold_fell", s.peak.verdict == "fell")
+        put(f"{key}/overoptimised", any(a.kind == "overoptimised" for a in s.after_peak))
+        put(f"{key}/fit_a", s.fit.a)
+        put(f"{key}/fit_b", s.fit.b)
+        put(f"{key}/fit_d_star", s.fit.d_star)
     return out

@@ -240,7 +240,7 @@ class Stages:
             same = config.read_text().split("\n", 2)[-1] == to_yaml(stage_cfg)
             if done.get("status") == "completed" and same:
                 print(f"[outcome] {name}: completed before, reused", flush=True)
-                self.timings.setdefault(name, float(done.get("wall_time_s") or 0.0))
+                self._add(name, float(done.get("wall_time_s") or 0.0))
                 return done
         if folder.exists() and resume_mode(getattr(getattr(stage_cfg, "train", None), "resume", False)) == "false":
             # a stage run again under a new config starts clean: old checkpoints or metrics must not mix in
@@ -257,17 +257,22 @@ class Stages:
             old = json.loads(done.read_text())
             if old.get("key") == key:
                 print(f"[outcome] {name} ({folder.name}): done before with the same settings, reused", flush=True)
-                self.timings.setdefault(name, float(old.get("wall_time_s", 0.0)))
+                self._add(name, float(old.get("wall_time_s", 0.0)))
                 return
         folder.mkdir(parents=True, exist_ok=True)
+        took = time.time()
         self._timed(name, lambda: make(folder))
-        atomic_write_json(done, {"key": key, "wall_time_s": round(self.timings[name], 2)})
+        atomic_write_json(done, {"key": key, "wall_time_s": round(time.time() - took, 2)})
+
+    def _add(self, name: str, seconds: float) -> None:
+        """One name can time several steps (measure_<run>: one per checkpoint): their times add up."""
+        self.timings[name] = self.timings.get(name, 0.0) + seconds
 
     def _timed(self, name: str, fn):
         start = time.time()
         print(f"[outcome] {name} ...", flush=True)
         out = fn()
-        self.timings[name] = self.timings.get(name, 0.0) + time.time() - start
+        self._add(name, time.time() - start)
         print(f"[outcome] {name} done in {time.time() - start:.0f}s", flush=True)
         return out
 

@@ -190,7 +190,8 @@ def test_report_holds_the_gao_plot_fits_agreement_surface_and_ci_tables(study):
     fit = next(line for line in text.splitlines() if line.startswith("| best_of_n_large | d(a - b d) |"))
     assert fit.split("|")[3].strip()[0] in "+-0123456789" and "[" in fit.split("|")[3]
     m = summary["metrics"]
-    assert 0.0 <= m["agreement/proxy_large"] <= 1.0 and "time/pool_s" in m and "grpo/verdict" in m
+    assert 0.0 <= m["agreement/proxy_large"] <= 1.0 and "time/pool_s" in m and m["grpo/gold_fell"] in (0.0, 1.0)
+    assert all(isinstance(v, float) for v in m.values()), {k: v for k, v in m.items() if not isinstance(v, float)}
 
 
 def test_rerun_reuses_every_stage(study, capsys):
@@ -203,10 +204,14 @@ def test_rerun_reuses_every_stage(study, capsys):
     assert (
         out.count("done before with the same settings, reused") == 5 + 2 * 4
     )  # gold_samples, proxy_data, pool x2, dpo_pairs; 4 runs x 2 checkpoints
-    strip = [line for line in before.splitlines() if not line.startswith("| analysis")]
-    assert [line for line in (root / "report.md").read_text().splitlines() if not line.startswith("| analysis")][
-        :40
-    ] == strip[:40]
+
+    def body(text: str) -> str:  # stage times are rounded differently when reused
+        return text.split("## Stage times")[0]
+
+    assert body((root / "report.md").read_text()) == body(before)
+    # a reused step keeps its time; measure_<run> times one step per checkpoint, and they add up again
+    for key in [k for k in first["metrics"] if k.startswith("time/measure_")]:
+        assert again["metrics"][key] == pytest.approx(first["metrics"][key], abs=0.2), key
 
 
 def test_unknown_run_and_bad_proxy_are_rejected(tmp_path):
