@@ -181,16 +181,9 @@ def summarise(curve: Curve, n_resamples: int = 1000, fit_resamples: int = 300, s
     gold = {p.x: p.values["gold"] for p in pts}
     order = [p.x for p in pts]
     peak = split_half_peak(gold, order, seed=seed, n_resamples=n_resamples)
-    rise = None
-    if peak.peak != order[0]:
-        _, test = split_prompts([k[0] for k in start.values["gold"]], seed=seed)
-        keep = set(test)
-        rise = paired_prompt_bootstrap(
-            {k: v for k, v in gold[peak.peak].items() if k[0] in keep},
-            {k: v for k, v in gold[order[0]].items() if k[0] in keep},
-            n_resamples=n_resamples,
-            seed=seed,
-        )
+    _, test = split_prompts([k[0] for k in start.values["gold"]], seed=seed)
+    half = PromptHalf(set(test), n_resamples, seed)
+    rise = half.diff(gold[peak.peak], gold[order[0]]) if peak.peak != order[0] else None
     d = [p.d for p in pts]
     fit = fit_gao(curve.form, d, [p.mean("gold") - start.mean("gold") for p in pts])
     fit_ci = (
@@ -212,31 +205,31 @@ def summarise(curve: Curve, n_resamples: int = 1000, fit_resamples: int = 300, s
             {k: at_peak[k].delta for k in ("words", "rep")},
             at_peak["gold"].delta,
         )
-    after = after_peak(curve, peak.peak, n_resamples=n_resamples, seed=seed)
+    after = after_peak(curve, order.index(peak.peak), half)
     return Summary(curve, deltas, peak, rise, fit, fit_ci, surface, gold_surface, after)
 
 
-def after_peak(
-    curve: Curve, peak_x: int, n_resamples: int = 1000, alpha: float = 0.05, seed: int = 0
-) -> list[AfterPeak]:
-    """Every checkpoint after the peak against the peak, gold and proxy, on the test half of the prompts
-    (the peak was chosen on the other half); Bonferroni over the checkpoints tested."""
-    xs = [p.x for p in curve.points]
-    later = [p for p in curve.points[xs.index(peak_x) + 1 :]]
-    if not later:
-        return []
-    peak_pt = curve.points[xs.index(peak_x)]
-    _, test = split_prompts([k[0] for k in peak_pt.values["gold"]], seed=seed)
-    keep = set(test)
+@dataclass(frozen=True)
+class PromptHalf:
+    """Paired differences restricted to the test half of the prompts (the peak is chosen on the other half)."""
 
-    def diff(p: Point, key: str) -> PairedDiff:
-        a = {k: v for k, v in p.values[key].items() if k[0] in keep}
-        b = {k: v for k, v in peak_pt.values[key].items() if k[0] in keep}
-        return paired_prompt_bootstrap(a, b, n_resamples=n_resamples, alpha=alpha / len(later), seed=seed)
+    prompts: set[str]
+    n_resamples: int
+    seed: int
 
+    def diff(self, a: dict[StoryKey, float], b: dict[StoryKey, float], alpha: float = 0.05) -> PairedDiff:
+        a = {k: v for k, v in a.items() if k[0] in self.prompts}
+        b = {k: v for k, v in b.items() if k[0] in self.prompts}
+        return paired_prompt_bootstrap(a, b, n_resamples=self.n_resamples, alpha=alpha, seed=self.seed)
+
+
+def after_peak(curve: Curve, peak_index: int, half: PromptHalf, alpha: float = 0.05) -> list[AfterPeak]:
+    """Every point after curve.points[peak_index] against it, gold and proxy, on the test half of the
+    prompts; Bonferroni over the points tested."""
+    peak_pt, later = curve.points[peak_index], curve.points[peak_index + 1 :]
     out = []
     for p in later:
-        g, pr = diff(p, "gold"), diff(p, "proxy")
+        g, pr = (half.diff(p.values[k], peak_pt.values[k], alpha / len(later)) for k in ("gold", "proxy"))
         if g.ci_high >= 0:
             kind = "no_fall"
         elif pr.ci_low > 0:
@@ -311,7 +304,7 @@ def _after_peak_sentence(s: Summary, x: str) -> list[str]:
     """Over-optimisation (gold down, proxy up) told apart from a collapse (both down) after the peak."""
     over = [a for a in s.after_peak if a.kind == "overoptimised"]
     down = [a for a in s.after_peak if a.kind == "collapsed"]
-    if not s.after_peak or not (over or down):
+    if not (over or down):
         return []
     parts = []
     if over:
