@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rlcw.config import assign
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
-from rlcw.recipes.common import ModelConfig, stage_run
+from rlcw.recipes.common import ModelConfig, check_overlap, stage_run
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
 from rlcw.rl.monitors import plot_monitors
 
@@ -47,7 +47,9 @@ class HeldoutSection:
     """The one held-out measurement at the end (rlcw.rl.heldout)."""
 
     prompts: str = "bundled"
-    split: str = "heldout"  # 32 bundled prompts never used for RL or the RM
+    # one split or several, in order: [heldout, study] + max_prompts 64 = the 32 `heldout` prompts and the first 32
+    # `study` ones (the two styles alternate in both); RL prompts are checked against every measured one
+    split: str | list[str] = "heldout"
     max_prompts: int | None = None
     n_samples: int = 4
     seed: int = 1234  # sample k of every prompt uses seed + k, for the start and the tuned policy alike
@@ -96,6 +98,8 @@ def wire(cfg: QuickstartConfig, root: str) -> None:
 def main(cfg: QuickstartConfig) -> dict:
     root = str(Path(cfg.output_dir) / cfg.run_name)
     wire(cfg, root)  # an override clash fails before the run folder is written
+    # RL prompts apart from every measured prompt (grpo checks only its own eval split), before any folder is written
+    check_overlap(grpo.train_prompts(cfg.grpo), heldout_rows(cfg), [])
     with stage_run(cfg, "quickstart") as run:
         timings: dict[str, float] = {}
         results: dict[str, dict] = {}
@@ -145,7 +149,11 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
     from rlcw.rewards.length import range_fits_cap
 
     h = cfg.heldout
-    rows = load_prompts(h.prompts, h.split)
+    rows, seen = [], set()
+    for split in [h.split] if isinstance(h.split, str) else h.split:
+        for row in load_prompts(h.prompts, split):
+            if row["id"] not in seen:  # a file without splits gives the same rows for every split
+                seen.add(row["id"]), rows.append(row)
     if h.fit_to_cap:
         cap, tpw = cfg.grpo.train.max_completion_length, cfg.grpo.data.tokens_per_word
         rows = [r for r in rows if range_fits_cap(r.get("max_words"), cap, tpw)]
