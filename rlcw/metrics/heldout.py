@@ -25,7 +25,9 @@ What the RM change is made of (`rm_delta` = mean of final - start over all pairs
   squares slope of score on log(1 + words) over the start samples (the `rlcw eval-rm` length
   control form).
 `rm_delta_prompt_sd` is the SD of the per-prompt mean change; `prompts_needed` is the number of
-prompts at which a normal 95% interval of that SD would exclude 0 for the observed mean change.
+prompts at which a normal 95% interval would exclude 0 in 4 runs of 5 (80% power) if the true change
+were the observed one; `in_range_prompt_sd` and `in_range_prompts_needed` are the same for the
+in-range share.
 """
 
 from __future__ import annotations
@@ -106,6 +108,17 @@ def paired_stats(s: dict, f: dict) -> dict[str, float]:
     return out
 
 
+def _prompts_needed(change: np.ndarray, z_alpha: float = 1.96, z_power: float = 0.84) -> tuple[float, float]:
+    """(SD of the per-prompt mean change, prompts at which a 95% interval excludes 0 with 80% power at the
+    observed mean change: ((1.96 + 0.84) x SD / |mean|)^2, normal approximation; inf when the mean is 0)."""
+    per_prompt = change.mean(1)
+    sd = float(per_prompt.std(ddof=1)) if per_prompt.size > 1 else math.nan
+    eff = abs(float(per_prompt.mean()))
+    if eff == 0 or math.isnan(sd):
+        return sd, math.inf
+    return sd, float(math.ceil(((z_alpha + z_power) * sd / eff) ** 2))
+
+
 def paired_bootstrap(s: dict, f: dict, n_resamples: int = 2000, alpha: float = 0.05, seed: int = 0) -> dict:
     """`paired_stats` plus `<key>_lo` / `<key>_hi`: two-sided percentile interval over resampled prompts."""
     s, f = _check(s, f)
@@ -122,10 +135,7 @@ def paired_bootstrap(s: dict, f: dict, n_resamples: int = 2000, alpha: float = 0
         arr = arr[~np.isnan(arr)]
         lo, hi = np.quantile(arr, [alpha / 2, 1 - alpha / 2]) if arr.size else (math.nan, math.nan)
         out[f"{k}_lo"], out[f"{k}_hi"] = float(lo), float(hi)
-    per_prompt = (f["score"] - s["score"]).mean(1)
-    sd = float(per_prompt.std(ddof=1)) if per_prompt.size > 1 else math.nan
-    out["rm_delta_prompt_sd"] = sd
-    eff = abs(point["rm_delta"])
-    out["prompts_needed"] = float(math.ceil((1.96 * sd / eff) ** 2)) if eff > 0 and not math.isnan(sd) else math.inf
+    out["rm_delta_prompt_sd"], out["prompts_needed"] = _prompts_needed(f["score"] - s["score"])
+    out["in_range_prompt_sd"], out["in_range_prompts_needed"] = _prompts_needed(f["in_range"] - s["in_range"])
     out["n_prompts"], out["n_samples"] = float(s["score"].shape[0]), float(s["score"].shape[1])
     return out

@@ -214,6 +214,8 @@ SUMMARY_KEYS = (
     "rep_final",
     "rm_delta_prompt_sd",
     "prompts_needed",
+    "in_range_prompt_sd",
+    "in_range_prompts_needed",
     "n_prompts",
     "n_samples",
 )
@@ -385,8 +387,10 @@ def heldout_table(h: dict) -> list[str]:
         f"{h['rm_gap_ended_minus_cut']:.2f} on the start samples)",
         f"- length-controlled RM change (minus b log(1+words), b fitted on the start samples): "
         f"{_ci(h, 'rm_delta_length_controlled')}",
-        f"- per-prompt SD of the change {h['rm_delta_prompt_sd']:.2f}; prompts a 95% interval would need to exclude 0 "
-        f"at this effect: {h['prompts_needed']:.0f} (used: {h['n_prompts']:.0f} x {h['n_samples']:.0f} samples)",
+        f"- per-prompt SD of the RM change {h['rm_delta_prompt_sd']:.2f}, of the in-range change "
+        f"{h['in_range_prompt_sd']:.2f}; prompts a 95% interval would need to exclude 0 in 4 runs of 5 at these "
+        f"effects: {h['prompts_needed']:.0f} (RM), {h['in_range_prompts_needed']:.0f} (in range) (used: "
+        f"{h['n_prompts']:.0f} x {h['n_samples']:.0f} samples)",
     ]
     return lines
 

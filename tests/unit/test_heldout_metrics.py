@@ -109,3 +109,17 @@ def test_short_rise_minus_in_range_rise_is_a_paired_statistic_with_an_interval()
     b = paired_bootstrap(s, f, n_resamples=200)
     assert b["short_rise_minus_in_range_rise_lo"] <= 0.25 <= b["short_rise_minus_in_range_rise_hi"]
     assert "short_rise_minus_in_range_rise" not in paired_stats({k: v for k, v in s.items() if k != "ended_short"}, f)
+
+
+def test_prompts_needed_is_the_80_percent_power_count_for_rm_and_in_range():
+    # per-prompt mean changes 0.1 and 0.3: mean 0.2, SD 0.1414; ((1.96 + 0.84) x 0.1414 / 0.2)^2 = 3.92 -> 4
+    s = {"score": [[0.0, 0.0], [0.0, 0.0]], "words": [[40, 40]] * 2, "finished": [[1, 1]] * 2, "rep": [[0, 0]] * 2}
+    s["in_range"] = [[0, 0], [0, 0]]
+    f = dict(s, score=[[0.1, 0.1], [0.3, 0.3]], in_range=[[0, 0], [1, 0]])  # in-range change per prompt 0 and 0.5
+    out = paired_bootstrap(s, f, n_resamples=50)
+    assert out["rm_delta_prompt_sd"] == pytest.approx(0.1 * math.sqrt(2))
+    assert out["prompts_needed"] == 4.0
+    # in range: mean 0.25, SD 0.3536: ((2.8 x 0.3536 / 0.25)^2 = 15.68 -> 16
+    assert out["in_range_prompt_sd"] == pytest.approx(0.5 / math.sqrt(2))
+    assert out["in_range_prompts_needed"] == 16.0
+    assert paired_bootstrap(s, s, n_resamples=20)["in_range_prompts_needed"] == math.inf
