@@ -47,7 +47,7 @@ class HeldoutSection:
     """The one held-out measurement at the end (rlcw.rl.heldout)."""
 
     prompts: str = "bundled"
-    # one split or several, in order: [heldout, study] + max_prompts 64 = the 32 `heldout` prompts and the first 32
+    # one split or several, in order: [heldout, study] + max_prompts 40 = the 32 `heldout` prompts and the first 8
     # `study` ones (the two styles alternate in both); RL prompts are checked against every measured one
     split: str | list[str] = "heldout"
     max_prompts: int | None = None
@@ -99,7 +99,8 @@ def main(cfg: QuickstartConfig) -> dict:
     root = str(Path(cfg.output_dir) / cfg.run_name)
     wire(cfg, root)  # an override clash fails before the run folder is written
     # RL prompts apart from every measured prompt (grpo checks only its own eval split), before any folder is written
-    check_overlap(grpo.train_prompts(cfg.grpo), heldout_rows(cfg), [])
+    measured = heldout_rows(cfg)
+    check_overlap(grpo.train_prompts(cfg.grpo), measured, [])
     with stage_run(cfg, "quickstart") as run:
         timings: dict[str, float] = {}
         results: dict[str, dict] = {}
@@ -121,7 +122,7 @@ def main(cfg: QuickstartConfig) -> dict:
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)
         stage("grpo", grpo.main, cfg.grpo)
-        stage("heldout", lambda c: _measure(c, root), cfg)
+        stage("heldout", lambda c: _measure(c, root, measured), cfg)
         stage("export", export.main, cfg.export)
         metrics, checks, verdict = _gate(cfg, results)
         plots = _plots(run.path)
@@ -153,7 +154,8 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
     for split in [h.split] if isinstance(h.split, str) else h.split:
         for row in load_prompts(h.prompts, split):
             if row["id"] not in seen:  # a file without splits gives the same rows for every split
-                seen.add(row["id"]), rows.append(row)
+                seen.add(row["id"])
+                rows.append(row)
     if h.fit_to_cap:
         cap, tpw = cfg.grpo.train.max_completion_length, cfg.grpo.data.tokens_per_word
         rows = [r for r in rows if range_fits_cap(r.get("max_words"), cap, tpw)]
@@ -163,7 +165,7 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
     return rows
 
 
-def _measure(cfg: QuickstartConfig, root: str) -> dict:
+def _measure(cfg: QuickstartConfig, root: str, rows: list[dict]) -> dict:
     from rlcw.rl.heldout import HeldoutSettings, measure_policies
 
     h = cfg.heldout
@@ -175,9 +177,7 @@ def _measure(cfg: QuickstartConfig, root: str) -> dict:
         system_prompt=cfg.model.system_prompt,
     )
     tuned = f"{root}/grpo/checkpoints/final"
-    return measure_policies(
-        cfg.model.name, tuned, cfg.grpo.reward.rm_path, heldout_rows(cfg), s, Path(root) / "heldout"
-    )
+    return measure_policies(cfg.model.name, tuned, cfg.grpo.reward.rm_path, rows, s, Path(root) / "heldout")
 
 
 SUMMARY_KEYS = (
