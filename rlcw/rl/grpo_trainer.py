@@ -13,7 +13,8 @@ rlcw.rl.ppo_math.kl_per_token; even at beta = 0), reward, words and tokens per p
 (`source/<name>/*`); rank 0 writes the sampled prompt order (`samples/data_order.jsonl`) and the
 top and bottom scored stories (`samples/train_step_XXXXXX.jsonl`). The starting model for KL is
 TRL's reference log-probs when beta > 0, else the policy with its LoRA adapter disabled, else
-`kl_ref_model` (a frozen copy the caller loads for full fine-tuning). The prompt sampler is TRL's
+`kl_ref_model` (a frozen copy the caller loads for full fine-tuning). On-policy (TRL keeps no old
+log-probs) the policy's side is the loss's own forward, so a KL step costs one extra forward, not two. The prompt sampler is TRL's
 RepeatSampler reseeded per epoch, so a resumed run draws the prompt order of an uninterrupted one.
 
 TRL symbols used (checked against TRL 1.16.0; tests/unit/test_grpo_trainer_symbols.py checks each
@@ -98,6 +99,9 @@ class RlcwGRPOTrainer(GRPOTrainer):
         self.rollout_is_cap = rollout_is_cap
         self._rlcw_sampler: EpochRepeatSampler | None = None
         self._rlcw_is_inputs: dict | None = None  # the batch whose loss forward is being reweighted
+        # the loss's forward is caught (its log-probs detached) for the KL to the start; _rlcw_kl_due: this
+        # generation's KL is taken in _compute_loss, one start forward per micro-batch instead of two forwards
+        self._rlcw_catch, self._rlcw_caught, self._rlcw_kl_due = False, None, False
         if kl_ref_model is not None:
             kl_ref_model.to(self.accelerator.device).eval().requires_grad_(False)
             add_fused_lm_head(
@@ -135,16 +139,24 @@ class RlcwGRPOTrainer(GRPOTrainer):
         if self.rollout_is_cap > 0 and inputs.get("sampling_per_token_logps") is not None:
             inputs = dict(inputs)  # the buffered batch is reused across iterations: reweight a copy
             self._rlcw_is_inputs = inputs
+        kl_due = self._rlcw_kl_due and self.model.training
+        self._rlcw_catch = True
         try:
-            return super()._compute_loss(model, inputs)
+            loss = super()._compute_loss(model, inputs)
         finally:
-            self._rlcw_is_inputs = None
+            self._rlcw_is_inputs, self._rlcw_catch = None, False
+            caught, self._rlcw_caught = self._rlcw_caught, None
+        if kl_due:  # the policy's log-probs are the loss's own (on-policy: they are the sampler's model's)
+            self._append_kl(self.kl_to_start(inputs, policy_logps=caught))
+        return loss
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if self._rlcw_is_inputs is not None:  # the first call inside _compute_loss is the loss's forward
-            inputs, self._rlcw_is_inputs = self._rlcw_is_inputs, None
-            self._rlcw_reweight(inputs, out[0])
+        if self._rlcw_catch:  # the first call inside _compute_loss is the loss's forward
+            self._rlcw_catch, self._rlcw_caught = False, out[0].detach()
+            if self._rlcw_is_inputs is not None:
+                inputs, self._rlcw_is_inputs = self._rlcw_is_inputs, None
+                self._rlcw_reweight(inputs, out[0])
         return out
 
     def _rlcw_reweight(self, inputs: dict, per_token_logps: torch.Tensor) -> None:
@@ -176,13 +188,15 @@ class RlcwGRPOTrainer(GRPOTrainer):
 
     # ---------------------------------------------------------------- per-step extras
 
-    def kl_to_start(self, output: dict) -> tuple[float, float]:
-        """(k3, k1) KL estimates per completion token, policy vs the starting model, on the sampled tokens."""
+    def kl_to_start(self, output: dict, policy_logps: torch.Tensor | None = None) -> tuple[float, float]:
+        """(k3, k1) KL estimates per completion token, policy vs the starting model, on the sampled tokens
+        (gathered over ranks, token-weighted). The policy's log-probs are `policy_logps` (the loss's forward),
+        else the batch's old log-probs, else a forward."""
         ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)  # (B, P+C)
         mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
         keep = output["completion_ids"].size(1)
         with torch.no_grad():
-            logp = output.get("old_per_token_logps")
+            logp = policy_logps if policy_logps is not None else output.get("old_per_token_logps")
             if logp is None:
                 logp = self._get_per_token_logps_and_entropies(self.model, ids, mask, keep)[0]  # (B, C)
             ref = output.get("ref_per_token_logps")
@@ -193,6 +207,15 @@ class RlcwGRPOTrainer(GRPOTrainer):
         k1 = (kl_per_token(logp, ref, "k1") * cmask).sum()
         sums = self.accelerator.gather(torch.stack([k3, k1, cmask.sum()]).view(1, 3)).sum(0)
         return (sums[0] / sums[2].clamp(min=1)).item(), (sums[1] / sums[2].clamp(min=1)).item()
+
+    @staticmethod
+    def _kl_metrics(kl: tuple[float, float]) -> dict[str, float]:
+        return {PREFIX + "kl_to_start": kl[0], "kl_to_start/k1": kl[1]}
+
+    def _append_kl(self, kl: tuple[float, float]) -> None:
+        """Per micro-batch, like TRL's own `kl`: a step of k micro-batches logs the mean of k token-weighted KLs."""
+        for key, value in self._kl_metrics(kl).items():
+            self._metrics["train"][key].append(value)
 
     def _start_logps(self, ids, mask, keep) -> torch.Tensor:
         model = self.accelerator.unwrap_model(self.model)
@@ -214,8 +237,13 @@ class RlcwGRPOTrainer(GRPOTrainer):
             texts, tokens, cut = ([r[k] for r in rows] for k in ("text", "tokens", "truncated"))
             stats = step_stats(texts, tokens, cut, total, self.num_generations, self.monitor_ngram)
             metrics.update({PREFIX + k: v for k, v in stats.items()})
-        if self.log_kl_every and (step % self.log_kl_every == 0 or step == 1):
-            metrics[PREFIX + "kl_to_start"], metrics["kl_to_start/k1"] = self.kl_to_start(output)
+        kl_due = bool(self.log_kl_every) and (step % self.log_kl_every == 0 or step == 1)
+        # TRL kept no old log-probs (on-policy): the loss's forward computes exactly them, so the KL waits for it
+        # (_compute_loss) and costs one forward of the start model instead of two; the buffer this generation
+        # fills is consumed before the next generation, which resets the flag
+        self._rlcw_kl_due = kl_due and output.get("old_per_token_logps") is None
+        if kl_due and not self._rlcw_kl_due:
+            metrics.update(self._kl_metrics(self.kl_to_start(output)))
         metrics.update(per_source(rows))
         for key, value in metrics.items():
             self._metrics["train"][key].append(value)

@@ -202,3 +202,58 @@ def test_full_fine_tune_logs_kl_against_a_frozen_copy(runs_root, rm_run, tiny_mo
     assert train[1]["monitor/kl_to_start"] > 1e-6
     assert "monitor/kl_to_start" not in train[2]  # train.log_kl_every=2: steps 1 and 2 only
     assert (Path(summary["artifacts"]["policy"]) / "model.safetensors").is_file()
+
+
+def test_kl_to_start_takes_the_policy_side_from_the_loss_forward(runs_root, rm_run, tiny_model_dir, monkeypatch):
+    """On-policy, the KL step's only extra forward is the start model's, and it gives the KL a fresh policy
+    forward gives (2 micro-batches a step: each is measured on its own rows)."""
+    from trl import GRPOTrainer
+
+    from rlcw.recipes.grpo import main
+    from rlcw.rl.grpo_trainer import RlcwGRPOTrainer
+
+    forwards, pairs = [0], []
+    real_forward, real_kl = GRPOTrainer._get_per_token_logps_and_entropies, RlcwGRPOTrainer.kl_to_start
+
+    def counted(self, *args, **kwargs):
+        forwards[0] += 1
+        return real_forward(self, *args, **kwargs)
+
+    def kl(self, output, policy_logps=None):
+        before = forwards[0]
+        got = real_kl(self, output, policy_logps)
+        used = forwards[0] - before
+        pairs.append((got, used, real_kl(self, output), forwards[0] - before - used, len(output["completion_ids"])))
+        return got
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", counted)
+    monkeypatch.setattr(RlcwGRPOTrainer, "kl_to_start", kl)
+    summary = main(
+        _cfg(
+            [
+                f"output_dir={runs_root}",
+                "run_name=grpo_kl_from_loss",
+                f"model.name={tiny_model_dir}",
+                f"reward.rm_path={rm_run['artifacts']['model']}",
+                "train.max_steps=2",
+                "train.batch_size=2",
+                "train.gradient_accumulation_steps=2",
+                "train.num_generations=2",
+                "train.max_completion_length=8",
+                "train.learning_rate=5e-2",
+                "train.log_kl_every=1",
+                "lora.r=4",
+                "eval.every_steps=0",
+                "data.max_train_prompts=4",
+            ]
+        )
+    )
+    assert summary["status"] == "completed"
+    assert len(pairs) == 4  # 2 steps x 2 micro-batches
+    for (k3, k1), used, (ref_k3, ref_k1), fresh, rows in pairs:
+        assert (used, fresh, rows) == (1, 2, 2)  # the start forward only; a fresh policy forward would be a second
+        assert (k3, k1) == (pytest.approx(ref_k3, abs=1e-6), pytest.approx(ref_k1, abs=1e-6))
+    train = [r for r in _rows(Path(summary["artifacts"]["metrics"]).parent) if "reward" in r]
+    assert train[0]["monitor/kl_to_start"] == pytest.approx(0.0, abs=1e-7)  # before the first update
+    assert train[1]["monitor/kl_to_start"] == pytest.approx((pairs[2][0][0] + pairs[3][0][0]) / 2, rel=1e-5)
+    assert train[1]["monitor/kl_to_start"] > 1e-6
