@@ -13,7 +13,9 @@ still compares with the true start). Logged (rank 0, `probe.jsonl`, and plotted 
   or stock stories usually makes human prose less likely, so it tends to go negative);
 - `probe/abs_logp_change`: mean |log p_now - log p_start|, the size of the move whatever its sign;
 - `probe/kl_to_start`: the latest KL to the start on fresh samples (the trainer's own rollouts,
-  `monitor/kl_to_start`), copied from the trainer log when it has one.
+  `monitor/kl_to_start`) up to and including the probe's step, copied from the trainer log when it
+  has one (the row is written when the step's log is in, so with `log_kl_every` = `every_steps` it is
+  the same step's KL).
 
 No sampling is involved, so the numbers say whether the weights changed what the model predicts,
 not whether one seeded sample happened to flip a token. `did_not_move(history)` is true when the
@@ -81,6 +83,7 @@ class LearningProbe(TrainerCallback):
         self.every, self.out = every_steps, out
         self.start: list[torch.Tensor] | None = None
         self.history: list[dict] = []
+        self.pending: dict | None = None  # this step's row, written once the step's log (and its KL) is in
 
     def _logps(self, model, disable_adapter: bool = False) -> list[torch.Tensor]:
         was_training = model.training
@@ -100,7 +103,20 @@ class LearningProbe(TrainerCallback):
         if self.every <= 0 or self.start is None or state.global_step % self.every:
             return
         signed, size = logp_change([t.cpu() for t in self._logps(model)], self.start)
-        row = {"step": state.global_step, "probe/logp_change": signed, "probe/abs_logp_change": size}
+        self._write(state)  # a row still waiting for a log (logging_steps > 1)
+        self.pending = {"step": state.global_step, "probe/logp_change": signed, "probe/abs_logp_change": size}
+
+    def on_log(self, args, state, control, **kwargs):
+        # the step's own metrics (its KL to the start) are logged after on_step_end: the row waits for them
+        self._write(state)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._write(state)
+
+    def _write(self, state) -> None:
+        row, self.pending = self.pending, None
+        if row is None:
+            return
         kl = next((h["monitor/kl_to_start"] for h in reversed(state.log_history) if "monitor/kl_to_start" in h), None)
         if kl is not None:
             row["probe/kl_to_start"] = float(kl)

@@ -63,6 +63,9 @@ def test_grpo_learns_a_dense_reward_given_by_import_path(on_path, runs_root, tin
     assert max(r["rewards/half/mean"] for r in rows[-3:]) >= 0.9, [round(r["rewards/half/mean"], 2) for r in rows]
     probe = [json.loads(x) for x in (Path(runs_root) / "learns" / "probe.jsonl").read_text().splitlines()]
     assert [p["step"] for p in probe] == [4, 8, 12] and probe[-1]["probe/abs_logp_change"] > 0.01
+    # the probe's KL is its own step's (log_kl_every = probe.every_steps), not the one logged a probe before
+    kl = {r["step"]: r["monitor/kl_to_start"] for r in rows if "monitor/kl_to_start" in r}
+    assert [p["probe/kl_to_start"] for p in probe] == [kl[4], kl[8], kl[12]] and kl[4] != kl[8]
 
 
 def test_grpo_does_not_learn_with_learning_rate_zero(on_path, runs_root, tiny_model_dir):
