@@ -4,6 +4,7 @@
     python scripts/bench_rl.py --rm runs/quickstart/train_rm/model --batch 8 --max-new-tokens 80 --repeats 2 --json out.json
     OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --merged-rollout   # candidates vs TRL's path, same run
     OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --bf16-rollout --max-new-tokens 128   # TRL path vs fast vs fast+bf16
+    OMP_NUM_THREADS=2 python scripts/bench_rl.py --kl --batch 16 --num-generations 8 --max-new-tokens 88   # KL step: 1 forward vs 2
     /usr/bin/time -v python scripts/bench_rl.py --real-steps train.max_steps=3 reward.rm_path=runs/quickstart/train_rm/model  # a real rlcw grpo run, split
 
 Parts (timed separately, same model, same batch): generation (the rollout: transformers
@@ -81,6 +82,12 @@ def is_statistics(ref, prompts, completions, sampler_logps, pad_id: int, tempera
             pi[i, : len(c)], mu[i, : len(c)], keep[i, : len(c)] = logp[i, -len(c) :], torch.tensor(lp), 1.0
     _, sums = truncated_is_weights(pi, mu, keep, cap)
     return is_stats(sums)
+
+
+def completion_logps(model, out, attn, prompt_len: int, completion: torch.Tensor) -> torch.Tensor:
+    """(B, C) log-probs of the completion tokens, as the loss computes them."""
+    logits = model(input_ids=out, attention_mask=attn).logits[:, prompt_len - 1 : -1].float()  # (B, C, V)
+    return torch.log_softmax(logits, -1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)
 
 
 def build(args):
@@ -201,12 +208,27 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
     attn = torch.cat([enc["attention_mask"], mask.long()], dim=1)
     model.train()
     start = time.perf_counter()
-    logits = model(input_ids=out, attention_mask=attn).logits[:, prompt_len - 1 : -1].float()  # (B, C, V)
-    logp = torch.log_softmax(logits, -1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)  # (B, C)
+    logp = completion_logps(model, out, attn, prompt_len, completion)  # (B, C)
     ratio = torch.exp(logp - logp.detach())
     loss = -(ratio * adv[:, None] * mask).sum() / mask.sum().clamp(min=1)  # DAPO: token-level mean
     loss.backward()
     t["loss_fwd_bwd_s"] = time.perf_counter() - start
+
+    if args.kl:  # KL to the start (a `train.log_kl_every` step), both ways, after the loss forward it can reuse
+        kl_now, kl_before = {}, {}
+        for key in ("start", "policy", "start_again"):  # start first and last: the two-forward time brackets drift
+            start = time.perf_counter()
+            with torch.no_grad():
+                if key == "policy":  # what the KL step also ran before: a fresh policy forward
+                    completion_logps(model, out, attn, prompt_len, completion)
+                else:
+                    with model.disable_adapter():
+                        completion_logps(model, out, attn, prompt_len, completion)
+            (kl_before if key == "policy" else kl_now)[key] = time.perf_counter() - start
+        t["kl_now_s"] = statistics.mean(kl_now.values())  # the start forward only (policy side: the loss's)
+        t["kl_before_s"] = t["kl_now_s"] + kl_before["policy"]
+        t["kl_speedup"] = t["kl_before_s"] / t["kl_now_s"]
+        wall += t["kl_now_s"] * 2 + kl_before["policy"]  # measured apart, not part of the step
 
     start = time.perf_counter()
     optimizer.step()
@@ -303,6 +325,11 @@ def main() -> None:
         action="store_true",
         help="with --fast-rollout: also time it on a bf16 rollout copy (train.rollout_precision=bf16) and measure its logprob gap",
     )
+    p.add_argument(
+        "--kl",
+        action="store_true",
+        help="also time a KL-to-the-start step: the start forward alone (now) vs + a policy forward (before)",
+    )
     p.add_argument("--is-cap", type=float, default=3.0, help="train.rollout_is_cap for the bf16 correction statistics")
     p.add_argument("--json", help="write the results here")
     p.add_argument(
@@ -351,13 +378,14 @@ def main() -> None:
         "steps": results,
         "peak_rss_gb": peak_rss_gb(),
     }
-    for key in ("fast_speedup", "bf16_speedup", "bf16_over_fast", "merged_speedup"):
+    for key in ("fast_speedup", "bf16_speedup", "bf16_over_fast", "merged_speedup", "kl_speedup"):
         if key in results[0]:
             vals = [r[key] for r in results]
             summary[key], summary[key + "_median"] = vals, statistics.median(vals)
-            base = "fast-rollout tok/s" if key == "bf16_over_fast" else "TRL-path tok/s"
+            base = {"bf16_over_fast": "fast-rollout tok/s", "kl_speedup": "KL seconds now"}.get(key, "TRL-path tok/s")
+            what = "KL seconds before" if key == "kl_speedup" else "candidate tok/s"
             print(
-                f"{key} (candidate tok/s / {base}, per step, interleaved): "
+                f"{key} ({what} / {base}, per step, interleaved): "
                 + ", ".join(f"{v:.2f}x" for v in vals)
                 + f"; median {statistics.median(vals):.2f}x"
             )
