@@ -102,10 +102,8 @@ class GRPOTrainSection:
     save_steps: int = 0  # 0 = only the final adapter (then a killed run cannot resume)
     save_total_limit: int | None = 2
     resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
-    log_kl_to_start: bool = True  # two extra no-grad forwards (policy, adapter disabled) on the logged steps
-    log_kl_every: int = (
-        1  # KL to the start every N steps (one start-model forward, ~4.5 s of a quickstart step; monitors wait for it)
-    )
+    log_kl_to_start: bool = True  # one extra no-grad forward (adapter disabled) on the logged steps when on-policy
+    log_kl_every: int = 1  # KL to the start every N steps (~4.5 s a quickstart KL step; monitors wait for it)
     samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
     samples_k: int = 2
     use_vllm: bool = False

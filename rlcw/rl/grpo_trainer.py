@@ -14,8 +14,9 @@ rlcw.rl.ppo_math.kl_per_token; even at beta = 0), reward, words and tokens per p
 top and bottom scored stories (`samples/train_step_XXXXXX.jsonl`). The starting model for KL is
 TRL's reference log-probs when beta > 0, else the policy with its LoRA adapter disabled, else
 `kl_ref_model` (a frozen copy the caller loads for full fine-tuning). On-policy (TRL keeps no old
-log-probs) the policy's side is the loss's own forward, so a KL step costs one extra forward, not two. The prompt sampler is TRL's
-RepeatSampler reseeded per epoch, so a resumed run draws the prompt order of an uninterrupted one.
+log-probs) the policy's side is the loss's own forward, so a KL step costs one extra forward, not
+two. The prompt sampler is TRL's RepeatSampler reseeded per epoch, so a resumed run draws the
+prompt order of an uninterrupted one.
 
 TRL symbols used (checked against TRL 1.16.0; tests/unit/test_grpo_trainer_symbols.py checks each
 one exists, so an upgrade that removes one fails there first):
