@@ -93,3 +93,76 @@ def test_length_head_only_for_bt_and_without_centering():
         validate(load_config(TrainRMConfig, None, ["rm.type=genrm", "rm.length_head=true"]))
     with pytest.raises(RlcwError, match="center_rewards_coefficient"):
         validate(load_config(TrainRMConfig, None, ["rm.length_head=true", "rm.center_rewards_coefficient=0.01"]))
+
+
+def test_eval_rm_reports_every_head_and_the_ending_prices(odin_run, pairs_run, tmp_path):
+    from rlcw.config import load_config
+    from rlcw.data.preferences import load_preferences
+    from rlcw.metrics.ending import ending_prices
+    from rlcw.metrics.pairwise import length_correlation
+    from rlcw.metrics.text import count_words
+    from rlcw.recipes.eval_rm import EvalRMConfig, main
+
+    model_dir, eval_file = odin_run["artifacts"]["model"], pairs_run["artifacts"]["eval"]
+    samples = [
+        {
+            "prompt_id": f"p{i % 3}",
+            "prompt": f"prompt {i % 3}",
+            "story": s,
+            "finished": i % 4 != 0,
+            "min_words": 8,
+            "max_words": 14,
+        }
+        for i, s in enumerate(
+            [
+                "One two three.",
+                "A fox ran far away into the dark wood and did not come back.",
+                "Short. End.",
+                "It rained all day, and the town slept, and no one came to the door at all.",
+                "The end came soon.",
+                "She sang; he listened; the night went on and on until the morning light.",
+            ]
+        )
+    ]
+    path = tmp_path / "start.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    cfg = load_config(
+        EvalRMConfig,
+        None,
+        [
+            f"output_dir={tmp_path}",
+            "run_name=ev",
+            f"scorer.path={model_dir}",
+            f"data.file={eval_file}",
+            "data.max_pairs=12",
+            "bootstrap_resamples=100",
+            f"ending.samples={path}",
+            "ending.n_resamples=100",
+        ],
+    )
+    m = main(cfg)["metrics"]
+    pairs = load_preferences(eval_file)[:12]
+    scorer = BTScorer(model_dir)
+    prompts = [p["prompt"] for p in pairs]
+    c, r = (
+        scorer.score_heads(prompts, [p["chosen"] for p in pairs]),
+        scorer.score_heads(prompts, [p["rejected"] for p in pairs]),
+    )
+    words = [float(count_words(p["chosen"])) for p in pairs] + [float(count_words(p["rejected"])) for p in pairs]
+    for head in ("quality", "length", "sum"):
+        corr = length_correlation(c[head] + r[head], words)["pearson"]
+        assert m[f"head/{head}/score_length_pearson"] == pytest.approx(corr, abs=1e-5)
+        assert f"head/{head}/accuracy_chosen_shorter" in m and f"head/{head}/accuracy_chosen_longer" in m
+    assert m["score_length_pearson"] == pytest.approx(m["head/quality/score_length_pearson"])
+    s = scorer.score_heads([x["prompt"] for x in samples], [x["story"] for x in samples])
+    for head in ("quality", "length"):
+        recs = [
+            {**x, "prompt_index": x["prompt_id"], "score": v, "words": count_words(x["story"])}
+            for x, v in zip(samples, s[head], strict=True)
+        ]
+        want = ending_prices(recs, 100, 0)
+        for key in ("ended_minus_cut", "short_minus_inside", "per_10_words_ended", "words_pearson"):
+            assert m[f"head/{head}/ending/{key}"] == pytest.approx(want[key], abs=1e-5, nan_ok=True)
+    assert m["ending/ended_minus_cut"] == pytest.approx(m["head/quality/ending/ended_minus_cut"])
+    report = (tmp_path / "ev" / "report.md").read_text()
+    assert "length head" in report and "ending/short_minus_inside" in report
