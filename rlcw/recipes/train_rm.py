@@ -295,9 +295,9 @@ def resume_point(resume: str, checkpoints: Path) -> str | None:
 
 def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
     """Held-out accuracy of the scorer's head (a two-head RM: quality), and of every head as `eval/<head>/accuracy`."""
-    prompts = [p["prompt"] for p in pairs]
-    chosen = scorer.score(prompts, [p["chosen"] for p in pairs])
-    rejected = scorer.score(prompts, [p["rejected"] for p in pairs])
+    prompts, stories = [p["prompt"] for p in pairs], {k: [p[k] for p in pairs] for k in ("chosen", "rejected")}
+    heads = {k: scorer.score_heads(prompts, v) for k, v in stories.items()}  # one pass scores every head
+    chosen, rejected = (heads[k]["score" if len(scorer.heads) == 1 else scorer.head] for k in ("chosen", "rejected"))
     out = {
         "eval/accuracy": pairwise_accuracy(chosen, rejected),
         "eval/length_baseline_accuracy": length_baseline_accuracy(pairs),
@@ -305,11 +305,12 @@ def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
         "eval/pairs": float(len(pairs)),
     }
     if len(scorer.heads) > 1:
-        c, r = (
-            scorer.score_heads(prompts, [p["chosen"] for p in pairs]),
-            scorer.score_heads(prompts, [p["rejected"] for p in pairs]),
+        out.update(
+            {
+                f"eval/{h}/accuracy": pairwise_accuracy(heads["chosen"][h], heads["rejected"][h])
+                for h in heads["chosen"]
+            }
         )
-        out.update({f"eval/{h}/accuracy": pairwise_accuracy(c[h], r[h]) for h in c})
     return out
 
 
