@@ -166,3 +166,30 @@ def test_eval_rm_reports_every_head_and_the_ending_prices(odin_run, pairs_run, t
     assert m["ending/ended_minus_cut"] == pytest.approx(m["head/quality/ending/ended_minus_cut"])
     report = (tmp_path / "ev" / "report.md").read_text()
     assert "length head" in report and "ending/short_minus_inside" in report
+
+
+def test_a_ppo_value_model_from_a_two_head_rm_starts_from_its_quality_head(odin_run):
+    from transformers import AutoModelForSequenceClassification
+
+    from rlcw.rl.value import load_value_model
+
+    model_dir = odin_run["artifacts"]["model"]
+    value = load_value_model(model_dir)
+    rows = AutoModelForSequenceClassification.from_pretrained(model_dir).score.weight.detach()  # (2, hidden)
+    assert value.head.weight.shape == (1, rows.shape[1])
+    assert value.head.weight.detach()[0].tolist() == pytest.approx(rows[0].tolist())
+
+
+@pytest.mark.parametrize("head", ["quality", "length"])
+def test_best_of_n_scores_candidates_with_the_chosen_head(odin_run, runs_root, tiny_model_dir, head):
+    from rlcw.config import load_config
+    from rlcw.data.records import read_stories
+    from rlcw.recipes import generate
+
+    model_dir = odin_run["artifacts"]["model"]
+    overrides = [f"output_dir={runs_root}", f"run_name=bon_odin_{head}", f"model.name={tiny_model_dir}"]
+    overrides += ["data.max_prompts=2", "sampling.max_new_tokens=6", "best_of.n=2", f"best_of.rm_path={model_dir}"]
+    summary = generate.main(load_config(generate.GenerateConfig, None, [*overrides, f"best_of.head={head}"]))
+    cands = read_stories(Path(summary["artifacts"]["stories"]).parent / "candidates.jsonl")
+    want = BTScorer(model_dir).score_heads([c["prompt"] for c in cands], [c["story"] for c in cands])[head]
+    assert [c["meta"]["score"] for c in cands] == pytest.approx(want, abs=1e-5)
