@@ -146,20 +146,24 @@ def accuracy_block(outcomes: list[float], split: dict[str, list[int]], prefix: s
     return out
 
 
+def scored_heads(scorer, prompts: list[str], stories: list[str]) -> dict[str, list[float]]:
+    """Raw scores in one pass: "" = the scorer's head, and with several heads `head/<name>/` for each."""
+    heads = scorer.score_heads(prompts, stories)
+    if len(heads) == 1:
+        return {"": heads["score"]}
+    return {"": heads[scorer.head]} | {f"head/{h}/": v for h, v in heads.items()}
+
+
 def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     prompts = [p["prompt"] for p in pairs]
-    chosen = scorer.score(prompts, [p["chosen"] for p in pairs], raw=True)
-    rejected = scorer.score(prompts, [p["rejected"] for p in pairs], raw=True)
+    c_heads = scored_heads(scorer, prompts, [p["chosen"] for p in pairs])
+    r_heads = scored_heads(scorer, prompts, [p["rejected"] for p in pairs])
+    chosen, rejected = c_heads.pop(""), r_heads.pop("")
     versions = {"": (chosen, rejected)}
     fit = getattr(scorer, "length_fit", None) if cfg.scorer.length_control else None
     if fit is not None:
         versions["length_controlled/"] = (fit.residuals(chosen, cw), fit.residuals(rejected, rw))
-    if len(getattr(scorer, "heads", ())) > 1:  # every head, and their sum, in its own column
-        hc, hr = (
-            scorer.score_heads(prompts, [p["chosen"] for p in pairs]),
-            scorer.score_heads(prompts, [p["rejected"] for p in pairs]),
-        )
-        versions.update({f"head/{h}/": (hc[h], hr[h]) for h in hc})
+    versions.update({h: (c_heads[h], r_heads[h]) for h in c_heads})  # every head and their sum, a column each
     metrics: dict = {}
     for prefix, (c, r) in versions.items():
         metrics.update(accuracy_block(pw.pair_outcomes(c, r), split, prefix, cfg.bootstrap_resamples, cfg.seed))
@@ -225,12 +229,8 @@ def eval_ending(scorer, cfg: EvalRMConfig) -> dict:
     """What the RM pays for ending, ending short and words (`rlcw.metrics.ending`), per head (raw scores)."""
     rows = load_samples(cfg.ending.samples)
     prompts, stories = [r["prompt"] for r in rows], [r["story"] for r in rows]
-    heads = scorer.score_heads(prompts, stories)
-    chosen = {"": scorer.score(prompts, stories, raw=True)}
-    if len(scorer.heads) > 1:
-        chosen.update({f"head/{h}/": v for h, v in heads.items()})
     out = {"ending/samples": float(len(rows))}
-    for prefix, scores in chosen.items():
+    for prefix, scores in scored_heads(scorer, prompts, stories).items():
         recs = [{**r, "score": s, "words": count_words(r["story"])} for r, s in zip(rows, scores, strict=True)]
         prices = ending_prices(recs, cfg.ending.n_resamples, cfg.seed)
         out.update({f"{prefix}ending/{k}": v for k, v in prices.items()})
