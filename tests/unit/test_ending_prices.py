@@ -44,3 +44,19 @@ def test_a_cut_story_below_the_range_is_not_ending_short_and_empty_groups_are_na
 def test_no_records_is_an_error():
     with pytest.raises(ValueError, match="at least one"):
         ending_prices([])
+
+
+def test_ending_samples_without_their_fields_name_the_row_and_key(tmp_path):
+    import json
+
+    from rlcw.errors import RlcwError
+    from rlcw.recipes.eval_rm import load_samples
+
+    path = tmp_path / "start.jsonl"
+    rows = [{"prompt": "p", "story": "One. Two.", "finished": True}, {"prompt": "p", "story": "Cut off", "tokens": 88}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(RlcwError, match="'finished'") as err:
+        load_samples(str(path))
+    assert f"{path}:2" in str(err.value) or "line 2" in str(err.value)
+    path.write_text(json.dumps(rows[0]) + "\n")
+    assert load_samples(str(path))[0]["finished"] is True
