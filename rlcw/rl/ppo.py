@@ -75,6 +75,10 @@ class PPOSettings:
     kl_coef: float = 0.05
     kl_estimator: str = "k1"
     whiten_advantages: bool = True
+    # early stopping of an update (as Stable-Baselines3's target_kl): once a minibatch's approx KL between the
+    # rollout policy and the current one exceeds 1.5 x target_kl, that minibatch's step and the rest of the
+    # update are skipped; None = every epoch runs (PPO's clip alone does not bound the move)
+    target_kl: float | None = None
     missing_eos_penalty: float | None = None  # added to the score of responses cut at the cap
     save_steps: int = 0  # 0 = only the final checkpoint
     resume: str = (
@@ -226,21 +230,29 @@ class PPOTrainer:
         return tuple(torch.cat(parts[k]) for k in ("logp", "ref", "v", "ent"))
 
     def update(self, ro: Rollout, batch: dict) -> dict:
-        """`ppo_epochs` passes of shuffled minibatches; one clipped optimizer step per minibatch."""
+        """`ppo_epochs` passes of shuffled minibatches; one clipped optimizer step per minibatch, until the
+        policy has moved past `target_kl` (then the rest of the update is skipped: `ppo/early_stopped`)."""
         s = self.s
         B = ro.response.shape[0]
         sums: dict[str, float] = {}
-        n_updates = 0
+        n_updates, stopped = 0, False
         gen = torch.Generator().manual_seed(self.seed * 7919 + self.step)
         for _ in range(s.ppo_epochs):
             perm = torch.randperm(B, generator=gen)
             for start in range(0, B, s.minibatch_size):
                 idx = perm[start : start + s.minibatch_size]
                 stats = self._minibatch(ro, batch, idx)
+                stopped = stats.pop("ppo/early_stopped", 0.0) > 0
+                if stopped:
+                    break
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n_updates += 1
-        return {k: v / max(n_updates, 1) for k, v in sums.items()}
+            if stopped:
+                break
+        out = {k: v / max(n_updates, 1) for k, v in sums.items()}
+        out.update({"ppo/updates": float(n_updates), "ppo/early_stopped": float(stopped)})
+        return out
 
     def _minibatch(self, ro: Rollout, batch: dict, idx: torch.Tensor) -> dict:
         s = self.s
@@ -265,9 +277,20 @@ class PPOTrainer:
                 **{f"ppo/{k}": v for k, v in {**pg_stats, **vf_stats}.items()},
             }.items():
                 out[k] = out.get(k, 0.0) + weight * float(v.detach())
+        if self._past_target_kl(out["ppo/approx_kl"]):
+            self.optimizer.zero_grad(set_to_none=True)
+            return {"ppo/early_stopped": 1.0}
         out.update(self.clip_gradients())
         self.optimizer.step()
         return out
+
+    def _past_target_kl(self, approx_kl: float) -> bool:
+        """Whether the policy moved past 1.5 x target_kl (every rank's mean: all ranks stop together)."""
+        if self.s.target_kl is None:
+            return False
+        if self.acc.num_processes > 1:
+            approx_kl = float(self.acc.reduce(torch.tensor(approx_kl, device=self.acc.device), "mean"))
+        return approx_kl > 1.5 * self.s.target_kl
 
     def clip_gradients(self) -> dict[str, float]:
         """Clip the policy's and the value model's gradients each to max_grad_norm, separately (as OpenRLHF
