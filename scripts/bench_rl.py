@@ -49,7 +49,7 @@ def completion_lengths(completion_ids: torch.Tensor, eos_id: int) -> torch.Tenso
 @torch.inference_mode()
 def logprob_mismatch(ref, other, prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> torch.Tensor:
     """|log p_ref - log p_other| of each sampled completion token (flat): the rollout's off-policy gap."""
-    from rlcw.rl.ppo_rollout import left_pad
+    from rlcw.sampling import left_pad
 
     ids, mask = left_pad([p + c for p, c in zip(prompts, completions, strict=False)], pad_id)  # (B, L)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -68,8 +68,8 @@ def logprob_mismatch(ref, other, prompts: list[list[int]], completions: list[lis
 def is_statistics(ref, prompts, completions, sampler_logps, pad_id: int, temperature: float, cap: float) -> dict:
     """The GRPO loss's truncated importance sampling of these samples: weights min(pi/mu, cap) with pi the fp32
     policy at the sampling temperature (as TRL's loss computes it) and mu the sampler's own log-probs."""
-    from rlcw.rl.ppo_rollout import left_pad
     from rlcw.rl.rollout_is import is_stats, truncated_is_weights
+    from rlcw.sampling import left_pad
 
     ids, mask = left_pad([p + c for p, c in zip(prompts, completions, strict=False)], pad_id)  # (B, L)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -169,7 +169,7 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
         wall += t["merged_generation_s"]
 
     if args.fast_rollout:  # rlcw.rl.rollout: merged-weight copy + shared prefill + lean sampling loop, same prompts
-        from rlcw.rl.rollout import sample_with_logprobs
+        from rlcw.sampling import sample_with_logprobs
 
         rows_ids = [r[m.bool()].tolist() for r, m in zip(enc["input_ids"], enc["attention_mask"], strict=False)]
 

@@ -108,10 +108,10 @@ def rm_scoring(cfg, device: str, dtype, n: int, lengths: tuple[int, int], repeat
 
 
 def rollout(model, device: str, batch: int, prompt_len: int, new_tokens: int, params: int, peak) -> dict:
-    """rlcw.rl.rollout.sample (the train.fast_rollout loop): tokens/s at one batch size."""
+    """rlcw.sampling.sample (the train.fast_rollout loop): tokens/s at one batch size."""
     from transformers import GenerationConfig
 
-    from rlcw.rl.rollout import sample
+    from rlcw.sampling import sample
 
     cfg = GenerationConfig(do_sample=True, top_k=0, top_p=1.0, temperature=1.0, max_new_tokens=new_tokens)
     gen = torch.Generator().manual_seed(1)

@@ -7,7 +7,7 @@
     points = checkpoints_of("runs/outcome/grpo")                                   # [(4, .../checkpoint-4), ...]
 
 Sampling (issue 18): temperature 1, top_k 0, top_p 1, so the samples come from the distribution whose
-log-probs the KL uses (`rlcw.rl.kl.check_full_distribution`); `rlcw.rl.rollout.sample` keeps the
+log-probs the KL uses (`rlcw.rl.kl.check_full_distribution`); `rlcw.sampling.sample` keeps the
 sampled ids, cut after the first EOS (kept). Common random numbers by `rlcw.rl.heldout.crn_completions`:
 rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after
 `torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so the start and a checkpoint read the same noise

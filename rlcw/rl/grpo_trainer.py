@@ -9,7 +9,7 @@
 Per generated training batch it logs (into TRL's metrics, so they reach metrics.jsonl and
 TensorBoard with TRL's): the reward-hacking statistics (`monitor/*`, rlcw.rl.monitors), KL to the
 starting model (`monitor/kl_to_start` = k3, `kl_to_start/k1`, per completion token, via
-rlcw.rl.ppo_math.kl_per_token; even at beta = 0), reward, words and tokens per prompt source
+rlcw.sampling.kl_per_token; even at beta = 0), reward, words and tokens per prompt source
 (`source/<name>/*`); rank 0 writes the sampled prompt order (`samples/data_order.jsonl`) and the
 top and bottom scored stories (`samples/train_step_XXXXXX.jsonl`). The starting model for KL is
 TRL's reference log-probs when beta > 0, else the policy with its LoRA adapter disabled, else
@@ -51,8 +51,8 @@ from rlcw.data.records import write_stories
 from rlcw.io import append_jsonl
 from rlcw.rewards.bt import message_text
 from rlcw.rl.monitors import PREFIX, step_stats
-from rlcw.rl.ppo_math import kl_per_token
 from rlcw.runs import RunDir
+from rlcw.sampling import kl_per_token
 
 TRL_VERSION_CHECKED = "1.16.0"
 

@@ -38,7 +38,6 @@ from rlcw.rl.ppo_checkpoint import (
 from rlcw.rl.ppo_math import (
     explained_variance,
     gae,
-    kl_per_token,
     masked_mean,
     masked_moments,
     policy_loss,
@@ -48,6 +47,7 @@ from rlcw.rl.ppo_math import (
 )
 from rlcw.rl.ppo_rollout import Rollout, response_logprobs, response_values, sample_rollout, score_completions
 from rlcw.runs import RunDir
+from rlcw.sampling import kl_per_token
 
 
 @dataclass

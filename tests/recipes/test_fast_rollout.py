@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlcw.rl.rollout import MergedPolicy, left_pad, sample
+from rlcw.rl.rollout import MergedPolicy
+from rlcw.sampling import left_pad, sample
 
 
 @pytest.fixture()
@@ -230,7 +231,7 @@ def test_sampler_logprobs_are_the_sampling_distribution(policy, tokenizer):
     """Each returned log-prob is log softmax(logits / temperature) of the drawn token under the same weights."""
     from transformers import GenerationConfig
 
-    from rlcw.rl.rollout import sample_with_logprobs
+    from rlcw.sampling import sample_with_logprobs
 
     rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("Once upon a time", "A dragon who")]
     cfg = GenerationConfig(

@@ -6,18 +6,16 @@ import pytest
 import torch
 
 from rlcw.rl.ppo_math import (
-    entropy_from_logits,
     explained_variance,
     gae,
-    kl_per_token,
     last_token_index,
-    logprobs_from_logits,
     masked_mean,
     policy_loss,
     token_rewards,
     value_loss,
     whiten,
 )
+from rlcw.sampling import entropy_from_logits, kl_per_token, logprobs_from_logits
 
 T = torch.tensor
 
