@@ -5,7 +5,7 @@
     python scripts/gpu_check.py --json out.json --peak-tflops 989
 
 For each shape: BTScorer's length-bucketed batched RM scoring vs one story at a time (target >= 5x on a
-GPU), rlcw.rl.rollout's fast sampling loop (tokens/s at batch 8 and 64), and one forward+backward
+GPU), rlcw.rl.grpo.rollout's fast sampling loop (tokens/s at batch 8 and 64), and one forward+backward
 training step; tokens/s, MFU against the card's bf16 dense peak (6 * params * tokens for a training
 step, 2 * params * tokens for inference; `--peak-tflops` or a small table of known cards) and peak
 memory. No trl, peft or datasets, no downloads: the models are built from configs with random weights.

@@ -1,4 +1,4 @@
-"""The judge as a periodic evaluator for RL runs (`rlcw.rl.evaluation.Evaluator`, name "judge").
+"""The judge as a periodic evaluator for RL runs (`rlcw.measure.evaluation.Evaluator`, name "judge").
 
     ev = make_judge_evaluator({"protocol": "agents_room", "client": {"base_url": "...", "model": "..."}}, {})
     ev.evaluate(candidates, baseline, out_dir)   # {"win_rate": ..., "invalid_share": ..., ...}

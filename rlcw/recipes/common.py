@@ -58,7 +58,7 @@ class LoraSection:
 
 @dataclass
 class MonitorSection:
-    """Reward-hacking monitors of the RL stages (`rlcw.rl.monitors`); grpo and ppo share these keys."""
+    """Reward-hacking monitors of the RL stages (`rlcw.measure.monitors`); grpo and ppo share these keys."""
 
     enabled: bool = True
     ngram: int = 3
@@ -116,7 +116,7 @@ class EvalSection:
 
 def eval_sampler(e: EvalSection, tokenizer, rows: list[dict], *, system_prompt: str, run_name: str, seed: int):
     """`sample(model, step)` of the held-out evaluation of grpo, ppo and dpo (one plain story per prompt)."""
-    from rlcw.rl.periodic import story_sampler  # torch + transformers: not at import of every recipe
+    from rlcw.measure.periodic import story_sampler  # torch + transformers: not at import of every recipe
 
     return story_sampler(
         tokenizer,
@@ -238,8 +238,8 @@ def check_overlap(train_rows: list[dict], held_out: list[dict], files: list[str]
 
 def validate_rl_sections(data: PromptSection | None, monitor: MonitorSection | None, evaluators: dict) -> None:
     """Config checks of `data.*`, `monitor.*` and `eval.evaluators` that read no file and load no model."""
-    from rlcw.rl.evaluation import EVALUATORS
-    from rlcw.rl.monitors import validate_rules
+    from rlcw.measure.evaluation import EVALUATORS
+    from rlcw.measure.monitors import validate_rules
 
     if data is not None and data.fit_to_cap not in FIT_MODES:
         raise RlcwError(

@@ -37,6 +37,9 @@ import torch
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
+from rlcw.measure.callbacks import JsonlMetricsCallback
+from rlcw.measure.evaluation import build_evaluators
+from rlcw.measure.periodic import PeriodicEvalCallback
 from rlcw.models import load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common import (
     EvalSection,
@@ -51,9 +54,6 @@ from rlcw.recipes.common import (
     validate_rl_sections,
     validate_train_keys,
 )
-from rlcw.rl.callbacks import JsonlMetricsCallback
-from rlcw.rl.evaluation import build_evaluators
-from rlcw.rl.periodic import PeriodicEvalCallback
 from rlcw.runs import resume_checkpoint, resume_mode
 
 

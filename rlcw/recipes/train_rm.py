@@ -45,6 +45,7 @@ import torch
 from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
+from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, torch_dtype
 from rlcw.recipes.common import (
@@ -58,7 +59,6 @@ from rlcw.recipes.common import (
 )
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
-from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.runs import resume_checkpoint, resume_mode
 
 

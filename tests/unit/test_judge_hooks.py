@@ -108,7 +108,7 @@ def test_judge_evaluator_bad_options():
 
 
 def test_registered_in_the_rl_evaluator_registry(tmp_path):
-    from rlcw.rl.evaluation import build_evaluators, run_evaluators
+    from rlcw.measure.evaluation import build_evaluators, run_evaluators
 
     rules = tmp_path / "rules.jsonl"
     rules.write_text('{"reply": "Preferred: A"}\n')  # always the story shown first

@@ -1,6 +1,6 @@
 """Fast GRPO rollouts on CPU: a merged-weight copy of the LoRA policy and a lean sampling loop.
 
-    from rlcw.rl.rollout import make_fast_rollout_func
+    from rlcw.rl.grpo.rollout import make_fast_rollout_func
     GRPOTrainer(..., rollout_func=make_fast_rollout_func())     # what `rlcw grpo train.fast_rollout=true` does
 
 What it does differently from TRL's own path (transformers `generate` on the PEFT model), same samples
@@ -34,7 +34,7 @@ rollouts are slightly off-policy: |log p_bf16 - log p_fp32| of the sampled token
 0.20-0.29 nats. TRL 1.16 corrects rollout logprobs by importance sampling only on its vLLM path
 (`use_vllm` and `vllm_importance_sampling_correction`), so the rollout returns each sampled token's
 log-prob and rlcw's GRPO trainer reweights the loss per token by min(pi/mu, train.rollout_is_cap)
-(rlcw.rl.rollout_is).
+(rlcw.rl.grpo.is_correction).
 """
 
 from __future__ import annotations
