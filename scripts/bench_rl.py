@@ -96,7 +96,8 @@ def build(args):
     from rlcw.data.prompts import load_prompts
     from rlcw.generation import chat_messages
     from rlcw.models import load_causal_lm, load_tokenizer
-    from rlcw.recipes.common import DEFAULT_SYSTEM_PROMPT, LoraSection, lora_config
+    from rlcw.recipes.common.models import lora_config
+    from rlcw.recipes.common.sections import DEFAULT_SYSTEM_PROMPT, LoraSection
 
     tok = load_tokenizer(args.model, padding_side="left")
     model = load_causal_lm(args.model, "float32")

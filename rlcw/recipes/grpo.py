@@ -43,26 +43,19 @@ from rlcw.measure.monitors import MonitorCallback
 from rlcw.measure.periodic import PeriodicEvalCallback
 from rlcw.measure.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
-from rlcw.recipes.common import (
+from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
+from rlcw.recipes.common.models import lora_config, rm_scorer
+from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages
+from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
+from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.sections import (
     EvalSection,
     LoraSection,
     ModelConfig,
     MonitorSection,
     PromptSection,
     RewardSection,
-    check_bf16,
-    check_overlap,
-    eval_sampler,
-    held_out_prompts,
-    lora_config,
-    prompt_messages,
-    rm_scorer,
-    stage_run,
-    stage_tracker,
-    validate_rl_sections,
-    validate_train_keys,
 )
-from rlcw.recipes.common import train_prompts as mixed_train_prompts
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary

@@ -58,7 +58,7 @@ from rlcw.judges.protocols import (
 )
 from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
 from rlcw.judges.templates import load_template, load_ttcw_tests
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 
 
 @dataclass

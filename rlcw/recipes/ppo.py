@@ -40,25 +40,17 @@ from rlcw.measure.evaluation import build_evaluators
 from rlcw.measure.monitors import MonitorCallback, plot_monitors
 from rlcw.measure.periodic import PeriodicEval
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
-from rlcw.recipes.common import (
+from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
+from rlcw.recipes.common.models import lora_config, rm_scorer
+from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages, train_prompts
+from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.sections import (
     EvalSection,
     LoraSection,
     ModelConfig,
     MonitorSection,
     PromptSection,
     RewardSection,
-    check_bf16,
-    check_overlap,
-    eval_sampler,
-    held_out_prompts,
-    lora_config,
-    prompt_messages,
-    rm_scorer,
-    stage_run,
-    stage_tracker,
-    train_prompts,
-    validate_rl_sections,
-    validate_train_keys,
 )
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import build_rewards as build_reward_funcs

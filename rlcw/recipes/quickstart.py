@@ -27,7 +27,9 @@ from pathlib import Path
 from rlcw.config import assign
 from rlcw.measure.monitors import plot_monitors
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
-from rlcw.recipes.common import ModelConfig, check_overlap, stage_run
+from rlcw.recipes.common.prompts import check_overlap
+from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import ModelConfig
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
 
 
