@@ -24,7 +24,8 @@ from pathlib import Path
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_jsonl
 from rlcw.judges.aggregate import invalid_counts, length_controlled_win_rate, order_consistency, oriented
-from rlcw.judges.client import ClientConfig, make_client
+from rlcw.judges.clients.base import ClientConfig
+from rlcw.judges.clients.factory import make_client
 from rlcw.judges.position import logprob_summary, position_bias
 from rlcw.judges.protocols import (
     DEFAULT_TEMPLATE,

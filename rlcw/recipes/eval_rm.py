@@ -47,7 +47,7 @@ class ScorerSection:
     batch_size: int = 16
     device: str | None = None
     length_control: bool = True  # bt: also report scores with the folder's length-control fit
-    judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.client.ClientConfig keys
+    judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.clients.base.ClientConfig keys
     judge_template: str = "writerly"
 
 

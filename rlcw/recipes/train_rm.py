@@ -76,7 +76,7 @@ class RationaleSection:
     teacher_model: str = "smollm2-135m-instruct"
     max_new_tokens: int = 64
     batch_size: int = 8
-    judge: dict[str, Any] = field(default_factory=dict)  # rlcw.judges.client.ClientConfig fields
+    judge: dict[str, Any] = field(default_factory=dict)  # rlcw.judges.clients.base.ClientConfig fields
 
 
 @dataclass

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.judges.client import ClientConfig, make_client
+from rlcw.judges.clients.base import ClientConfig
+from rlcw.judges.clients.factory import make_client
 from rlcw.judges.evaluator import make_judge_evaluator
 from rlcw.judges.pairwise import JudgePairwiseScorer
 from rlcw.judges.templates import LITBENCH_TEMPLATES, builtin_templates, load_template
