@@ -1,4 +1,4 @@
-"""Fast GRPO rollouts on CPU: a merged-weight copy of the LoRA policy and a lean sampling loop.
+"""Fast GRPO rollouts on CPU: a merged-weight copy of the LoRA policy and a lean sampling loop (rlcw.sampling).
 
     from rlcw.rl.grpo.rollout import make_fast_rollout_func
     GRPOTrainer(..., rollout_func=make_fast_rollout_func())     # what `rlcw grpo train.fast_rollout=true` does
