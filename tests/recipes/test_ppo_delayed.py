@@ -27,8 +27,8 @@ from peft import LoraConfig, get_peft_model
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from rlcw.rl.ppo import PPOSettings, PPOTrainer
-from rlcw.rl.value import load_value_model
+from rlcw.rl.ppo.trainer import PPOSettings, PPOTrainer
+from rlcw.rl.ppo.value import load_value_model
 from rlcw.runs import RunDir
 
 VOCAB = {"<pad>": 0, "<eos>": 1, "<bos>": 2, **{c: 3 + i for i, c in enumerate("abcdef")}}

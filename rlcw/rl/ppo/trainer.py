@@ -1,5 +1,5 @@
 """rlcw's PPO loop (TRL 1.16 has no PPOTrainer): LoRA policy, adapter-disabled reference, a
-separate value model (`rlcw.rl.value`), KL-penalised per-token rewards, GAE, PPO-clip.
+separate value model (`rlcw.rl.ppo.value`), KL-penalised per-token rewards, GAE, PPO-clip.
 
 One step = sample one response per prompt -> score with TRL-signature reward functions ->
 old log-probs, reference log-probs (same model, adapter disabled: no second copy), values ->
@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
+from rlcw.measure.monitors import PREFIX, step_stats
 from rlcw.rl.aux_state import load_aux_state, save_aux_state
-from rlcw.rl.monitors import PREFIX, step_stats
-from rlcw.rl.ppo_checkpoint import (
+from rlcw.rl.ppo.checkpoint import (
     finish_checkpoint,
     latest_checkpoint,
     load_checkpoint,
@@ -35,10 +35,9 @@ from rlcw.rl.ppo_checkpoint import (
     write_model_state,
     write_rng,
 )
-from rlcw.rl.ppo_math import (
+from rlcw.rl.ppo.maths import (
     explained_variance,
     gae,
-    kl_per_token,
     masked_mean,
     masked_moments,
     policy_loss,
@@ -46,8 +45,9 @@ from rlcw.rl.ppo_math import (
     value_loss,
     whiten_with_moments,
 )
-from rlcw.rl.ppo_rollout import Rollout, response_logprobs, response_values, sample_rollout, score_completions
+from rlcw.rl.ppo.rollout import Rollout, response_logprobs, response_values, sample_rollout, score_completions
 from rlcw.runs import RunDir
+from rlcw.sampling import kl_per_token
 
 
 @dataclass
@@ -117,8 +117,8 @@ class PPOTrainer:
         tracker=None,
     ):
         """`tracker`: rlcw.tracking.Tracker (anything with `log(metrics, step)`) every step's stats also go to;
-        `monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.rl.monitors.MonitorCallback);
-        `monitor_ngram`: n of the reward-hacking statistics (rlcw.rl.monitors) every step, None = off."""
+        `monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.measure.monitors.MonitorCallback);
+        `monitor_ngram`: n of the reward-hacking statistics (rlcw.measure.monitors) every step, None = off."""
         from accelerate import Accelerator
 
         self.s, self.run, self.tokenizer, self.base_spec = settings, run, tokenizer, base_spec
@@ -416,7 +416,7 @@ class PPOTrainer:
         return {**objects, "monitor": self.monitor} if self.monitor is not None else objects
 
     def save(self, path) -> None:
-        """A resumable checkpoint (see `rlcw.rl.ppo_checkpoint`); every rank adds its RNG state."""
+        """A resumable checkpoint (see `rlcw.rl.ppo.checkpoint`); every rank adds its RNG state."""
         acc = self.acc
         acc.wait_for_everyone()
         if acc.is_main_process:
