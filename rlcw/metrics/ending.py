@@ -1,7 +1,7 @@
 """What a reward model pays for ending, for ending short, and for words: "ending is not length".
 
 A story cut at the completion cap mid-sentence is worse; a story that ends at half the asked length
-is not better for it. On scored samples of one policy (start-model samples: `rlcw.rl.heldout` records
+is not better for it. On scored samples of one policy (start-model samples: `rlcw.measure.heldout` records
 with `score`, `words`, `finished`, `min_words`, `max_words`, `prompt_index`):
 
 - `ended_minus_cut`: mean score of the stories that ended before the cap minus those cut at it;

@@ -43,7 +43,7 @@ from rlcw.metrics.bootstrap import bootstrap_ci
 from rlcw.metrics.ending import KEYS as ENDING_KEYS
 from rlcw.metrics.ending import ending_prices
 from rlcw.metrics.text import count_words
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 from rlcw.report import save_figure
 from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.rewards.scorers import is_pairwise, load_scorer
@@ -57,7 +57,7 @@ class ScorerSection:
     device: str | None = None
     length_control: bool = True  # bt: also report scores with the folder's length-control fit
     head: str = "quality"  # bt with a length head (rm.length_head=true): quality | length | sum
-    judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.client.ClientConfig keys
+    judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.clients.base.ClientConfig keys
     judge_template: str = "writerly"
 
 

@@ -171,7 +171,7 @@ def test_eval_rm_reports_every_head_and_the_ending_prices(odin_run, pairs_run, t
 def test_a_ppo_value_model_from_a_two_head_rm_starts_from_its_quality_head(odin_run):
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rl.value import load_value_model
+    from rlcw.rl.ppo.value import load_value_model
 
     model_dir = odin_run["artifacts"]["model"]
     value = load_value_model(model_dir)
