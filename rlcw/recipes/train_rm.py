@@ -460,7 +460,7 @@ def validate(cfg: TrainRMConfig) -> None:
                 where="rm.center_rewards_coefficient",
                 hint="leave it unset (null)",
             )
-        for key in ("length", "decorrelation", "orthogonality"):
+        for key in ("length", "decorrelation", "orthogonality", "quality_bt"):
             check_at_least(f"rm.odin.{key}", getattr(rm.odin, key), 0)
     if rm.type == "genrm" and rm.cot:
         check_choice("rm.rationales.source", rm.rationales.source, ("teacher", "file", "judge"))

@@ -10,12 +10,16 @@ head outputs r = (r_Q, r_L) and word counts L of the 2B stories, the loss is
          - length_weight        * rho(r_L, L)          ties the length head to length
          + decorrelation_weight * |rho(r_Q, L)|        frees the quality head from length
          + orthogonality_weight * |W_Q . W_L|          the two head weights orthogonal
+         + quality_bt_weight    * -mean log sigma(r_Q(chosen) - r_Q(rejected) - margin)   (optional, default 0)
 
 with rho the Pearson correlation over the 2B stories of the batch (0 when every story of the batch has
 the same length or a head is constant: there is nothing to tie or free). Defaults are 1, 1, 1 (ODIN's
 lambda_L = lambda_Q = 1; its orthogonality term is the raw dot product, as here). Length is counted in
 words (`rlcw.metrics.text.count_words`), the unit of the prompts' ranges. ODIN correlates over the global
-batch; here each device correlates over its own batch.
+batch; here each device correlates over its own batch. The last term is not ODIN's: on pairs where length
+carries no preference (rlcw's length-matched corruption pairs) BT on the sum lets either head carry the
+preference, and the length head, tied to length only by a correlation, carried part of it; a BT term on the
+quality head alone asks it to rank the pairs by itself.
 
     loss, parts = odin_loss(chosen, rejected, chosen_words, rejected_words, head_weight, OdinWeights())
     select_head(logits, HEADS, "quality")     # (B, 2) -> (B,); also "length" and "sum"
@@ -39,6 +43,7 @@ class OdinWeights:
     length: float = 1.0  # - weight x Pearson(length head, words)
     decorrelation: float = 1.0  # + weight x |Pearson(quality head, words)|
     orthogonality: float = 1.0  # + weight x |w_quality . w_length|
+    quality_bt: float = 0.0  # + weight x Bradley-Terry on the quality head alone (not in ODIN; 0 = off)
 
 
 def pearson(x: torch.Tensor, y: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -67,8 +72,11 @@ def odin_loss(
     words = torch.cat([chosen_words, rejected_words]).to(r)  # (2B,)
     rho_q, rho_l = pearson(r[:, 0], words), pearson(r[:, 1], words)
     dot = (head_weight[0].float() * head_weight[1].float()).sum()
+    diff_q = chosen[:, 0] - rejected[:, 0]  # (B,)
+    bt_q = -F.logsigmoid(diff_q - margin if margin is not None else diff_q).mean()
     loss = bt - weights.length * rho_l + weights.decorrelation * rho_q.abs() + weights.orthogonality * dot.abs()
-    return loss, {"bt_loss": bt, "rho_quality": rho_q, "rho_length": rho_l, "head_dot": dot}
+    loss = loss + weights.quality_bt * bt_q
+    return loss, {"bt_loss": bt, "quality_bt_loss": bt_q, "rho_quality": rho_q, "rho_length": rho_l, "head_dot": dot}
 
 
 def check_head(head: str, heads: list[str] | tuple[str, ...]) -> str:

@@ -80,3 +80,20 @@ def test_bad_head_choices_are_clear_errors():
         check_head("qualty", HEADS)
     with pytest.raises(RlcwError, match="returns 1 scores"):
         select_head(torch.zeros(2, 1), HEADS, "quality")
+
+
+def test_the_optional_quality_bt_term_ranks_pairs_by_the_quality_head_alone():
+    # quality: chosen 1, 0 vs rejected 0, 0 -> -(log sigma(1) + log sigma(0)) / 2 = (0.313262 + 0.693147) / 2
+    none = OdinWeights(length=0.0, decorrelation=0.0, orthogonality=0.0)
+    base, parts = odin_loss(CHOSEN, REJECTED, CW, RW, W, none)
+    q_bt = (math.log1p(math.exp(-1)) + math.log(2)) / 2
+    assert parts["quality_bt_loss"].item() == pytest.approx(q_bt, abs=1e-6)
+    with_q, _ = odin_loss(CHOSEN, REJECTED, CW, RW, W, OdinWeights(0.0, 0.0, 0.0, quality_bt=2.0))
+    assert with_q.item() == pytest.approx(base.item() + 2 * q_bt, abs=1e-6)
+    uneven = torch.tensor([[2.0, 0.0], [0.0, 0.5]])  # quality 2, 0; length 0, 0.5
+    q_only = OdinWeights(0.0, 0.0, 0.0, quality_bt=1.0)
+    right, _ = odin_loss(uneven, REJECTED, CW, RW, W, q_only)
+    swapped, _ = odin_loss(uneven.flip(-1), REJECTED, CW, RW, W, q_only)
+    bt_sum = (math.log1p(math.exp(-2)) + math.log1p(math.exp(-0.5))) / 2  # BT on the sums 2 and 0.5, both ways
+    assert right.item() == pytest.approx(bt_sum + (math.log1p(math.exp(-2)) + math.log(2)) / 2, abs=1e-6)
+    assert swapped.item() == pytest.approx(bt_sum + (math.log(2) + math.log1p(math.exp(-0.5))) / 2, abs=1e-6)
