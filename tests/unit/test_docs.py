@@ -3,6 +3,8 @@ guide, the results page dates every figure, and nothing in the repository points
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -72,7 +74,9 @@ def test_every_command_has_a_page_and_a_readme_row(name):
 
 def test_readme_is_a_short_guide_whose_links_resolve():
     text = README.read_text()
-    assert len(text) <= README_LIMIT, f"README.md has {len(text)} characters (limit {README_LIMIT}): move depth to docs/"
+    assert len(text) <= README_LIMIT, (
+        f"README.md has {len(text)} characters (limit {README_LIMIT}): move depth to docs/"
+    )
     links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
     local = [link for link in links if not re.match(r"[a-z]+://", link)]
     assert local, "the README links into the docs"
@@ -95,6 +99,57 @@ def test_results_page_dates_every_section():
             undated.append(line)
     assert len(headings) >= 10
     assert not undated, f"results sections without date and commit: {undated}"
+
+
+def _doc_texts() -> dict[str, str]:
+    files = [README, *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "configs").rglob("*.yaml"))]
+    return {str(f.relative_to(ROOT)): f.read_text() for f in files}
+
+
+def _resolves(dotted: str) -> bool:
+    """`rlcw.a.b` is a module, or an attribute chain of the longest importable module prefix."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        try:
+            if importlib.util.find_spec(module) is None:
+                continue
+        except ModuleNotFoundError:  # a parent that is a module, not a package
+            continue
+        obj = importlib.import_module(module)
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_module_names_in_the_docs_exist():
+    """Docs and README name rlcw modules and objects; a module that moved must be renamed there too."""
+    named = {
+        (where, name)
+        for where, text in _doc_texts().items()
+        for name in re.findall(r"\brlcw(?:\.[A-Za-z_]\w*)+", text)
+        if not where.startswith("configs/")
+    }
+    assert len(named) > 10
+    stale = sorted(f"{where}: {name}" for where, name in named if not _resolves(name))
+    assert not stale, "names that do not resolve:\n" + "\n".join(stale)
+
+
+def test_repository_paths_in_the_docs_exist():
+    """Paths into the repository (configs, scripts, slurm, rlcw, tests, docs) named by the docs, README and configs."""
+    pattern = r"(?<![\w/.-])((?:rlcw|configs|scripts|slurm|tests|docs)/[\w./<>{}*-]*[\w/>*}])"
+    named = {
+        (where, path)
+        for where, text in _doc_texts().items()
+        for path in re.findall(pattern, text)
+        if not set(path) & set("<>{}*")  # placeholders such as configs/<command>/*.yaml
+    }
+    assert len(named) > 20
+    missing = sorted(f"{where}: {path}" for where, path in named if not (ROOT / path).exists())
+    assert not missing, "paths that do not exist:\n" + "\n".join(missing)
 
 
 def _scanned_files():
