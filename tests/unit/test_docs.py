@@ -84,6 +84,22 @@ def test_readme_is_a_short_guide_whose_links_resolve():
     assert not missing, f"README links to missing files: {missing}"
 
 
+def test_markdown_table_rows_match_their_header():
+    """A `|` inside a table cell (even in backticks) splits the cell and shifts the row; MkDocs does not warn."""
+    bad = []
+    for path in [README, *sorted((ROOT / "docs").rglob("*.md"))]:
+        header = None
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.startswith("|"):
+                header = None
+                continue
+            if header is None:
+                header = line.count("|")
+            elif line.count("|") != header:
+                bad.append(f"{path.relative_to(ROOT)}:{number}: {line[:80]}")
+    assert not bad, "table rows with another number of cells than their header:\n" + "\n".join(bad)
+
+
 def test_results_page_dates_every_section():
     """Each section that holds figures names its date (YYYY-MM-DD) and commit in its heading."""
     lines = (ROOT / "docs" / "results.md").read_text().splitlines()
