@@ -1,0 +1,109 @@
+"""Slop maths with hand-worked counts, and the `type: slop` reward term."""
+
+import json
+
+import pytest
+
+from rlcw.errors import RlcwError
+from rlcw.metrics.slop import SlopBaseline, count_ngrams, overrepresented, slop_score, smoothed_ratio
+from rlcw.rewards.factory import build_rewards
+from rlcw.rewards.slop import SlopReward, load_phrases
+
+
+def test_count_ngrams_counts_totals_and_document_frequency():
+    c = count_ngrams(["The cat sat.", "the cat ran"], orders=(1, 2))
+    assert c.counts[1] == {"the": 2, "cat": 2, "sat": 1, "ran": 1}
+    assert c.totals == {1: 6, 2: 4}
+    assert c.counts[2] == {"the cat": 2, "cat sat": 1, "cat ran": 1}
+    assert c.docs[2]["the cat"] == 2
+    # both texts answer one prompt: one document
+    assert count_ngrams(["the cat sat", "the cat ran"], orders=(2,), groups=["p", "p"]).docs[2]["the cat"] == 1
+    with pytest.raises(ValueError, match="group labels"):
+        count_ngrams(["a"], groups=["p", "q"])
+
+
+def test_smoothed_ratio_by_hand():
+    # p_model = (4 + 1) / (10 + 5) = 1/3; p_human = (0 + 1) / (20 + 5) = 1/25 -> 25/3
+    assert smoothed_ratio(4, 10, 0, 20, 5) == pytest.approx(25 / 3)
+    assert smoothed_ratio(2, 10, 2, 10, 7) == pytest.approx(1.0)
+
+
+def test_overrepresented_by_hand():
+    model = count_ngrams(["a b a b", "a b c"], orders=(2,))  # a b: 3 (2 texts), b a: 1, b c: 1; N = 5
+    human = count_ngrams(["a c", "c a"], orders=(2,))  # a c: 1, c a: 1; N = 2; V = 5
+    top = overrepresented(model, human, min_count=3, min_docs=2)
+    # a b: (3 + 1) / (5 + 5) over (0 + 1) / (2 + 5) = 0.4 x 7 = 2.8
+    assert [(p.text, round(p.ratio, 6), p.model_count, p.human_count, p.docs) for p in top] == [("a b", 2.8, 3, 0, 2)]
+    loose = overrepresented(model, human, min_count=1, min_docs=1)
+    # b a and b c: (1 + 1) / 10 x 7 = 1.4 each; a tie is broken by the text
+    assert [(p.text, round(p.ratio, 6)) for p in loose] == [("a b", 2.8), ("b a", 1.4), ("b c", 1.4)]
+    assert [p.text for p in overrepresented(model, human, min_count=1, min_docs=1, top_k=1)] == ["a b"]
+    # a phrase humans use as often as the model is not over-represented
+    same = count_ngrams(["a b a b", "a b c"], orders=(2,))
+    assert overrepresented(model, same, min_count=1, min_docs=1, min_ratio=1.0) == []
+
+
+def test_slop_score_by_hand():
+    # tokens a b a b c (5); "a b" occurs twice, "c" once -> 3 hits / 5 words x 100
+    assert slop_score("A b, a b c!", ["a b", "c"]) == pytest.approx(60.0)
+    assert slop_score("nothing here", ["a b"]) == 0.0
+    assert slop_score("", ["a b"]) == 0.0
+
+
+def test_baseline_scores_against_the_batch_fingerprint():
+    human = ["the dog ran home", "a man walked in the rain"]
+    base = SlopBaseline(human, orders=(2,), min_count=2, min_docs=2)
+    texts = ["it was a tapestry of light", "a tapestry of dreams it was", "the dog ran"]
+    fp = base.fingerprint(texts)
+    assert {p.text for p in fp} == {"a tapestry", "tapestry of", "it was"}
+    # story 1: 6 words, bigrams it was / a tapestry / tapestry of -> 3 hits -> 50.0
+    assert base.scores(texts) == pytest.approx([50.0, 50.0, 0.0])
+    with pytest.raises(ValueError, match="no words"):
+        SlopBaseline(["", "!!"])
+
+
+def _human_file(tmp_path):
+    rows = [
+        {"id": f"h{i}", "prompt": "p", "story": s, "system": "human"}
+        for i, s in enumerate(["the dog ran home", "a man walked in the rain"])
+    ]
+    path = tmp_path / "human.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_slop_reward_batch_fingerprint_and_log_metric(tmp_path):
+    reward = SlopReward(human=str(_human_file(tmp_path)), orders=[2], min_count=2, min_docs=2)
+    logged = {}
+    prompts = ["p1", "p2", "p2"]
+    completions = [
+        [{"role": "assistant", "content": "it was a tapestry of light"}],
+        [{"role": "assistant", "content": "a tapestry of dreams it was"}],
+        [{"role": "assistant", "content": "the dog ran"}],
+    ]
+    got = reward(prompts, completions, log_metric=lambda k, v: logged.__setitem__(k, v))
+    assert got == pytest.approx([50.0, 50.0, 0.0])
+    assert logged == {"slop/score": pytest.approx(100 / 3), "slop/phrases": 3.0}
+    # the same phrases within one prompt's completions only: one document, no slop
+    assert reward(["p", "p", "p"], completions) == [0.0, 0.0, 0.0]
+
+
+def test_slop_reward_fixed_list_through_the_factory(tmp_path):
+    (tmp_path / "slop.txt").write_text("A Tapestry\n\nshivers down\n")
+    spec = {"type": "slop", "weight": -0.5, "human": str(_human_file(tmp_path)), "phrases": str(tmp_path / "slop.txt")}
+    funcs, weights = build_rewards({"slop": spec})
+    assert weights == [-0.5] and funcs[0].__name__ == "slop"
+    assert funcs[0](["p"], ["A tapestry, and shivers down my spine"]) == pytest.approx([200 / 7])
+
+
+def test_bad_phrase_lists_and_options_are_clear_errors(tmp_path):
+    (tmp_path / "empty.txt").write_text("\n\n")
+    with pytest.raises(RlcwError, match="empty"):
+        load_phrases(tmp_path / "empty.txt")
+    (tmp_path / "bad.json").write_text('{"a": 1}')
+    with pytest.raises(RlcwError, match="JSON list"):
+        load_phrases(tmp_path / "bad.json")
+    with pytest.raises(RlcwError, match="cannot read"):
+        load_phrases(tmp_path / "missing.txt")
+    with pytest.raises(RlcwError, match="orders"):
+        build_rewards({"slop": {"type": "slop", "orders": [0]}})
