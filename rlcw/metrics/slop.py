@@ -3,7 +3,7 @@
     human = count_ngrams(human_stories)                          # the baseline corpus
     model = count_ngrams(policy_stories, groups=prompt_ids)      # document frequency counted per prompt
     top = overrepresented(model, human, top_k=20)                # [Phrase("a testament to", ratio, 9, 0, 4), ...]
-    slop_score("It was a testament to ...", {p.text for p in top})   # fingerprint hits per 100 words
+    slop_score("It was a testament to ...", {p.text for p in top})   # % of words inside over-used phrases
 
 Phrases are word n-grams (`orders`, default 1-3) over `rlcw.metrics.text.tokens` (lower case,
 punctuation dropped). The frequency ratio of an n-gram g of order n is
@@ -16,13 +16,14 @@ phrase humans never wrote has a finite ratio that grows with how often the model
 phrases the model wrote at least `min_count` times in at least `min_docs` different groups (prompts)
 are candidates, so a story's own names and topic words do not count as slop.
 
-The slop score of a story is 100 x (occurrences of fingerprint phrases in it) / (its words), each
-order counted on its own (EQ-Bench's creative-writing board reports a slop score of the same kind).
-Higher is sloppier: as a reward term it carries a negative weight (`type: slop`, rlcw.rewards.slop).
+The slop score of a story is the percentage of its words that lie inside an occurrence of a
+fingerprint phrase (0-100; EQ-Bench's creative-writing board reports a slop score of the same kind,
+a rate of listed phrases). Higher is sloppier: as a reward term it carries a negative weight (`type: slop`, rlcw.rewards.slop).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -105,15 +106,19 @@ def overrepresented(
 
 
 def slop_score(text: str, phrases: Iterable[str]) -> float:
-    """100 x fingerprint-phrase occurrences / words of `text` (0 for a text without words)."""
+    """100 x the share of `text`'s words inside an occurrence of a fingerprint phrase (0 without words)."""
     toks = tokens(text)
     if not toks:
         return 0.0
     by_order: dict[int, set[str]] = {}
     for p in phrases:
         by_order.setdefault(len(p.split()), set()).add(p)
-    hits = sum(sum(1 for g in ngrams(toks, n) if " ".join(g) in ps) for n, ps in by_order.items())
-    return 100.0 * hits / len(toks)
+    covered: set[int] = set()
+    for n, ps in by_order.items():
+        for i, g in enumerate(ngrams(toks, n)):
+            if " ".join(g) in ps:
+                covered.update(range(i, i + n))
+    return 100.0 * len(covered) / len(toks)
 
 
 class SlopBaseline:
@@ -147,3 +152,43 @@ class SlopBaseline:
             phrases = [p.text for p in self.fingerprint(texts, groups)]
         phrases = list(phrases)
         return [slop_score(t, phrases) for t in texts]
+
+
+def slop_change(
+    baseline: SlopBaseline,
+    start: Sequence[str],
+    tuned: Sequence[str],
+    prompt_ids: Sequence[Hashable],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> dict:
+    """Slop of paired start/tuned samples (same prompts, same order): both scored against ONE fingerprint,
+    that of start and tuned text pooled (so a phrase either over-uses counts for both); the change is
+    the mean over prompts of (tuned - start) per-prompt means, with a 95% percentile bootstrap over
+    prompts. Also each model's own top phrases (`top_start`, `top_tuned`)."""
+    import numpy as np
+
+    from rlcw.metrics.bootstrap import bootstrap_ci
+
+    if not (len(start) == len(tuned) == len(prompt_ids)) or not start:
+        raise ValueError("start, tuned and prompt_ids must be non-empty and of one length")
+    pooled = baseline.fingerprint([*start, *tuned], [*prompt_ids, *prompt_ids])
+    phrases = [p.text for p in pooled]
+    s, t = baseline.scores(start, phrases=phrases), baseline.scores(tuned, phrases=phrases)
+    by_prompt: dict[Hashable, list[float]] = {}
+    for pid, a, b in zip(prompt_ids, s, t, strict=True):
+        by_prompt.setdefault(pid, []).append(b - a)
+    deltas = np.array([np.mean(v) for v in by_prompt.values()])
+    lo, hi = bootstrap_ci(deltas, n_resamples=n_resamples, seed=seed) if len(deltas) > 1 else (math.nan, math.nan)
+    return {
+        "slop_start": float(np.mean(s)),
+        "slop_final": float(np.mean(t)),
+        "slop_delta": float(deltas.mean()),
+        "slop_delta_lo": lo,
+        "slop_delta_hi": hi,
+        "n_prompts": len(deltas),
+        "phrases": phrases,
+        "top_start": baseline.fingerprint(start, prompt_ids),
+        "top_tuned": baseline.fingerprint(tuned, prompt_ids),
+    }

@@ -2,9 +2,9 @@
 
     r = SlopReward(human="bundled")              # fingerprint refitted on every batch (default)
     r = SlopReward(phrases="my_slop_list.txt")   # a fixed list: one phrase a line, or a JSON list
-    r(prompts, completions)                      # -> per-story slop score (hits per 100 words)
+    r(prompts, completions)                      # -> per-story slop score (% of words in over-used phrases)
 
-The value is `rlcw.metrics.slop.slop_score`: occurrences of over-represented phrases per 100 words.
+The value is `rlcw.metrics.slop.slop_score`: the percentage of a story's words inside over-represented phrases.
 Higher is sloppier, so the term's **weight is negative by convention** (the factory takes the weight
 as given; a positive weight would pay for slop). Without `phrases`, the phrases are the batch's
 own fingerprint against the human baseline: n-grams written at least `min_count` times across at

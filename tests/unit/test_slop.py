@@ -5,7 +5,14 @@ import json
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.metrics.slop import SlopBaseline, count_ngrams, overrepresented, slop_score, smoothed_ratio
+from rlcw.metrics.slop import (
+    SlopBaseline,
+    count_ngrams,
+    overrepresented,
+    slop_change,
+    slop_score,
+    smoothed_ratio,
+)
 from rlcw.rewards.factory import build_rewards
 from rlcw.rewards.slop import SlopReward, load_phrases
 
@@ -44,8 +51,10 @@ def test_overrepresented_by_hand():
 
 
 def test_slop_score_by_hand():
-    # tokens a b a b c (5); "a b" occurs twice, "c" once -> 3 hits / 5 words x 100
-    assert slop_score("A b, a b c!", ["a b", "c"]) == pytest.approx(60.0)
+    # tokens a b x a b c (6): "a b" covers words 1, 2, 4, 5 and "c" word 6 -> 5 of 6 words
+    assert slop_score("A b, x a b c!", ["a b", "c"]) == pytest.approx(500 / 6)
+    assert slop_score("A b, x a b c!", ["a b"]) == pytest.approx(400 / 6)
+    assert slop_score("a b c", ["a b", "b c"]) == pytest.approx(100.0)  # overlapping phrases count a word once
     assert slop_score("nothing here", ["a b"]) == 0.0
     assert slop_score("", ["a b"]) == 0.0
 
@@ -56,8 +65,8 @@ def test_baseline_scores_against_the_batch_fingerprint():
     texts = ["it was a tapestry of light", "a tapestry of dreams it was", "the dog ran"]
     fp = base.fingerprint(texts)
     assert {p.text for p in fp} == {"a tapestry", "tapestry of", "it was"}
-    # story 1: 6 words, bigrams it was / a tapestry / tapestry of -> 3 hits -> 50.0
-    assert base.scores(texts) == pytest.approx([50.0, 50.0, 0.0])
+    # story 1: it was / a tapestry / tapestry of cover 5 of its 6 words (not "light")
+    assert base.scores(texts) == pytest.approx([500 / 6, 500 / 6, 0.0])
     with pytest.raises(ValueError, match="no words"):
         SlopBaseline(["", "!!"])
 
@@ -82,8 +91,8 @@ def test_slop_reward_batch_fingerprint_and_log_metric(tmp_path):
         [{"role": "assistant", "content": "the dog ran"}],
     ]
     got = reward(prompts, completions, log_metric=lambda k, v: logged.__setitem__(k, v))
-    assert got == pytest.approx([50.0, 50.0, 0.0])
-    assert logged == {"slop/score": pytest.approx(100 / 3), "slop/phrases": 3.0}
+    assert got == pytest.approx([500 / 6, 500 / 6, 0.0])
+    assert logged == {"slop/score": pytest.approx(1000 / 18), "slop/phrases": 3.0}
     # the same phrases within one prompt's completions only: one document, no slop
     assert reward(["p", "p", "p"], completions) == [0.0, 0.0, 0.0]
 
@@ -93,7 +102,7 @@ def test_slop_reward_fixed_list_through_the_factory(tmp_path):
     spec = {"type": "slop", "weight": -0.5, "human": str(_human_file(tmp_path)), "phrases": str(tmp_path / "slop.txt")}
     funcs, weights = build_rewards({"slop": spec})
     assert weights == [-0.5] and funcs[0].__name__ == "slop"
-    assert funcs[0](["p"], ["A tapestry, and shivers down my spine"]) == pytest.approx([200 / 7])
+    assert funcs[0](["p"], ["A tapestry, and shivers down my spine"]) == pytest.approx([400 / 7])
 
 
 def test_bad_phrase_lists_and_options_are_clear_errors(tmp_path):
@@ -107,3 +116,36 @@ def test_bad_phrase_lists_and_options_are_clear_errors(tmp_path):
         load_phrases(tmp_path / "missing.txt")
     with pytest.raises(RlcwError, match="orders"):
         build_rewards({"slop": {"type": "slop", "orders": [0]}})
+
+
+def test_slop_change_pairs_prompts_and_scores_both_against_one_fingerprint():
+    base = SlopBaseline(["the dog ran home", "a man walked in the rain"], orders=(2,), min_count=2, min_docs=2)
+    start = ["the dog ran", "a man walked", "a dog sat", "a cat sat"]
+    tuned = ["a tapestry of light", "a tapestry of night", "a tapestry of dust", "the cat sat"]
+    got = slop_change(base, start, tuned, ["p1", "p2", "p3", "p4"], n_resamples=200)
+    # pooled fingerprint: "a tapestry" and "tapestry of" (3 uses in 3 prompts, never human); tuned stories 1-3:
+    # 3 of 4 words covered -> 75; story 4 and every start story: 0
+    assert got["phrases"] == ["a tapestry", "tapestry of"]
+    assert got["slop_start"] == 0.0 and got["slop_final"] == pytest.approx(56.25)
+    assert got["slop_delta"] == pytest.approx(56.25) and got["n_prompts"] == 4
+    assert 0.0 <= got["slop_delta_lo"] <= 56.25 <= got["slop_delta_hi"] <= 75.0
+    assert [p.text for p in got["top_tuned"]] == ["a tapestry", "tapestry of"] and got["top_start"] == []
+
+
+def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
+    from rlcw.recipes.quickstart import slop_lines
+
+    (tmp_path / "heldout").mkdir()
+    human_like = ["The dog ran home.", "One man walked in.", "Rain fell all night.", "She sang by the sea."]
+    start = [{"prompt_id": f"p{i}", "story": s} for i, s in enumerate(human_like)]
+    tuned = [{"prompt_id": f"p{i}", "story": "A tapestry of light, a testament to hope."} for i in range(4)]
+    for name, rows in (("start", start), ("tuned", tuned)):
+        (tmp_path / "heldout" / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = slop_lines(tmp_path, n_resamples=100)
+    assert (
+        lines[0].startswith("Slop (% of words inside phrases over-used")
+        and "start 0.00" in lines[0]
+        and "over 4 prompts" in lines[0]
+    )
+    assert "'tapestry' (" in lines[3] and "(4 uses)" in lines[3]
+    assert lines[2].endswith("none")  # no start phrase is used 3 times in 2 prompts
