@@ -147,5 +147,5 @@ def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
         and "start 0.00" in lines[0]
         and "over 4 prompts" in lines[0]
     )
-    assert "'tapestry' (" in lines[3] and "(4 uses)" in lines[3]
+    assert "'tapestry' (" in lines[3] and "x, 4 uses)" in lines[3]
     assert lines[2].endswith("none")  # no start phrase is used 3 times in 2 prompts
