@@ -5,7 +5,7 @@
     reward.specs.rubric = {type: rubric, weight: 1.0, criteria: my_rubric.yaml, client: {...}}
 
 Criteria (`criteria`): `ttcw` (default: the 14 Torrance Test of Creative Writing questions rlcw's
-judge ships, rlcw.judges.templates.TTCW_TESTS, weight 1 each), a list, or a YAML/JSON file holding
+judge ships, rlcw.judges.templates.TTCW_TESTS, weight 1 each), `ttcw:1,9,13` (those tests), a list, or a YAML/JSON file holding
 the list (or a mapping with a `criteria` list). An item is a question string or a mapping
 {question, name (default c<k>), weight (default 1), dimension (default the name)}.
 
@@ -58,10 +58,15 @@ class Criterion:
     dimension: str = ""
 
 
-def ttcw_criteria() -> list[Criterion]:
+def ttcw_criteria(ids: list[int] | None = None) -> list[Criterion]:
+    """The TTCW tests as criteria `ttcw<id>` (all 14, or those numbered `ids`)."""
     from rlcw.judges.templates import TTCW_TESTS
 
-    return [Criterion(f"ttcw{t.idx}", t.question, 1.0, t.dimension) for t in TTCW_TESTS]
+    known = {t.idx for t in TTCW_TESTS}
+    bad = sorted(set(ids or []) - known)
+    if bad:
+        raise RlcwError(f"unknown TTCW test id(s) {bad}", where="criteria", hint="tests are numbered 1 to 14")
+    return [Criterion(f"ttcw{t.idx}", t.question, 1.0, t.dimension) for t in TTCW_TESTS if not ids or t.idx in ids]
 
 
 def _criterion(item: Any, k: int, where: str) -> Criterion:
@@ -89,6 +94,11 @@ def load_criteria(spec: str | list | None) -> list[Criterion]:
     """Criteria from `ttcw`/None, a list of items, or a YAML/JSON file of them (see the module docstring)."""
     if spec is None or spec == "ttcw":
         return ttcw_criteria()
+    if isinstance(spec, str) and spec.startswith("ttcw:"):
+        try:
+            return ttcw_criteria([int(x) for x in spec[5:].split(",")])
+        except ValueError:
+            raise RlcwError(f"'{spec}' is not ttcw:<ids>", where="criteria", hint="e.g. ttcw:1,9,13") from None
     where = "criteria"
     if isinstance(spec, (str, Path)):
         path, where = Path(spec).expanduser(), str(spec)

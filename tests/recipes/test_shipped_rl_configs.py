@@ -25,6 +25,15 @@ SIZE = {
         "eval.every_steps=2",
         "eval.num_prompts=2",
     ],
+    "grpo/rubric_cpu.yaml": [
+        "train.max_steps=2",
+        "train.batch_size=4",
+        "train.num_generations=2",
+        "data.max_train_prompts=8",
+        "eval.every_steps=2",
+        "eval.num_prompts=2",
+        "reward.specs.rubric.criteria=ttcw:1",  # the embedded judge, one criterion
+    ],
     "grpo/agents_room_cpu.yaml": [
         "train.max_steps=2",
         "data.max_train_prompts=8",

@@ -21,6 +21,11 @@ def test_default_criteria_are_the_ttcw_tests():
     crit = load_criteria("ttcw")
     assert len(crit) == 14 and crit[0].name == "ttcw1" and crit[0].dimension == "Fluency"
     assert all(c.weight == 1.0 for c in crit)
+    assert [c.name for c in load_criteria("ttcw:1,9,13")] == ["ttcw1", "ttcw9", "ttcw13"]
+    with pytest.raises(RlcwError, match="unknown TTCW test"):
+        load_criteria("ttcw:15")
+    with pytest.raises(RlcwError, match="ttcw:<ids>"):
+        load_criteria("ttcw:one")
 
 
 def test_criteria_from_a_list_and_files(tmp_path):
