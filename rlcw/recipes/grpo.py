@@ -59,6 +59,7 @@ from rlcw.recipes.common import (
 )
 from rlcw.recipes.common import train_prompts as mixed_train_prompts
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
@@ -402,6 +403,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             samples_every=t.samples_every,
             samples_k=t.samples_k,
             rollout_is_cap=t.rollout_is_cap if t.fast_rollout else 0.0,
+            slop=human_baseline(m.slop_human) if m.enabled else None,
             **extra,
         )
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)

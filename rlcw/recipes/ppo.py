@@ -59,6 +59,7 @@ from rlcw.recipes.common import (
 )
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.slop import human_baseline
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import MonitorCallback, plot_monitors
 from rlcw.rl.periodic import PeriodicEval
@@ -216,6 +217,7 @@ def main(cfg: PPORecipeConfig) -> dict:
             seed=cfg.seed,
             monitor_ngram=cfg.monitor.ngram if cfg.monitor.enabled else None,
             tracker=tracker,
+            slop=human_baseline(cfg.monitor.slop_human) if cfg.monitor.enabled else None,
         )
 
         def encode(row: dict) -> list[int]:

@@ -51,6 +51,7 @@ from rlcw.recipes.common import (
 )
 from rlcw.recipes.common import train_prompts as mixed_train_prompts
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
@@ -299,6 +300,7 @@ def main(cfg: RLOORecipeConfig) -> dict:
             kl_ref_model=kl_reference(cfg),
             samples_every=t.samples_every,
             samples_k=t.samples_k,
+            slop=human_baseline(m.slop_human) if m.enabled else None,
         )
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)
         if checkpoint:

@@ -34,6 +34,11 @@ def load_human_texts(path: str = "bundled") -> list[str]:
     return [r["story"] for r in read_stories(resolve_data_path(path, "stories.jsonl"))]
 
 
+def human_baseline(path: str | None) -> SlopBaseline | None:
+    """The slop monitor's baseline over the human stories at `path` ('bundled' = rlcw's own; None = off)."""
+    return SlopBaseline(load_human_texts(path)) if path else None
+
+
 def load_phrases(path: str | Path) -> list[str]:
     """Phrases from a JSON list of strings or a text file with one phrase a line (blank lines skipped)."""
     path = Path(path).expanduser()

@@ -77,6 +77,7 @@ def test_rloo_logs_rewards_rubric_slop_and_monitors(rloo_full):
     assert 0.0 <= row["judge/c1"] <= 1.0 and 0.0 <= row["judge/c2"] <= 1.0  # mean P(yes) per criterion
     assert row["judge/invalid"] == 0.0  # a logprob verdict is never invalid on a real model
     assert row["monitor/kl_to_start"] > 0.0 and "monitor/distinct_batch" in row
+    assert 0.0 <= row["monitor/slop"] <= 100.0
     run_dir = Path(rloo_full["artifacts"]["metrics"]).parent
     assert (run_dir / "samples" / "train_step_000003.jsonl").is_file()
     order = [json.loads(x) for x in (run_dir / "samples" / "data_order.jsonl").read_text().splitlines()]

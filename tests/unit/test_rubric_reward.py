@@ -2,6 +2,9 @@
 
 import json
 import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -169,3 +172,48 @@ def test_logprob_verdicts_need_a_client_that_gives_probabilities():
         build_rewards({"rubric": spec})
     with pytest.raises(RlcwError, match="verdict"):
         build_rewards({"rubric": {**spec, "verdict": "votes"}})
+
+
+class _SlowLogprobServer(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server that holds each request 0.2 s and counts how many are in flight at once."""
+
+    lock, in_flight, peak = threading.Lock(), 0, 0
+
+    def do_POST(self):  # noqa: N802 - http.server API
+        cls = type(self)
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        with cls.lock:
+            cls.in_flight += 1
+            cls.peak = max(cls.peak, cls.in_flight)
+        time.sleep(0.2)
+        yes = 0.9 if "GOOD" in body["messages"][-2]["content"] else 0.2
+        top = [{"token": " Yes", "logprob": math.log(yes)}, {"token": " No", "logprob": math.log(1 - yes)}]
+        choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": " Yes"}}
+        choice["logprobs"] = {"content": [{"token": " Yes", "logprob": math.log(yes), "top_logprobs": top}]}
+        data = json.dumps(
+            {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+        ).encode()
+        with cls.lock:
+            cls.in_flight -= 1
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_server_logprob_verdicts_go_out_concurrently():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowLogprobServer)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        client = {"kind": "openai", "base_url": url, "model": "m", "api_key_env": None, "concurrency": 4}
+        reward = RubricReward(client=client, criteria=CRITERIA[:2])
+        got = reward(["p"] * 4, ["GOOD one", "bad", "GOOD two", "meh"])
+        assert got == pytest.approx([0.9, 0.2, 0.9, 0.2])  # P(yes) read from the server's top logprobs
+        assert _SlowLogprobServer.peak == 4  # 8 verdicts, 4 requests in flight at a time
+    finally:
+        server.shutdown()

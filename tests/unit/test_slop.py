@@ -149,3 +149,10 @@ def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
     )
     assert "'tapestry' (" in lines[3] and "x, 4 uses)" in lines[3]
     assert lines[2].endswith("none")  # no start phrase is used 3 times in 2 prompts
+
+
+def test_slop_is_a_monitor_statistic_rules_can_use():
+    from rlcw.rl.monitors import check_rules, validate_rules
+
+    validate_rules({"max_slop": 20.0}, "monitor.warn")
+    assert check_rules({"slop": 25.0}, {"max_slop": 20.0}) == ["slop=25 > 20 (max_slop)"]
