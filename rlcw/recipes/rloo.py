@@ -2,7 +2,7 @@
 
 Reads config -> validate (before the run folder is written or anything loads) -> build (prompts mixed from
 `data.sources`, checked against held-out and RM data; rewards from `reward.specs`, rlcw.rewards.factory, by
-type or by import path; evaluators, monitors, the learning probe; the policy) -> train (rlcw.rl.rloo_trainer:
+type or by import path; evaluators, monitors, the learning probe; the policy) -> train (rlcw.rl.rloo.trainer:
 TRL's RLOOTrainer plus KL to the start even at beta = 0, monitor statistics, per-source reward and length, the
 prompt order, top/bottom stories) -> save (`checkpoints/final`, report and plots). The sections and keys are
 grpo's (`rlcw grpo`), except the RLOO-specific ones: `train.beta` is a KL penalty in the reward (TRL's RLOO,
@@ -29,36 +29,29 @@ import torch
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
+from rlcw.measure.callbacks import JsonlMetricsCallback
+from rlcw.measure.evaluation import build_evaluators
+from rlcw.measure.monitors import MonitorCallback
+from rlcw.measure.periodic import PeriodicEvalCallback
+from rlcw.measure.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
-from rlcw.recipes.common import (
+from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
+from rlcw.recipes.common.models import lora_config, rm_scorer
+from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages
+from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
+from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.sections import (
     EvalSection,
     LoraSection,
     ModelConfig,
     MonitorSection,
     PromptSection,
     RewardSection,
-    check_bf16,
-    check_overlap,
-    eval_sampler,
-    held_out_prompts,
-    lora_config,
-    prompt_messages,
-    rm_scorer,
-    stage_run,
-    stage_tracker,
-    validate_rl_sections,
-    validate_train_keys,
 )
-from rlcw.recipes.common import train_prompts as mixed_train_prompts
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
-from rlcw.rl.callbacks import JsonlMetricsCallback
-from rlcw.rl.evaluation import build_evaluators
-from rlcw.rl.grpo_report import grpo_plots, grpo_report, length_control_lines, reward_summary
-from rlcw.rl.monitors import MonitorCallback
-from rlcw.rl.periodic import PeriodicEvalCallback
-from rlcw.rl.probe import LearningProbe, ProbeSection, probe_texts
+from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -110,7 +103,7 @@ class RLOORecipeConfig:
     train: RLOOTrainSection = field(default_factory=RLOOTrainSection)
     eval: EvalSection = field(default_factory=EvalSection)
     monitor: MonitorSection = field(default_factory=MonitorSection)
-    probe: ProbeSection = field(default_factory=ProbeSection)  # rlcw.rl.probe: log-prob change on held-out texts
+    probe: ProbeSection = field(default_factory=ProbeSection)  # rlcw.measure.probe: log-prob change on held-out texts
     output_dir: str = "runs"
     run_name: str = "rloo"
     seed: int = 0
@@ -283,7 +276,7 @@ def main(cfg: RLOORecipeConfig) -> dict:
             p.every_steps,
             run.path / "probe.jsonl",
         )
-        from rlcw.rl.rloo_trainer import RlcwRLOOTrainer
+        from rlcw.rl.rloo.trainer import RlcwRLOOTrainer
 
         aux = {"monitor": monitor, **{f"reward/{f.__name__}": f for f in funcs}}  # saved with every checkpoint
         trainer = RlcwRLOOTrainer(

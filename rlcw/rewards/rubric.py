@@ -166,7 +166,7 @@ class RubricReward:
         max_tokens: int = 64,
         judge=None,
     ):
-        from rlcw.judges.client import make_client
+        from rlcw.judges.clients.factory import make_client
         from rlcw.judges.templates import load_template
 
         if verdict not in VERDICTS:

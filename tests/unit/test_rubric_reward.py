@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.judges.client import ChatClient, ClientConfig, ScriptedClient
+from rlcw.judges.clients.base import ChatClient, ClientConfig
+from rlcw.judges.clients.scripted import ScriptedClient
 from rlcw.rewards.factory import build_rewards
 from rlcw.rewards.rubric import RubricReward, criterion_stats, load_criteria, weighted_rubric
 

@@ -152,7 +152,7 @@ def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
 
 
 def test_slop_is_a_monitor_statistic_rules_can_use():
-    from rlcw.rl.monitors import check_rules, validate_rules
+    from rlcw.measure.monitors import check_rules, validate_rules
 
     validate_rules({"max_slop": 20.0}, "monitor.warn")
     assert check_rules({"slop": 25.0}, {"max_slop": 20.0}) == ["slop=25 > 20 (max_slop)"]

@@ -4,8 +4,8 @@
                               run=run, monitor_ngram=3, log_kl_every=3, kl_ref_model=None,
                               samples_every=1, samples_k=2, slop=None)
 
-Per generated training batch, as `rlcw.rl.grpo_trainer.RlcwGRPOTrainer` does: the reward-hacking
-statistics (`monitor/*`, rlcw.rl.monitors; `monitor/slop` when a human baseline is given), KL to the
+Per generated training batch, as `rlcw.rl.grpo.trainer.RlcwGRPOTrainer` does: the reward-hacking
+statistics (`monitor/*`, rlcw.measure.monitors; `monitor/slop` when a human baseline is given), KL to the
 starting model (`monitor/kl_to_start` = k3 and `kl_to_start/k1` per completion token, even at
 beta = 0), reward, words and tokens per prompt source; rank 0 writes the sampled prompt order and the
 top and bottom stories. The prompt sampler is reseeded per epoch (a resumed run draws the order of an
@@ -18,11 +18,11 @@ sums): the first no-grad forward there is caught, so the policy's side of the KL
 KL step costs one forward of the start model (the policy with its adapter disabled, or `kl_ref_model`).
 
 What rlcw's GRPO has and this does not, and why:
-- the fast rollout with importance-sampling correction (rlcw.rl.rollout, rlcw.rl.rollout_is): TRL's
+- the fast rollout with importance-sampling correction (rlcw.rl.grpo.rollout, rlcw.rl.grpo.is_correction): TRL's
   RLOOTrainer has no `rollout_func` seam to plug a sampler into, and its loss reads sequence log-prob
   sums (`old_logps`), not the per-token `sampling_per_token_logps` the correction reweights;
 - Agents' Room rollouts: the same missing `rollout_func`.
-The learning probe is a plain callback and works here (rlcw.rl.probe).
+The learning probe is a plain callback and works here (rlcw.measure.probe).
 
 TRL symbols used (TRL 1.16.0): `trl.RLOOTrainer` hooks `_get_train_sampler(dataset)`,
 `_calculate_rewards(inputs, prompts, completions, completion_ids_list)`, `_generate_and_score_completions
@@ -40,8 +40,8 @@ from trl.trainer.rloo_trainer import add_fused_lm_head
 
 from rlcw.data.records import write_stories
 from rlcw.io import append_jsonl
-from rlcw.rl.grpo_trainer import EpochRepeatSampler, RlcwGRPOTrainer, per_source, top_bottom
-from rlcw.rl.monitors import PREFIX, step_stats
+from rlcw.measure.monitors import PREFIX, step_stats
+from rlcw.rl.grpo.trainer import EpochRepeatSampler, RlcwGRPOTrainer, per_source, top_bottom
 from rlcw.runs import RunDir
 
 
