@@ -28,7 +28,8 @@ flight; `client.cache_dir` reuses the judge cache (a repeated story costs nothin
 TRL's `log_metric`: `rubric/<criterion>` (mean P(yes) or yes-share of the batch), `rubric/invalid`
 (share of invalid verdicts), `rubric/no_signal` (criteria whose verdict was the same for every story
 of the batch: they move no advantage). A 135M judge (the embedded model) is weak: its P(yes) is
-close to a constant per criterion; use a large served judge for training (docs: a vLLM config).
+close to a constant per criterion; use a large served judge for training (configs/grpo/rubric_cpu.yaml
+shows a vLLM-served one). `transformers serve` returns no logprobs: with it use `verdict: text`.
 """
 
 from __future__ import annotations
