@@ -120,7 +120,8 @@ def rubric_step(judge, verdict: str, stories: list[dict], criteria: list, max_to
         "calls": judge.stats["calls"],
         "cache_hits": judge.stats["cache_hits"],
         "invalid": reward.last_stats["invalid"],
-        "mean_reward": sum(x for x in scores if x == x) / max(1, sum(1 for x in scores if x == x)),
+        # NaN when no story got a valid verdict (text replies that never reach "Answer: Yes|No")
+        "mean_reward": sum(valid) / len(valid) if (valid := [x for x in scores if x == x]) else float("nan"),
     }
 
 
@@ -139,7 +140,8 @@ def bench_rubric(model: str, base_url: str | None, n_stories: int, n_criteria: i
         local = {"kind": "local", "model": model}
         judge_one = make_client(ClientConfig(**local, concurrency=1, cache_dir=f"{tmp}/l1"))
         judge_many = make_client(ClientConfig(**local, concurrency=concurrency, cache_dir=f"{tmp}/lk"))
-        rubric_step(judge_one, "logprobs", stories[:1], criteria[:1], 1)  # warm-up
+        warm = [{"prompt": "Warm-up.", "story": "A short warm-up story."}]  # not in the timed batch: no cache hit
+        rubric_step(judge_one, "logprobs", warm, criteria[:1], 1)
         out["local_one"] = rubric_step(judge_one, "logprobs", stories, criteria, 1)
         out["local_batched"] = rubric_step(judge_many, "logprobs", stories, criteria, 1)
         out["local_speedup"] = out["local_one"]["seconds"] / out["local_batched"]["seconds"]
