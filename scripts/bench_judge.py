@@ -137,15 +137,16 @@ def bench_rubric(model: str, base_url: str | None, n_stories: int, n_criteria: i
     criteria = criteria[:n_criteria]
     out: dict = {"stories": n_stories, "criteria": n_criteria, "words": args.words, "max_tokens": args.max_tokens}
     with tempfile.TemporaryDirectory() as tmp:
-        local = {"kind": "local", "model": model}
-        judge_one = make_client(ClientConfig(**local, concurrency=1, cache_dir=f"{tmp}/l1"))
-        judge_many = make_client(ClientConfig(**local, concurrency=concurrency, cache_dir=f"{tmp}/lk"))
-        warm = [{"prompt": "Warm-up.", "story": "A short warm-up story."}]  # not in the timed batch: no cache hit
-        rubric_step(judge_one, "logprobs", warm, criteria[:1], 1)
-        out["local_one"] = rubric_step(judge_one, "logprobs", stories, criteria, 1)
-        out["local_batched"] = rubric_step(judge_many, "logprobs", stories, criteria, 1)
-        out["local_speedup"] = out["local_one"]["seconds"] / out["local_batched"]["seconds"]
-        del judge_one, judge_many
+        if not args.served_only:
+            local = {"kind": "local", "model": model}
+            judge_one = make_client(ClientConfig(**local, concurrency=1, cache_dir=f"{tmp}/l1"))
+            judge_many = make_client(ClientConfig(**local, concurrency=concurrency, cache_dir=f"{tmp}/lk"))
+            warm = [{"prompt": "Warm-up.", "story": "A short warm-up story."}]  # not in the timed batch: no cache hit
+            rubric_step(judge_one, "logprobs", warm, criteria[:1], 1)
+            out["local_one"] = rubric_step(judge_one, "logprobs", stories, criteria, 1)
+            out["local_batched"] = rubric_step(judge_many, "logprobs", stories, criteria, 1)
+            out["local_speedup"] = out["local_one"]["seconds"] / out["local_batched"]["seconds"]
+            del judge_one, judge_many
 
         def served(url: str) -> None:
             http = {"base_url": url, "model": model, "api_key_env": None, "timeout_s": 600}
@@ -169,13 +170,16 @@ def bench_rubric(model: str, base_url: str | None, n_stories: int, n_criteria: i
 
 def print_rubric(result: dict) -> bool:
     for name in ("local_one", "local_batched", "served_one", "served_concurrent", "served_cached"):
+        if name not in result:
+            continue
         r = result[name]
         print(
             f"{name:>17}: concurrency {r['concurrency']}, {r['seconds']:.2f} s per step, {r['verdicts_per_s']:.2f} "
             f"verdicts/s, calls {r['calls']}, cache hits {r['cache_hits']}, invalid {r['invalid']:.2f}, "
             f"mean reward {r['mean_reward']:.3f}"
         )
-    print(f"local logprob judge, batched / one at a time: {result['local_speedup']:.2f}x")
+    if "local_speedup" in result:
+        print(f"local logprob judge, batched / one at a time: {result['local_speedup']:.2f}x")
     print(f"served text judge, concurrent / one at a time: {result['served_speedup']:.2f}x")
     return result["served_cached"]["calls"] == result["served_concurrent"]["calls"]  # the cached step called nothing
 
@@ -197,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rubric", action="store_true", help="time the rubric reward over one GRPO batch instead")
     ap.add_argument("--stories", type=int, default=16, help="--rubric: stories in the batch (quickstart: 2 x 8)")
     ap.add_argument("--criteria", type=int, default=2, help="--rubric: the first N TTCW criteria")
+    ap.add_argument("--served-only", action="store_true", help="--rubric: skip the local-model judge")
     args = ap.parse_args(argv)
     model = args.model or resolve(EMBEDDED_ALIAS)
     if args.rubric:
