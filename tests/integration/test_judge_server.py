@@ -184,7 +184,7 @@ def test_rubric_reward_through_the_server(judge_server, tmp_path):
     )
     verdicts = [parse_yes_no(r) for r in replies]
     assert reward.client.stats["calls"] == 6 and reward.client.stats["cache_hits"] == 6  # the re-read was cached
-    assert logged["rubric/invalid"] == pytest.approx(sum(not v.valid for v in verdicts) / 6)
+    assert logged["rubric/rubric/invalid"] == pytest.approx(sum(not v.valid for v in verdicts) / 6)
     for i, score in enumerate(scores):
         mine = [1.0 if v.value == "Yes" else 0.0 for v in verdicts[2 * i : 2 * i + 2] if v.valid]
         assert (score != score and not mine) or score == pytest.approx(sum(mine) / len(mine))

@@ -66,6 +66,7 @@ def test_rloo_trains_a_loadable_adapter_that_changed(rloo_full, tiny_model_dir):
     with torch.no_grad():
         assert not torch.allclose(tuned(input_ids=ids).logits, base(input_ids=ids).logits)
     assert (final.parents[2] / "rloo_full" / "report.md").read_text().startswith("# RLOO run")
+    assert (final.parents[2] / "rloo_full" / "plots" / "rubric.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_rloo_logs_rewards_rubric_slop_and_monitors(rloo_full):
@@ -74,8 +75,8 @@ def test_rloo_logs_rewards_rubric_slop_and_monitors(rloo_full):
     row = rows[3]
     for key in ("rewards/rm/mean", "rewards/slop/mean", "rewards/judge/mean", "slop/score", "slop/phrases"):
         assert key in row, key
-    assert 0.0 <= row["judge/c1"] <= 1.0 and 0.0 <= row["judge/c2"] <= 1.0  # mean P(yes) per criterion
-    assert row["judge/invalid"] == 0.0  # a logprob verdict is never invalid on a real model
+    assert 0.0 <= row["rubric/judge/c1"] <= 1.0 and 0.0 <= row["rubric/judge/c2"] <= 1.0  # mean P(yes) per criterion
+    assert row["rubric/judge/invalid"] == 0.0  # a logprob verdict is never invalid on a real model
     assert row["monitor/kl_to_start"] > 0.0 and "monitor/distinct_batch" in row
     assert 0.0 <= row["monitor/slop"] <= 100.0
     run_dir = Path(rloo_full["artifacts"]["metrics"]).parent

@@ -108,10 +108,10 @@ def test_text_verdicts_exact_rewards_and_logged_means():
     # GOOD: ends yes (w 2), named no (w 1), odd invalid -> 2/3; weak: ends no, named yes -> 1/3
     assert got == pytest.approx([2 / 3, 1 / 3])
     assert logged == {
-        "rubric/ends": 0.5,
-        "rubric/named": 0.5,
-        "rubric/invalid": pytest.approx(2 / 6),
-        "rubric/no_signal": 0.0,
+        "rubric/rubric/ends": 0.5,
+        "rubric/rubric/named": 0.5,
+        "rubric/rubric/invalid": pytest.approx(2 / 6),
+        "rubric/rubric/no_signal": 0.0,
     }
 
 
