@@ -433,6 +433,37 @@ def heldout_table(h: dict) -> list[str]:
     return lines
 
 
+def slop_lines(root: Path, n_resamples: int, k: int = 8) -> list[str]:
+    """Slop of the held-out samples against the bundled human stories (rlcw.metrics.slop): score start vs
+    tuned with a CI over prompts, and each model's most over-represented phrases."""
+    import json
+
+    from rlcw.metrics.slop import SlopBaseline, slop_change
+    from rlcw.rewards.slop import load_human_texts
+
+    start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
+    tuned = [json.loads(x) for x in (root / "heldout" / "tuned.jsonl").read_text().splitlines()]
+    c = slop_change(
+        SlopBaseline(load_human_texts("bundled")),
+        [r["story"] for r in start],
+        [r["story"] for r in tuned],
+        [r["prompt_id"] for r in start],
+        n_resamples=n_resamples,
+    )
+
+    def top(phrases) -> str:
+        return ", ".join(f"'{p.text}' ({p.ratio:.0f}x, {p.model_count} uses)" for p in phrases[:k]) or "none"
+
+    return [
+        f"Slop (% of words inside phrases over-used against the bundled human stories; {len(c['phrases'])} phrases "
+        f"from start and tuned samples pooled): start {c['slop_start']:.2f}, tuned {c['slop_final']:.2f}, change "
+        f"{c['slop_delta']:+.2f} [{c['slop_delta_lo']:+.2f}, {c['slop_delta_hi']:+.2f}] over {c['n_prompts']} prompts.",
+        "",
+        f"- most over-represented in the start model's samples: {top(c['top_start'])}",
+        f"- most over-represented in the tuned model's samples: {top(c['top_tuned'])}",
+    ]
+
+
 def gains_and_losses(root: Path, k: int = 3) -> str:
     """Side-by-side start/tuned samples: the k largest RM gains and the k largest losses, labelled."""
     import json
@@ -490,6 +521,8 @@ def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots
         f"{cfg.heldout.n_resamples})",
         "",
         *heldout_table(h),
+        "",
+        *slop_lines(root, cfg.heldout.n_resamples),
         "",
         "## Checks",
         "",
