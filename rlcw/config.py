@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -95,6 +96,25 @@ def _check_keys(cls: type, data: dict, source: str) -> None:
             where=source,
             hint=f"set its keys, e.g. {example}=...",
         )
+
+
+def _is_list_type(tp: Any) -> bool:
+    return typing.get_origin(tp) is list or any(typing.get_origin(a) is list for a in typing.get_args(tp))
+
+
+def _wrap_scalars(cls: type, data: dict) -> dict:
+    """A single value given for a list key is a one-element list (`train.report_to=wandb`, as HF/TRL accept)."""
+    types = _field_types(cls)
+    out = {}
+    for key, value in data.items():
+        tp = types.get(key)
+        sub = _dataclass_of(tp) if tp is not None else None
+        if sub is not None and isinstance(value, dict):
+            value = _wrap_scalars(sub, value)
+        elif tp is not None and _is_list_type(tp) and isinstance(value, str | int | float | bool):
+            value = [value]
+        out[key] = value
+    return out
 
 
 def _type_name(tp: Any) -> str:
@@ -179,19 +199,32 @@ def load_config(cls: type[T], config_file: str | Path | None = None, overrides: 
         if not isinstance(data, dict):
             raise RlcwError("top level must be a mapping of keys", where=str(path))
         _check_keys(cls, data, str(path))
+        data = _wrap_scalars(cls, data)
         base = _merge(base, data, cls, str(path))
         keys.update(_leaves(data, ""))
     if overrides:
         data = parse_overrides(overrides)
         _check_keys(cls, data, "command line")
+        data = _wrap_scalars(cls, data)
         base = _merge(base, data, cls, "command line")
         keys.update(_leaves(data, ""))
     try:
         cfg = OmegaConf.to_object(base)
     except OmegaConfBaseException as exc:
         raise RlcwError(f"invalid config: {exc}") from None
+    _check_finite(cfg)
     object.__setattr__(cfg, _USER_KEYS, frozenset(keys))
     return cfg
+
+
+def _check_finite(cfg: Any) -> None:
+    """Every number of a config is finite: nan or inf (`weight: .nan`, `lr=inf`) is an error naming the key."""
+    for key, value in _leaf_values(cfg, "").items():
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise RlcwError(
+                f"'{key.lstrip('.')}' must be a finite number, got {value!r}", where=key.lstrip("."), hint="give a number"
+            )
 
 
 def to_yaml(cfg: Any) -> str:

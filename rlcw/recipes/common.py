@@ -24,7 +24,7 @@ from rlcw.generation import chat_messages
 from rlcw.io import read_table
 from rlcw.models import EMBEDDED_ALIAS
 from rlcw.rewards.length import range_fits_cap
-from rlcw.runs import RunDir, is_main_process
+from rlcw.runs import RunDir, check_resume_target, is_main_process, remove_unused_run_folder
 from rlcw.tracking import Tracker, parse_report_to
 
 # Linear layers of Llama/Qwen/Mistral-style decoder blocks (what "all-linear" means there).
@@ -320,18 +320,25 @@ def stage_tracker(cfg, run: RunDir, report_to: list[str] | str) -> Tracker:
 def stage_run(cfg, command: str) -> Iterator[RunDir]:
     """Create the run folder (config + git SHA first), seed everything, mark failures in summary.json.
 
-    Nothing is written before the `with` block is entered (recipes validate their config first). A
-    folder that holds another run is refused unless `train.resume` is true|auto or `overwrite=true`
-    (`rlcw.runs.prepare_run_folder`).
+    Nothing is written before the `with` block is entered (recipes validate their config first;
+    `train.resume=true` without a checkpoint is refused here). A folder that holds another run is refused
+    unless `train.resume` is true|auto or `overwrite=true` (`rlcw.runs.prepare_run_folder`). A user error
+    (RlcwError) raised inside the block before the run produced anything removes the folder it created.
     """
     resume = getattr(getattr(cfg, "train", None), "resume", False)
     overwrite = bool(getattr(cfg, "overwrite", False))
+    path = Path(cfg.output_dir) / cfg.run_name
+    check_resume_target(resume, path)
+    fresh = not path.exists()
     run = RunDir.create(cfg.output_dir, cfg.run_name, command, to_yaml(cfg), resume=resume, overwrite=overwrite)
     set_seed(cfg.seed)
     try:
         yield run
     except BaseException as exc:
         run.write_summary("failed", error=f"{type(exc).__name__}: {exc}")
+        # a user error found after loading (a chat template, a server's reply) leaves no half-written folder
+        if isinstance(exc, RlcwError) and fresh and remove_unused_run_folder(run.path):
+            print(f"[rlcw] {command}: stopped before producing anything; removed {run.path}", flush=True)
         raise
 
 

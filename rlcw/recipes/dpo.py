@@ -193,12 +193,12 @@ def load_models(cfg: DPORecipeConfig):
 def main(cfg: DPORecipeConfig) -> dict:
     validate(cfg)
     check_bf16(cfg.train.bf16)
+    train_pairs = load_preferences(cfg.data.train_file, limit=cfg.data.max_pairs)  # files only: before the run folder
+    eval_pairs = (
+        load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
+    )
+    eval_rows = eval_prompt_rows(cfg.eval, "bundled")[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
     with stage_run(cfg, "dpo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
-        train_pairs = load_preferences(cfg.data.train_file, limit=cfg.data.max_pairs)
-        eval_pairs = (
-            load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
-        )
-        eval_rows = eval_prompt_rows(cfg.eval, "bundled")[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
         checkpoint = resume_checkpoint(cfg.train.resume, run.checkpoints)
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)

@@ -59,6 +59,7 @@ from rlcw.recipes.common import (
 )
 from rlcw.recipes.common import train_prompts as mixed_train_prompts
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.factory import check_rewards
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
@@ -242,15 +243,19 @@ def build_dataset(rows: list[dict], system_prompt: str):
 # ---------------------------------------------------------------- build: rewards, TRL args, rollouts, evaluation
 
 
-def build_rewards(cfg: GRPORecipeConfig) -> tuple[list, list[float]]:
-    defaults = {
+def reward_defaults(cfg: GRPORecipeConfig) -> dict:
+    """Recipe-wide options of every reward spec that leaves them out (rlcw.rewards.factory)."""
+    return {
         "rm_path": cfg.reward.rm_path,
         "num_generations": cfg.train.num_generations,
         "seed": cfg.seed,
         "max_tokens": completion_cap(cfg),
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_funcs(cfg.reward.specs, defaults, key="reward.specs")
+
+
+def build_rewards(cfg: GRPORecipeConfig) -> tuple[list, list[float]]:
+    return build_reward_funcs(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")
 
 
 def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
@@ -353,6 +358,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
     validate(cfg)
     check_vllm(cfg.train)  # this machine, not the config (rlcw plan validates a vLLM config on a CPU box)
     check_bf16(cfg.train.bf16)
+    check_rewards(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")  # RM folders, targets, options
     train_rows, held_out = train_prompts(cfg), eval_prompts(cfg)  # prompt files only: before the run folder
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
     with stage_run(cfg, "grpo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
+from rlcw.config import check_at_least
 from rlcw.data.bundled import resolve_data_path
 from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError, location
@@ -359,12 +360,44 @@ def validate(cfg: JudgeConfig) -> None:
         )
     if cfg.client.kind == "replay" and not cfg.client.replies:
         raise RlcwError("a replay judge needs stored replies", where="client.replies", hint="client.replies=FILE")
+    c = cfg.client
+    for key, value, low in (("timeout_s", c.timeout_s, 1e-3), ("concurrency", c.concurrency, 1), ("max_retries", c.max_retries, 0)):
+        check_at_least(f"client.{key}", value, low)
+    check_at_least("client.retry_base_s", c.retry_base_s, 0)
+    check_at_least("client.retry_max_s", c.retry_max_s, 0)
+
+
+def check_server(client: ClientConfig, cache_dir: Path) -> None:
+    """One cheap request (GET <base_url>/models, the client's own timeout) to an OpenAI-compatible judge
+    server, before the run folder is written: unreachable or timing out is an error naming client.base_url.
+    Any HTTP answer counts as reachable (the key is not sent). Skipped when the reply cache holds replies
+    (a re-run may need no call)."""
+    if client.kind != "openai" or (cache_dir.is_dir() and any(cache_dir.iterdir())):
+        return
+    import httpx
+
+    url = client.base_url.rstrip("/") + "/models"
+    try:
+        httpx.get(url, timeout=client.timeout_s)
+    except httpx.TimeoutException:
+        raise RlcwError(
+            f"the judge server did not answer within client.timeout_s={client.timeout_s} s",
+            where=f"client.base_url={client.base_url}",
+            hint="start it (or wait until it has loaded), or raise client.timeout_s",
+        ) from None
+    except httpx.HTTPError as exc:
+        raise RlcwError(
+            f"cannot reach the judge server: {exc}",
+            where=f"client.base_url={client.base_url}",
+            hint="start an OpenAI-compatible server there (e.g. `vllm serve MODEL`), or fix client.base_url",
+        ) from None
 
 
 def main(cfg: JudgeConfig) -> dict:
     validate(cfg)
+    systems, prompts = load_systems(cfg.data.stories)  # story files only: before the run folder
+    check_server(cfg.client, Path(cfg.client.cache_dir or Path(cfg.output_dir) / cfg.run_name / "cache"))
     with stage_run(cfg, "judge") as run:
-        systems, prompts = load_systems(cfg.data.stories)
         keys = list(prompts)[: cfg.data.max_prompts or None]
         client_cfg = cfg.client
         if client_cfg.cache_dir is None:

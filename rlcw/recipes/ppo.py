@@ -59,6 +59,7 @@ from rlcw.recipes.common import (
 )
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.factory import check_rewards, check_rm_folder
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.monitors import MonitorCallback, plot_monitors
 from rlcw.rl.periodic import PeriodicEval
@@ -153,14 +154,18 @@ def value_source(cfg: PPORecipeConfig) -> str:
     return cfg.reward.rm_path
 
 
-def build_rewards(cfg: PPORecipeConfig) -> tuple[list, list[float]]:
-    defaults = {
+def reward_defaults(cfg: PPORecipeConfig) -> dict:
+    """Recipe-wide options of every reward spec that leaves them out (rlcw.rewards.factory)."""
+    return {
         "rm_path": cfg.reward.rm_path,
         "seed": cfg.seed,
         "max_tokens": cfg.train.max_new_tokens,
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_funcs(cfg.reward.specs, defaults, key="reward.specs")
+
+
+def build_rewards(cfg: PPORecipeConfig) -> tuple[list, list[float]]:
+    return build_reward_funcs(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")
 
 
 def build_value(cfg: PPORecipeConfig, vocab_size: int):
@@ -182,6 +187,9 @@ def build_sampler(cfg: PPORecipeConfig, tokenizer, eval_rows: list[dict]):
 def main(cfg: PPORecipeConfig) -> dict:
     validate(cfg)
     check_bf16(cfg.train.bf16)
+    check_rewards(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")  # RM folders, targets, options
+    if cfg.value.init == "rm" and not cfg.value.path:
+        check_rm_folder(cfg.reward.rm_path, "reward.rm_path (value.init=rm)")
     train_rows = train_prompts(
         cfg.data, cfg.train.max_new_tokens, cfg.seed
     )  # prompt files only: before the run folder
