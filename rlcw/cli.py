@@ -15,7 +15,7 @@ import importlib.util
 import json
 import sys
 
-from rlcw.config import describe, load_config
+from rlcw.config import KEY_ALIASES, close_keys, describe, flat_keys, load_config
 from rlcw.errors import RlcwError
 
 # command -> (module, config class, one-line help). A command whose module does not exist yet
@@ -95,7 +95,27 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def _split_args(args: list[str]) -> tuple[str | None, list[str]]:
+def _flag_key(flag: str, keys: list[str]) -> str:
+    """The config key a `--name` flag means (HF/TRL habit, `--learning_rate 1e-5`): a full dotted key, or the one
+    key whose leaf is `name` or its alias; an error naming the candidates otherwise."""
+    name = flag.lstrip("-").replace("-", "_")
+    if name in keys:
+        return name
+    leaf = KEY_ALIASES.get(name.lower(), name)
+    hits = [k for k in keys if k.rpartition(".")[2] == leaf]
+    if len(hits) == 1:
+        return hits[0]
+    hint = (
+        f"several keys end in '{leaf}': {', '.join(hits)}; write one as key=value"
+        if hits
+        else "options: --config FILE, --help; everything else is key=value"
+        + (f" (did you mean {', '.join(close_keys(name, keys))}?)" if close_keys(name, keys) else "")
+    )
+    raise RlcwError(f"unknown option '{flag}'", hint=hint)
+
+
+def _split_args(args: list[str], keys: list[str] | None = None) -> tuple[str | None, list[str]]:
+    """(config file, key=value overrides); `--key value` / `--key=value` become `key=value` when `keys` names one."""
     config, overrides, i = None, [], 0
     while i < len(args):
         arg = args[i]
@@ -107,9 +127,16 @@ def _split_args(args: list[str]) -> tuple[str | None, list[str]]:
         if arg.startswith("--config="):
             config = arg.split("=", 1)[1]
         elif arg.startswith("-"):
-            raise RlcwError(
-                f"unknown option '{arg}'", hint="options: --config FILE, --help; everything else is key=value"
-            )
+            flag, eq, value = arg.partition("=")
+            key = _flag_key(flag, keys or [])
+            if not eq:
+                if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                    raise RlcwError(f"{flag} needs a value", hint=f"{key}=VALUE")
+                value, i = args[i + 1], i + 1
+            print(f"[rlcw] {flag} read as {key}={value}", file=sys.stderr, flush=True)
+            overrides.append(f"{key}={value}")
+        elif "=" not in arg and arg.lower().endswith((".yaml", ".yml")):
+            raise RlcwError(f"'{arg}' looks like a config file", hint=f"use --config {arg}")
         else:
             overrides.append(arg)
         i += 1
@@ -144,7 +171,7 @@ def run(argv: list[str]) -> int:
             f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default):\n{describe(cls)}"
         )
         return 0
-    config, overrides = _split_args(rest)
+    config, overrides = _split_args(rest, list(flat_keys(cls)))
     cfg = load_config(cls, config, overrides)
     summary = module.main(cfg)
     if isinstance(summary, dict):

@@ -81,10 +81,43 @@ def _bad_keys(cls: type, data: dict, prefix: str = "") -> tuple[list[str], list[
     return unknown, scalars
 
 
+# Short names people type for a key (HF/TRL/PyTorch habits) -> the leaf name they mean.
+KEY_ALIASES = {
+    "lr": "learning_rate",
+    "steps": "max_steps",
+    "bs": "batch_size",
+    "batch": "batch_size",
+    "per_device_train_batch_size": "batch_size",
+    "wd": "weight_decay",
+    "grad_accum": "gradient_accumulation_steps",
+    "epochs": "num_train_epochs",
+    "warmup": "warmup_steps",
+}
+
+
+def close_keys(key: str, keys: list[str], n: int = 3) -> list[str]:
+    """Valid keys close to a misspelt `key`: the alias's key first (`train.lr` -> train.learning_rate, in the
+    most similar section), then keys whose leaf name is close, then the closest whole keys."""
+    section, _, leaf = key.rpartition(".")
+    ranked: list[str] = []
+
+    def by_section(k: str) -> float:
+        return -difflib.SequenceMatcher(None, section, k.rpartition(".")[0]).ratio()
+
+    alias = KEY_ALIASES.get(leaf.lower())
+    if alias:
+        ranked += sorted((k for k in keys if k.rpartition(".")[2] == alias), key=by_section)
+    leaves = {k.rpartition(".")[2] for k in keys}
+    for near in difflib.get_close_matches(leaf, list(leaves), n=n, cutoff=0.75):
+        ranked += sorted((k for k in keys if k.rpartition(".")[2] == near and k not in ranked), key=by_section)[:1]
+    ranked += [k for k in difflib.get_close_matches(key, keys, n=n, cutoff=0.5) if k not in ranked]
+    return ranked[:n]
+
+
 def _check_keys(cls: type, data: dict, source: str) -> None:
     unknown, scalars = _bad_keys(cls, data)
     if unknown:
-        close = difflib.get_close_matches(unknown[0], list(flat_keys(cls)), n=3, cutoff=0.5)
+        close = close_keys(unknown[0], list(flat_keys(cls)))
         hint = (
             f"did you mean {', '.join(repr(c) for c in close)}?" if close else "`rlcw <command> --help` lists the keys"
         )
@@ -191,11 +224,11 @@ def load_config(cls: type[T], config_file: str | Path | None = None, overrides: 
     if config_file is not None:
         path = Path(config_file)
         if not path.is_file():
-            raise RlcwError("config file not found", where=str(path), hint="configs live under configs/<command>/")
+            raise RlcwError("config file not found", where=str(path), hint=_closest_file_hint(path))
         try:
             data = OmegaConf.to_container(OmegaConf.load(path)) or {}
         except Exception as exc:  # yaml errors carry their own line numbers
-            raise RlcwError(f"cannot parse YAML: {exc}", where=str(path)) from None
+            raise RlcwError(f"cannot parse YAML: {exc}", where=str(path), hint=_yaml_hint(path)) from None
         if not isinstance(data, dict):
             raise RlcwError("top level must be a mapping of keys", where=str(path))
         _check_keys(cls, data, str(path))
@@ -223,8 +256,34 @@ def _check_finite(cfg: Any) -> None:
         values = value if isinstance(value, list | tuple) else [value]
         if any(isinstance(v, float) and not math.isfinite(v) for v in values):
             raise RlcwError(
-                f"'{key.lstrip('.')}' must be a finite number, got {value!r}", where=key.lstrip("."), hint="give a number"
+                f"'{key.lstrip('.')}' must be a finite number, got {value!r}",
+                where=key.lstrip("."),
+                hint="give a number",
             )
+
+
+def _closest_file_hint(path: Path) -> str:
+    """Did-you-mean for a missing config file: YAML files in its folder (or the nearest folder that exists)."""
+    folder = path.parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    found = sorted(str(p) for p in folder.rglob("*.y*ml"))[:500] if folder.is_dir() else []
+    close = difflib.get_close_matches(str(path), found, n=2, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(close)}? (`rlcw configs` lists the shipped configs)"
+    return "`rlcw configs` lists the shipped configs (configs/<command>/*.yaml)"
+
+
+def _yaml_hint(path: Path) -> str | None:
+    """Name a tab in a YAML file's indentation (PyYAML says only "found character that cannot start any token")."""
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    tabs = [i for i, line in enumerate(lines, start=1) if "\t" in line[: len(line) - len(line.lstrip())]]
+    if tabs:
+        return f"line {tabs[0]} is indented with a tab: YAML indents with spaces only (replace the tab by spaces)"
+    return None
 
 
 def to_yaml(cfg: Any) -> str:

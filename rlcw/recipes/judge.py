@@ -361,7 +361,11 @@ def validate(cfg: JudgeConfig) -> None:
     if cfg.client.kind == "replay" and not cfg.client.replies:
         raise RlcwError("a replay judge needs stored replies", where="client.replies", hint="client.replies=FILE")
     c = cfg.client
-    for key, value, low in (("timeout_s", c.timeout_s, 1e-3), ("concurrency", c.concurrency, 1), ("max_retries", c.max_retries, 0)):
+    for key, value, low in (
+        ("timeout_s", c.timeout_s, 1e-3),
+        ("concurrency", c.concurrency, 1),
+        ("max_retries", c.max_retries, 0),
+    ):
         check_at_least(f"client.{key}", value, low)
     check_at_least("client.retry_base_s", c.retry_base_s, 0)
     check_at_least("client.retry_max_s", c.retry_max_s, 0)
