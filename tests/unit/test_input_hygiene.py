@@ -160,3 +160,15 @@ def test_curation_names_the_first_dropped_rows_per_reason():
     read_posts(rows, "pairs.csv", "pairs", drops, examples=examples)
     assert drops["empty_prompt"] == 2
     assert examples["empty_prompt"] == ["pairs.csv:2", "pairs.csv:3"]
+
+
+def test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once(tokenizer, capsys):
+    from rlcw.rewards.render import RMSpec, TruncationCount, encode_for_rm
+
+    spec, counts = RMSpec(max_length=160), TruncationCount()
+    stories = ["A short one.", "word " * 400, "Also short.", "tale " * 400]
+    encode_for_rm(spec, tokenizer, ["Write."] * 4, stories, counts)
+    encode_for_rm(spec, tokenizer, ["Write."] * 4, stories, counts)
+    assert (counts.inputs, counts.truncated, counts.share) == (8, 4, 0.5)
+    out = capsys.readouterr().out
+    assert out.count("[rlcw] warning: 2 of 4 reward-model inputs (50%) were cut") == 1 and "max_length 160" in out
