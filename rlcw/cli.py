@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import sys
+from pathlib import Path
 
 from rlcw.config import KEY_ALIASES, close_keys, describe, flat_keys, load_config
 from rlcw.errors import RlcwError
@@ -174,13 +174,29 @@ def run(argv: list[str]) -> int:
     config, overrides = _split_args(rest, list(flat_keys(cls)))
     cfg = load_config(cls, config, overrides)
     summary = module.main(cfg)
-    if isinstance(summary, dict):
-        print(
-            json.dumps(
-                {k: summary.get(k) for k in ("command", "status", "metrics", "artifacts")}, indent=2, default=str
-            )
-        )
-    return 0
+    if not isinstance(summary, dict):
+        return 0
+    print(ending(summary, Path(cfg.output_dir) / cfg.run_name if hasattr(cfg, "output_dir") else None), flush=True)
+    gates = getattr(cfg, "gates", None)
+    return 1 if summary.get("status") == "failed" and getattr(gates, "exit_on_fail", False) else 0
+
+
+def ending(summary: dict, run_dir: Path | None) -> str:
+    """What a finished command prints: its status and folder, the report's path and first line (else a few
+    headline metrics); the full summary is in <run>/summary.json."""
+    lines = [f"[rlcw] {summary.get('command')}: {summary.get('status')}" + (f" -> {run_dir}" if run_dir else "")]
+    report = run_dir / "report.md" if run_dir else None
+    if report is not None and report.is_file():
+        first = report.read_text(encoding="utf-8").split("\n", 1)[0].lstrip("# ").strip()
+        lines.append(f"[rlcw] report: {report}")
+        lines.append(f"[rlcw] {first}")
+    else:
+        metrics = summary.get("metrics") or {}
+        head = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in list(metrics.items())[:6])
+        lines.append(f"[rlcw] {head or 'no metrics'} (all: {run_dir / 'summary.json' if run_dir else 'summary.json'})")
+    if summary.get("error"):
+        lines.append(f"[rlcw] error: {summary['error']}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -40,6 +40,7 @@ class Gates:
     min_rm_accuracy: float = 0.75
     min_grpo_steps: int = 10
     heldout: bool = True  # RM change and in-range change lower bounds > 0 (false: tiny-model tests)
+    exit_on_fail: bool = True  # `rlcw quickstart` exits 1 when a gate fails (false: exit 0, e.g. calibration loops)
 
 
 @dataclass
@@ -128,6 +129,8 @@ def main(cfg: QuickstartConfig) -> dict:
         plots = _plots(run.path)
         run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
+        metrics["gate/passed"] = float(status == "completed")  # every check (1.0) or not (0.0)
+        metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in timings.items()})
         artifacts = {
             "report": run.path / "report.md",
@@ -416,6 +419,19 @@ def gains_and_losses(root: Path, k: int = 3) -> str:
     return "\n".join(out)
 
 
+def headline(checks: list, h: dict) -> str:
+    """The report's first line: PASS or FAIL (naming the failed checks), the held-out RM change, the change in the
+    share of stories ending inside the asked range and in the share ending below it (too short)."""
+    failed = [name.split(":")[0].split(" (")[0] for name, ok, _ in checks if not ok]
+    word = "PASS" if not failed else f"FAIL ({'; '.join(failed)})"
+    short_start, short_final = h.get("ended_short_start", math.nan), h.get("ended_short_final", math.nan)
+    return (
+        f"{word}: held-out RM change {_ci(h, 'rm_delta')}; ending inside the asked range "
+        f"{h['in_range_start']:.2f} -> {h['in_range_final']:.2f} ({_ci(h, 'in_range_delta')}); ending too short "
+        f"{short_start:.2f} -> {short_final:.2f} ({short_final - short_start:+.2f})"
+    )
+
+
 def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots: list) -> str:
     from rlcw.rl.probe import MIN_MOVE, did_not_move, read_probe
 
@@ -433,9 +449,9 @@ def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots
         probe_line = "Learning probe: off (grpo.probe.every_steps=0)."
     by_name = {p.stem: p for p in plots}
     lines = [
-        "# rlcw quickstart report",
+        f"# {headline(checks, h)}",
         "",
-        f"Model: `{cfg.model.name}`, seed {cfg.seed}. Total stage time {total:.0f} s.",
+        f"rlcw quickstart report. Model: `{cfg.model.name}`, seed {cfg.seed}. Total stage time {total:.0f} s.",
         "",
         f"**{verdict}**",
         "",
