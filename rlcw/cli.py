@@ -62,6 +62,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "summarize": ("rlcw.recipes.summarize", None, "collect runs' summary.json into one table"),
     "export": ("rlcw.recipes.export", "ExportConfig", "merge LoRA, save for serving, check logits"),
     "plan": ("rlcw.recipes.plan", None, "check a training config for a world size: batch geometry, memory per GPU"),
+    "configs": ("rlcw.recipes.configs", None, "list the shipped configs (first comment line); --copy NAME DEST"),
     "quickstart": (
         "rlcw.recipes.quickstart",
         "QuickstartConfig",
@@ -73,6 +74,28 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "outcome study: proxy vs gold reward over RL runs and baselines, with a report",
     ),
 }
+
+
+def dict_sections() -> dict[str, str]:
+    """Docs of the dict-valued keys, by leaf name (`reward.specs`, `monitor.warn|stop`, `data.sources`,
+    `eval.evaluators`), read from the modules that own each schema."""
+    from rlcw.data.prompts import COLUMN_OPTIONS
+    from rlcw.rewards.factory import describe_types
+    from rlcw.rl.evaluation import EVALUATORS
+    from rlcw.rl.monitors import STATS
+
+    rules = (
+        f"max_<stat> | min_<stat> -> threshold; stats: {', '.join(STATS)}\n"
+        "e.g. monitor.warn.max_rep_intra=0.15 monitor.stop.min_distinct_batch=0.3"
+    )
+    return {
+        "specs": describe_types(),
+        "warn": rules + "\n(warn: an [rlcw] alert line; stop: ends the run after `patience` logged steps)",
+        "stop": rules,
+        "sources": f"name -> {{{', '.join(COLUMN_OPTIONS)}}}\n"
+        "style: tmas | wp (the bundled prompts of that style) | column (any table or HF dataset column)",
+        "evaluators": f"name -> options; names: {', '.join(EVALUATORS)}; or options.factory='module:function'",
+    }
 
 
 def is_built(name: str) -> bool:
@@ -167,8 +190,9 @@ def run(argv: list[str]) -> int:
         return int(module.cli(rest) or 0)
     cls = getattr(module, cls_name)
     if any(a in ("-h", "--help") for a in rest):
+        keys = describe(cls, dict_sections())
         print(
-            f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default):\n{describe(cls)}"
+            f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default  # comment):\n{keys}"
         )
         return 0
     config, overrides = _split_args(rest, list(flat_keys(cls)))

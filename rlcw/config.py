@@ -295,11 +295,62 @@ def to_dict(cfg: Any) -> dict:
     return dataclasses.asdict(cfg)
 
 
-def describe(cls: type) -> str:
-    """One line per key, `key: type = default`, for `rlcw <command> --help`."""
+def field_comments(cls: type) -> dict[str, str]:
+    """Each field's comment in the dataclass source: the comment lines right above it and the one beside it."""
+    import ast
+    import inspect
+    import io
+    import textwrap
+    import tokenize
+
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    comments = {
+        tok.start[0]: (tok.string.lstrip("#").strip(), tok.line.strip().startswith("#"))
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    out: dict[str, str] = {}
+    body = ast.parse(source).body[0].body
+    for node in body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        above, line = [], node.lineno - 1
+        while line in comments and comments[line][1]:
+            above.insert(0, comments[line][0])
+            line -= 1
+        beside = [text for n, (text, whole) in comments.items() if node.lineno <= n <= node.end_lineno and not whole]
+        text = " ".join(above + beside)
+        if text:
+            out[node.target.id] = text
+    return out
+
+
+def _all_comments(cls: type, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):  # a subclass's comment wins over its base's
+        if dataclasses.is_dataclass(klass):
+            out.update({f"{prefix}{k}": v for k, v in field_comments(klass).items()})
+    for name, tp in _field_types(cls).items():
+        sub = _dataclass_of(tp)
+        if sub is not None:
+            out.update(_all_comments(sub, f"{prefix}{name}."))
+    return out
+
+
+def describe(cls: type, sections: dict[str, str] | None = None) -> str:
+    """One line per key, `key: type = default  # its comment in the dataclass`, for `rlcw <command> --help`;
+    `sections` maps a dict-valued key's leaf name to a text that documents the mapping it holds."""
+    comments = _all_comments(cls)
     lines = []
     for key, (tp, default) in flat_keys(cls).items():
-        lines.append(f"  {key}: {_type_name(tp)} = {default!r}")
+        line = f"  {key}: {_type_name(tp)} = {default!r}"
+        lines.append(f"{line}  # {comments[key]}" if key in comments else line)
+        doc = (sections or {}).get(key.rpartition(".")[2]) if isinstance(default, dict) else None
+        if doc:
+            lines += [f"      {row}" for row in doc.splitlines()]
     return "\n".join(lines)
 
 

@@ -207,3 +207,39 @@ def check_rm_folder(path, where: str) -> None:
             "or point rm_path at an RM folder",
         )
     load_spec(path)
+
+
+# What each type's reward looks like by default (`rlcw <command> --help` prints it beside the options).
+REWARD_SCALES = {
+    "bt": "the RM's score (a logit, unbounded; the length-controlled residual when the RM folder holds a fit)",
+    "genrm": "mean win probability against groupmates, 0..1",
+    "remote": "whatever the reward servers return",
+    "length_range": "0 inside the prompt's word range, down to -(miss + clip) outside it",
+    "overlong": "0 up to max_tokens - buffer, then down to -1 at the cap",
+    "python": "whatever the target returns",
+}
+# constructor arguments a recipe fills or that take objects, never spec options
+_NOT_OPTIONS = ("device", "model", "tokenizer", "spec", "scorer", "transport")
+
+
+def describe_types() -> str:
+    """Every reward type with its options (= defaults) and default scale, for `--help`."""
+    lines = ["spec keys: type (required), weight (default 1.0; 0 drops it), name (logged as rewards/<name>/mean)"]
+    for kind, (target, first) in REWARD_TYPES.items():
+        try:
+            params = inspect.signature(_constructor(kind)).parameters.values()
+        except RlcwError:
+            lines.append(f"{kind}: not available here ({target})")
+            continue
+        opts = []
+        for i, p in enumerate(params):
+            if p.name in _NOT_OPTIONS or p.kind is p.VAR_KEYWORD:
+                continue
+            if i == 0 and first:  # the constructor's first argument is the spec's `first` option
+                opts.append(first + (" (default reward.rm_path)" if first == "rm_path" else ""))
+                continue
+            opts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+        extra = " + any keyword of the target" if kind == "python" else ""
+        lines.append(f"{kind}: {', '.join(opts)}{extra}")
+        lines.append(f"    scale: {REWARD_SCALES.get(kind, 'see ' + target)}")
+    return "\n".join(lines)
