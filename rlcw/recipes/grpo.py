@@ -441,7 +441,7 @@ def save_and_report(
         metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
     if probe.history:
         metrics.update({k: v for k, v in probe.history[-1].items() if k != "step"})
-    plots = grpo_plots(run.path)
+    plots = grpo_plots(run.path, cfg.monitor.warn, cfg.monitor.stop)
     artifacts = {
         "policy": final,
         "samples": run.samples,

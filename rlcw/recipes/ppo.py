@@ -311,7 +311,7 @@ def _report(
             "| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in keys]) + " |"
             for h in history
         ]
-        lines += [""] + [f"![{p.stem}](plots/{p.name})" for p in _plots(run)] + [""]
+        lines += [""] + [f"![{p.stem}](plots/{p.name})" for p in _plots(run, cfg.monitor)] + [""]
     if evals:
         ekeys = [k for k in evals[0] if k != "step"]
         lines += [
@@ -327,7 +327,7 @@ def _report(
     return "\n".join(lines) + "\n"
 
 
-def _plots(run) -> list:
+def _plots(run, monitor: MonitorSection) -> list:
     rows = read_metrics(run.path / "metrics.jsonl")
     rewards = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")})
     curves = plot_lines(
@@ -335,21 +335,18 @@ def _plots(run) -> list:
             (
                 "reward per step",
                 {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in rewards}},
+                "reward (mean over responses)",
             ),
-            ("KL to reference (nats per response)", {"kl": series(rows, "kl")}),
+            ("KL to the reference", {"kl": series(rows, "kl")}, "nats per response"),
+            ("PPO clipped share", {"clipfrac": series(rows, "ppo/clipfrac")}, "share of tokens"),
+            ("value model fit", {"explained variance": series(rows, "ppo/explained_variance")}, "explained variance"),
+            ("policy entropy", {"entropy": series(rows, "entropy")}, "nats / token"),
             (
-                "PPO",
-                {
-                    "clipfrac": series(rows, "ppo/clipfrac"),
-                    "explained variance": series(rows, "ppo/explained_variance"),
-                    "entropy": series(rows, "entropy"),
-                },
-            ),
-            (
-                "held-out RM score",
+                "held-out RM score, policy vs start",
                 {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
+                "RM score (mean)",
             ),
         ],
         run.path / "plots" / "ppo.png",
     )
-    return [curves, plot_monitors(rows, run.path / "plots" / "monitors.png")]
+    return [curves, plot_monitors(rows, run.path / "plots" / "monitors.png", monitor.warn, monitor.stop)]

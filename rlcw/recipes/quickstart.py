@@ -126,7 +126,7 @@ def main(cfg: QuickstartConfig) -> dict:
         stage("heldout", lambda c: _measure(c, root, measured), cfg)
         stage("export", export.main, cfg.export)
         metrics, checks, verdict = _gate(cfg, results)
-        plots = _plots(run.path)
+        plots = _plots(run.path, cfg.grpo.monitor)
         run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
         metrics["gate/passed"] = float(status == "completed")  # every check (1.0) or not (0.0)
@@ -309,7 +309,8 @@ def smoothed(ys: list[float], window: int = 4) -> list[float]:
     return [sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1]) for i in range(len(ys))]
 
 
-def _plots(root) -> list:
+def _plots(root, monitor) -> list:
+    """The report's figures; `monitor` (grpo.monitor) gives the thresholds drawn on the monitors figure."""
     from rlcw.rl.probe import plot_probe, read_probe
 
     rm_rows = read_metrics(root / "train_rm" / "metrics.jsonl")
@@ -319,26 +320,38 @@ def _plots(root) -> list:
     rx, ry = series(g_rows, rm_key)
     reward_plot = plot_lines(
         [
-            ("GRPO training reward (total)", {"raw": (xs, ys), "smoothed (4 steps)": (xs, smoothed(ys))}),
-            ("RM term", {"raw": (rx, ry), "smoothed (4 steps)": (rx, smoothed(ry))}),
             (
-                "length terms and cap",
+                "GRPO training reward (total)",
+                {"raw": (xs, ys), "smoothed (4 steps)": (xs, smoothed(ys))},
+                "reward (mean over completions)",
+            ),
+            ("RM term of the reward", {"raw": (rx, ry), "smoothed (4 steps)": (rx, smoothed(ry))}, "RM score"),
+            (
+                "length terms of the reward",
                 {
                     "length_range": series(g_rows, "rewards/length_range/mean"),
                     "overlong": series(g_rows, "rewards/overlong/mean"),
-                    "clipped share": series(g_rows, "completions/clipped_ratio"),
                 },
+                "reward (mean, <= 0)",
+            ),
+            (
+                "completions cut at the token cap",
+                {"cut share": series(g_rows, "completions/clipped_ratio")},
+                "share of completions",
             ),
         ],
         root / "plots" / "training_reward.png",
+        ncols=2,
     )
     probe = plot_probe(read_probe(root / "grpo" / "probe.jsonl"), root / "plots" / "probe.png")
     acc = series(rm_rows, "eval_accuracy")  # empty with train_rm.train.eval_steps=0 (one evaluation at the end)
-    rm_panels = [("RM held-out accuracy", {"eval accuracy": acc})] if acc[0] else []
+    rm_panels = [("RM accuracy on held-out pairs", {"eval accuracy": acc}, "accuracy")] if acc[0] else []
     rm_plot = plot_lines(
-        [*rm_panels, ("RM training loss", {"loss": series(rm_rows, "loss")})], root / "plots" / "rm_accuracy.png"
+        [*rm_panels, ("RM training loss (Bradley-Terry)", {"loss": series(rm_rows, "loss")}, "loss (nats)")],
+        root / "plots" / "rm_training.png",
+        title="Reward model training (train_rm)",
     )
-    monitors = plot_monitors(g_rows, root / "plots" / "grpo_monitors.png")
+    monitors = plot_monitors(g_rows, root / "plots" / "grpo_monitors.png", monitor.warn, monitor.stop)
     return [reward_plot, probe, rm_plot, monitors]
 
 

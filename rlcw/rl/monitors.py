@@ -188,25 +188,46 @@ class MonitorCallback(TrainerCallback):
             control.should_training_stop = True
 
 
-def plot_monitors(rows: list[dict], path: Path) -> Path:
-    """The monitor statistics of metrics.jsonl rows, one panel per concern (PNG)."""
-    from rlcw.report import plot_lines, series
+# (title, y-axis label, {legend: stat}): one quantity per axis
+MONITOR_PANELS = (
+    ("story length", "words", {"mean": "words_mean", "std": "words_std"}),
+    ("completion length", "tokens", {"mean": "tokens_mean"}),
+    ("completions cut at the token cap", "share of completions", {"cap share": "cap_share"}),
+    (
+        "trigram repetition",
+        "share of trigrams",
+        {"within a story": "rep_intra", "shared across stories": "shared_ngrams"},
+    ),
+    (
+        "diversity (distinct trigrams)",
+        "distinct-3 share",
+        {"in a prompt's group": "distinct_group", "in the batch": "distinct_batch"},
+    ),
+    ("does the reward pay for length?", "Spearman rho (reward, words)", {"correlation": "reward_length_corr"}),
+    ("KL to the starting model", "nats / token", {"KL to start": "kl_to_start"}),
+)
 
-    def s(name):
-        return series(rows, PREFIX + name)
 
-    panels = [
-        ("length", {"words mean": s("words_mean"), "words std": s("words_std"), "tokens mean": s("tokens_mean")}),
-        (
-            "cap share / repetition",
-            {
-                "cap share": s("cap_share"),
-                "intra-story trigram rep": s("rep_intra"),
-                "shared trigrams": s("shared_ngrams"),
-            },
-        ),
-        ("diversity", {"distinct-3 group": s("distinct_group"), "distinct-3 batch": s("distinct_batch")}),
-        ("reward-length correlation", {"spearman(reward, words)": s("reward_length_corr")}),
-        ("KL to the starting model (nats/token)", {"KL to start": s("kl_to_start")}),
-    ]
-    return plot_lines(panels, path)
+def plot_monitors(
+    rows: list[dict], path: Path, warn: dict[str, float] | None = None, stop: dict[str, float] | None = None
+) -> Path:
+    """The monitor statistics of metrics.jsonl rows, one quantity per panel in a grid, with the warn/stop
+    thresholds of `monitor.warn` / `monitor.stop` drawn and the steps that broke a warn or stop rule marked."""
+    from rlcw.report import Panel, plot_lines, series
+
+    panels = []
+    for title, ylabel, stats in MONITOR_PANELS:
+        lines = {label: series(rows, PREFIX + stat) for label, stat in stats.items()}
+        thresholds, marks = {}, []
+        for kind, rules in (("warn", warn or {}), ("stop", stop or {})):
+            for rule, y in rules.items():
+                side, _, stat = rule.partition("_")
+                if stat not in stats.values():
+                    continue
+                thresholds[f"{kind}: {side} {stat}"] = y
+                xs, ys = series(rows, PREFIX + stat)
+                marks += [
+                    (x, v, "rule broken") for x, v in zip(xs, ys, strict=False) if check_rules({stat: v}, {rule: y})
+                ]
+        panels.append(Panel(title, lines, ylabel, thresholds, marks))
+    return plot_lines(panels, path, title="Reward-hacking monitors (per logged step)")

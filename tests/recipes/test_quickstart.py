@@ -52,7 +52,7 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert "### Largest RM losses" in report and "| start model | after GRPO |" in report
     assert "PASS: GRPO steps: 2" in report and "PASS: GRPO reward-hacking monitors in range" in report
     assert "(gate off: gates.heldout=false)" in report and "Learning probe: mean |log-prob change|" in report
-    for png in ("rm_accuracy.png", "training_reward.png", "probe.png"):
+    for png in ("rm_training.png", "training_reward.png", "probe.png"):
         data = (root / "plots" / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     m = summary["metrics"]
