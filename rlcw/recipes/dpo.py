@@ -37,6 +37,7 @@ import torch
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
+from rlcw.logs import quiet_progress
 from rlcw.models import load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common import (
     EvalSection,
@@ -226,6 +227,7 @@ def main(cfg: DPORecipeConfig) -> dict:
             else None,
             callbacks=[JsonlMetricsCallback(run, tracker), periodic],
         )
+        quiet_progress(trainer, "dpo")  # headline numbers per step; every key goes to metrics.jsonl
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         pair_eval = final_pair_eval(trainer) if eval_pairs else {}
         final = run.checkpoints / "final"

@@ -37,6 +37,7 @@ from rlcw.agents.variants import AgentCaps
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
+from rlcw.logs import quiet_progress
 from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common import (
     EvalSection,
@@ -413,6 +414,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)
         if checkpoint:
             load_aux_state(checkpoint, aux)  # monitor streaks, GenRM pairing RNG
+        quiet_progress(trainer, "grpo")  # headline numbers per step; every key goes to metrics.jsonl
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, probe, lc_lines)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlcw.config import assign
+from rlcw.logs import say
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
 from rlcw.recipes.common import ModelConfig, check_overlap, stage_run
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
@@ -108,10 +109,10 @@ def main(cfg: QuickstartConfig) -> dict:
 
         def stage(name: str, fn, stage_cfg):
             start = time.time()
-            print(f"[quickstart] {name} ...", flush=True)
+            say("quickstart", f"{name} ...")
             results[name] = fn(stage_cfg)
             timings[name] = time.time() - start
-            print(f"[quickstart] {name} done in {timings[name]:.0f}s", flush=True)
+            say("quickstart", f"{name} done in {timings[name]:.0f} s ({results[name].get('status')})")
 
         stage(
             "prepare_model",

@@ -45,6 +45,7 @@ import torch
 from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
+from rlcw.logs import quiet_progress
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, torch_dtype
 from rlcw.recipes.common import (
@@ -308,6 +309,7 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
     )
     if eval_pairs and cfg.train.eval_steps and start is None:
         trainer.evaluate()  # step-0 accuracy for the curve (logged by the trainer)
+    quiet_progress(trainer, "train-rm")  # headline numbers per step; every key goes to metrics.jsonl
     trainer.train(resume_from_checkpoint=start)
     return trainer, tokenizer, spec
 
@@ -416,6 +418,7 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
         peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"),
         callbacks=[JsonlMetricsCallback(run, tracker)],
     )
+    quiet_progress(trainer, "train-rm")  # headline numbers per step; every key goes to metrics.jsonl
     trainer.train(resume_from_checkpoint=start)
     return trainer, tokenizer, spec, before
 

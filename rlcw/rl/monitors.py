@@ -26,13 +26,13 @@ consecutive logged steps after `min_steps`.
 from __future__ import annotations
 
 import math
-import warnings
 from collections import Counter
 from pathlib import Path
 
 from transformers import TrainerCallback
 
 from rlcw.errors import RlcwError
+from rlcw.logs import say
 from rlcw.metrics.agreement import spearman
 from rlcw.metrics.text import count_words, distinct_n, ngrams, repetition_rate, tokens
 
@@ -149,7 +149,7 @@ class MonitorCallback(TrainerCallback):
         """Update streaks with one step's statistics; the stop reason when the run must stop."""
         for message in check_rules(stats, self.warn):
             self.alerts.append({"step": step, "level": "warn", "message": message})
-            warnings.warn(f"reward-hacking monitor at step {step}: {message}", stacklevel=2)
+            say("monitor", f"alert at step {step}: {message}")
         broken = {m.rsplit("(", 1)[1].rstrip(")"): m for m in check_rules(stats, self.stop)}
         for key in self.stop:  # a statistic not measured this step (e.g. KL every N steps) leaves its streak as it was
             value = stats.get(key.split("_", 1)[1])
