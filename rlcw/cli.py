@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rlcw.config import KEY_ALIASES, close_keys, describe, flat_keys, load_config
 from rlcw.errors import RlcwError
+from rlcw.logs import quiet_libraries
 
 # command -> (module, config class, one-line help). A command whose module does not exist yet
 # is listed as "not built yet". A config class of None means the module parses its own
@@ -185,7 +186,9 @@ def run(argv: list[str]) -> int:
             f"'rlcw {name}' is not built yet", hint="see the project's issues; built commands: " + ", ".join(built)
         )
     module_name, cls_name, text = COMMANDS[name]
+    quiet_libraries()  # before the libraries load: their set-up chatter stays out of the log
     module = importlib.import_module(module_name)
+    quiet_libraries()  # torch is loaded now: DeepSpeed's accelerator can be named
     if cls_name is None:
         return int(module.cli(rest) or 0)
     cls = getattr(module, cls_name)

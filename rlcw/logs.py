@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 # The numbers a person reads per logged step, in this order, when the trainer logs them (TRL GRPO/DPO, HF).
 HEADLINE_KEYS = (
@@ -27,6 +28,25 @@ HEADLINE_KEYS = (
     "rewards/margins",
     "grad_norm",
 )
+
+
+# Libraries whose FutureWarnings speak to their own users' code, not to someone running rlcw.
+_QUIET_MODULES = r"(transformers|trl|peft|accelerate|datasets|torch|deepspeed)(\.|$)"
+
+
+def quiet_libraries() -> None:
+    """Keep the libraries' set-up chatter out of a run's log (set before they are imported; RLCW_VERBOSE=1 or
+    the variables set by hand win): weight-loading bars, load reports (the fresh score head of a reward model
+    is expected), deprecation notices addressed to library users. Training progress and errors still show."""
+    if os.environ.get("RLCW_VERBOSE", "") not in ("", "0"):
+        return
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # "Loading weights", downloads, datasets maps
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # load reports ("score.weight MISSING")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the fork warning of HF tokenizers
+    warnings.filterwarnings("ignore", category=FutureWarning, module=_QUIET_MODULES)
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=_QUIET_MODULES)
+    if "torch" in sys.modules and not sys.modules["torch"].cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")  # what DeepSpeed falls back to anyway, without its warning
 
 
 def is_rank0() -> bool:

@@ -344,5 +344,19 @@ class RunDir:
             atomic_write_json(self.path / "summary.json", summary)
         return summary
 
-    def write_report(self, text: str) -> Path:
-        return atomic_write_text(self.path / "report.md", text)
+    def write_report(self, text: str, headline: str | None = None) -> Path:
+        """report.md; `headline` (PASS/FAIL or DONE with the headline numbers, `done_line`) becomes its first line."""
+        return atomic_write_text(self.path / "report.md", f"# {headline}\n\n{text}" if headline else text)
+
+
+def done_line(metrics: dict, keys: dict[str, str], word: str = "DONE", more: int = 0) -> str:
+    """`DONE: label value, ...` from `metrics` (label -> key, 4 significant digits; missing or NaN keys are left
+    out), then up to `more` other metrics in their order."""
+
+    def number(v) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and v == v
+
+    parts = [f"{label} {metrics[k]:.4g}" for label, k in keys.items() if number(metrics.get(k))]
+    rest = [k for k, v in metrics.items() if k not in keys.values() and number(v)][:more]
+    parts += [f"{k} {metrics[k]:.4g}" for k in rest]
+    return f"{word}: {', '.join(parts)}" if parts else word

@@ -29,6 +29,7 @@ from rlcw.errors import RlcwError
 from rlcw.io import TABLE_SUFFIXES, read_table
 from rlcw.recipes.common import stage_run
 from rlcw.report import save_figure
+from rlcw.runs import done_line
 
 
 @dataclass
@@ -182,7 +183,9 @@ def main(cfg: CurateConfig) -> dict:
         artifacts["plot"] = plot_balance(results, run.path / "length_balance.png")
         metrics = summarize(results, infos)
         run.log(0, metrics)
-        run.write_report(report(results, infos, cfg))
+        run.write_report(
+            report(results, infos, cfg), done_line(metrics, {"train pairs": "train/pairs", "test pairs": "test/pairs"})
+        )
         return run.write_summary("completed", metrics, artifacts)
 
 

@@ -55,7 +55,7 @@ from rlcw.recipes.common import (
 from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.rl.evaluation import build_evaluators
 from rlcw.rl.periodic import PeriodicEvalCallback
-from rlcw.runs import resume_checkpoint, resume_mode
+from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -242,7 +242,9 @@ def main(cfg: DPORecipeConfig) -> dict:
         if periodic.history:
             metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
         plot = _plot(run)
-        run.write_report(_report(cfg, metrics, periodic.history, plot))
+        run.write_report(
+            _report(cfg, metrics, periodic.history, plot), done_line(metrics, {"steps": "train/steps"}, more=4)
+        )
         return run.write_summary(
             "completed",
             metrics,

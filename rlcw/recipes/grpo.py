@@ -70,7 +70,7 @@ from rlcw.rl.periodic import PeriodicEvalCallback
 from rlcw.rl.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.rl.rollout import check_fast_rollout as check_rollout_settings
 from rlcw.rl.rollout import make_fast_rollout_func
-from rlcw.runs import resume_checkpoint, resume_mode
+from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -466,7 +466,9 @@ def save_and_report(
         plots=plots,
         length_control=lc_lines,
     )
-    run.write_report(report)
+    keys = {"steps": "train/steps", "held-out RM score": "eval/rm/score", "KL to start": "probe/kl_to_start"}
+    word = "STOPPED by a monitor" if monitor.stop_reason else "DONE"
+    run.write_report(report, done_line(metrics, {**keys, "monitor alerts": "monitor/alerts"}, word))
     if monitor.stop_reason:
         return run.write_summary("failed", metrics, artifacts, error=monitor.stop_reason)
     return run.write_summary("completed", metrics, artifacts)

@@ -60,6 +60,7 @@ from rlcw.judges.protocols import (
 from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
 from rlcw.judges.templates import load_template, load_ttcw_tests
 from rlcw.recipes.common import stage_run
+from rlcw.runs import done_line
 
 
 @dataclass
@@ -287,7 +288,7 @@ def summary_metrics(cfg: JudgeConfig, results: dict, stats: dict) -> dict[str, f
     return out
 
 
-def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) -> None:
+def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path, headline: str | None = None) -> None:
     lines = [
         f"# rlcw judge: {cfg.protocol}",
         "",
@@ -329,7 +330,7 @@ def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) 
             ]
             lines += [f"| {s} | {v:.2f} |" for s, v in res["mean_score"].items()]
             lines.append(pairwise_table("rankings from per-prompt scores (higher score wins, equal = tie)", res))
-    run.write_report("\n".join(lines + ["", DEFINITIONS, ""]))
+    run.write_report("\n".join(lines + ["", DEFINITIONS, ""]), headline)
 
 
 def validate(cfg: JudgeConfig) -> None:
@@ -421,8 +422,8 @@ def main(cfg: JudgeConfig) -> dict:
         verdicts = atomic_write_jsonl(run.path / "verdicts.jsonl", rows)
         rankings = atomic_write_json(run.path / "rankings.json", results)
         plot = plot_strengths(panels, run.path / "rankings.png")
-        write_report(run, cfg, results, client.stats, plot)
         metrics = summary_metrics(cfg, results, client.stats)
+        write_report(run, cfg, results, client.stats, plot, done_line(metrics, {}, more=5))
         # summary.json only, no metrics.jsonl row: re-running the same judge in its folder is how an
         # interrupted evaluation continues from <run>/cache, so the folder must not count as another run's
         return run.write_summary(

@@ -65,7 +65,7 @@ from rlcw.rl.monitors import MonitorCallback, plot_monitors
 from rlcw.rl.periodic import PeriodicEval
 from rlcw.rl.ppo import PPOSettings, PPOTrainer
 from rlcw.rl.value import load_value_model
-from rlcw.runs import resume_checkpoint, resume_mode
+from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -263,7 +263,13 @@ def main(cfg: PPORecipeConfig) -> dict:
         }
         if trainer.acc.is_main_process:
             run.write_report(
-                _report(cfg, run, metrics, history, periodic.history, monitor.alerts, trainer.stop_reason)
+                _report(cfg, run, metrics, history, periodic.history, monitor.alerts, trainer.stop_reason),
+                done_line(
+                    metrics,
+                    {"steps": "train/steps", "monitor alerts": "monitor/alerts"},
+                    "STOPPED by a monitor" if trainer.stop_reason else "DONE",
+                    more=2,
+                ),
             )
         return run.write_summary(
             "failed" if trainer.stop_reason else "completed", metrics, artifacts, error=trainer.stop_reason

@@ -60,7 +60,7 @@ from rlcw.recipes.common import (
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
 from rlcw.rl.callbacks import JsonlMetricsCallback
-from rlcw.runs import resume_checkpoint, resume_mode
+from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -484,7 +484,8 @@ def main(cfg: TrainRMConfig) -> dict:
             run.log(trainer.state.global_step, metrics)
             tracker.log(metrics, trainer.state.global_step)
         summary = run.write_summary("completed", metrics, {"model": model_dir, "metrics": run.path / "metrics.jsonl"})
-        run.write_report(_report(cfg, metrics, model_dir))
+        keys = {"held-out accuracy": "eval/accuracy", "length-only baseline": "eval/length_baseline_accuracy"}
+        run.write_report(_report(cfg, metrics, model_dir), done_line(metrics, {**keys, "steps": "train/steps"}))
         return summary
 
 

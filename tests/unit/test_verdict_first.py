@@ -56,3 +56,15 @@ def test_a_command_without_a_report_prints_headline_metrics(tmp_path):
     text = cli.ending(summary, tmp_path / "gen")
     assert text.splitlines()[0] == f"[rlcw] generate: completed -> {tmp_path / 'gen'}"
     assert "stories 8, words/mean 61.25" in text
+
+
+def test_other_reports_open_with_done_and_headline_numbers(tmp_path):
+    from rlcw.runs import done_line
+
+    metrics = {"train/steps": 24.0, "eval/accuracy": 0.78125, "eval/loss": float("nan"), "time/s": 12.5}
+    line = done_line(metrics, {"held-out accuracy": "eval/accuracy", "loss": "eval/loss", "steps": "train/steps"})
+    assert line == "DONE: held-out accuracy 0.7812, steps 24"
+    assert done_line(metrics, {}, "STOPPED by a monitor", more=1) == "STOPPED by a monitor: train/steps 24"
+    run = RunDir.create(str(tmp_path), "r", "train-rm", "")
+    run.write_report("# Reward model (bt)\n", line)
+    assert (tmp_path / "r" / "report.md").read_text().splitlines()[:3] == [f"# {line}", "", "# Reward model (bt)"]
