@@ -15,7 +15,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from rlcw.config import KEY_ALIASES, close_keys, describe, flat_keys, load_config
+from rlcw.config import KEY_ALIASES, check_keys_early, close_keys, describe, flat_keys, load_config
+from rlcw.config_static import static_keys
 from rlcw.errors import RlcwError
 from rlcw.logs import quiet_libraries
 
@@ -186,6 +187,12 @@ def run(argv: list[str]) -> int:
             f"'rlcw {name}' is not built yet", hint="see the project's issues; built commands: " + ", ".join(built)
         )
     module_name, cls_name, text = COMMANDS[name]
+    asks_help = any(a in ("-h", "--help") for a in rest)
+    static = static_keys(module_name, cls_name) if cls_name and not asks_help else None
+    split = None
+    if static is not None:  # key errors answer before torch and TRL are imported
+        split = _split_args(rest, [k for k, section in static.items() if not section])
+        check_keys_early(static, *split)
     quiet_libraries()  # before the libraries load: their set-up chatter stays out of the log
     module = importlib.import_module(module_name)
     quiet_libraries()  # torch is loaded now: DeepSpeed's accelerator can be named
@@ -198,7 +205,7 @@ def run(argv: list[str]) -> int:
             f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default  # comment):\n{keys}"
         )
         return 0
-    config, overrides = _split_args(rest, list(flat_keys(cls)))
+    config, overrides = split or _split_args(rest, list(flat_keys(cls)))
     cfg = load_config(cls, config, overrides)
     summary = module.main(cfg)
     if not isinstance(summary, dict):

@@ -116,14 +116,44 @@ def close_keys(key: str, keys: list[str], n: int = 3) -> list[str]:
 
 def _check_keys(cls: type, data: dict, source: str) -> None:
     unknown, scalars = _bad_keys(cls, data)
+    _raise_bad_keys(unknown, scalars, list(flat_keys(cls)), source)
+
+
+def _static_bad_keys(keys: dict[str, bool], data: dict, prefix: str = "") -> tuple[list[str], list[str]]:
+    """`_bad_keys` against `rlcw.config_static.static_keys` (dotted key -> is a section)."""
+    unknown, scalars = [], []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if dotted not in keys:
+            unknown += _leaves(value, dotted + ".") if isinstance(value, dict) and value else [dotted]
+        elif keys[dotted] and isinstance(value, dict):
+            u, sc = _static_bad_keys(keys, value, dotted + ".")
+            unknown, scalars = unknown + u, scalars + sc
+        elif keys[dotted] and value is not None:
+            scalars.append(dotted)
+    return unknown, scalars
+
+
+def check_keys_early(keys: dict[str, bool], config_file: str | Path | None, overrides: list[str]) -> None:
+    """The key checks of `load_config` (file, YAML, unknown keys with hints, scalars for sections) against keys
+    read from source (`rlcw.config_static`), so they answer before the recipe's heavy imports."""
+    leaves = [k for k, section in keys.items() if not section]
+    if config_file is not None:
+        path = Path(config_file)
+        _raise_bad_keys(*_static_bad_keys(keys, read_yaml(path)), leaves, str(path))
+    if overrides:
+        _raise_bad_keys(*_static_bad_keys(keys, parse_overrides(overrides)), leaves, "command line")
+
+
+def _raise_bad_keys(unknown: list[str], scalars: list[str], all_keys: list[str], source: str) -> None:
     if unknown:
-        close = close_keys(unknown[0], list(flat_keys(cls)))
+        close = close_keys(unknown[0], all_keys)
         hint = (
             f"did you mean {', '.join(repr(c) for c in close)}?" if close else "`rlcw <command> --help` lists the keys"
         )
         raise RlcwError(f"unknown config key '{unknown[0]}'", where=source, hint=hint)
     if scalars:
-        example = next((k for k in flat_keys(cls) if k.startswith(scalars[0] + ".")), scalars[0] + ".<key>")
+        example = next((k for k in all_keys if k.startswith(scalars[0] + ".")), scalars[0] + ".<key>")
         raise RlcwError(
             f"wrong type for '{scalars[0]}': expected a section (mapping), got a single value",
             where=source,
@@ -223,14 +253,7 @@ def load_config(cls: type[T], config_file: str | Path | None = None, overrides: 
     keys: set[str] = set()
     if config_file is not None:
         path = Path(config_file)
-        if not path.is_file():
-            raise RlcwError("config file not found", where=str(path), hint=_closest_file_hint(path))
-        try:
-            data = OmegaConf.to_container(OmegaConf.load(path)) or {}
-        except Exception as exc:  # yaml errors carry their own line numbers
-            raise RlcwError(f"cannot parse YAML: {exc}", where=str(path), hint=_yaml_hint(path)) from None
-        if not isinstance(data, dict):
-            raise RlcwError("top level must be a mapping of keys", where=str(path))
+        data = read_yaml(path)
         _check_keys(cls, data, str(path))
         data = _wrap_scalars(cls, data)
         base = _merge(base, data, cls, str(path))
@@ -260,6 +283,20 @@ def _check_finite(cfg: Any) -> None:
                 where=key.lstrip("."),
                 hint="give a number",
             )
+
+
+def read_yaml(path: Path) -> dict:
+    """A YAML config file as a dict: missing file (closest files named), parse errors (tabs named) and a top
+    level that is not a mapping are errors naming the file."""
+    if not path.is_file():
+        raise RlcwError("config file not found", where=str(path), hint=_closest_file_hint(path))
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    except Exception as exc:  # yaml errors carry their own line numbers
+        raise RlcwError(f"cannot parse YAML: {exc}", where=str(path), hint=_yaml_hint(path)) from None
+    if not isinstance(data, dict):
+        raise RlcwError("top level must be a mapping of keys", where=str(path))
+    return data
 
 
 def _closest_file_hint(path: Path) -> str:

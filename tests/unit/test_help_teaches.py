@@ -62,3 +62,32 @@ def test_configs_lists_with_first_comment_and_copies(tmp_path, capsys):
         cli.run(["configs", "--copy", "grpo/cpuu", str(tmp_path / "x.yaml")])
     with pytest.raises(RlcwError, match="did you mean grpo"):
         cli.run(["configs", "gpro"])
+
+
+def test_static_keys_match_the_dataclasses_of_every_command():
+    import importlib
+
+    from rlcw.config import flat_keys
+    from rlcw.config_static import static_keys
+
+    for name, (module, cls_name, _) in cli.COMMANDS.items():
+        if cls_name is None or not cli.is_built(name):
+            continue
+        keys = static_keys(module, cls_name)
+        assert keys is not None, f"rlcw {name}: its config source cannot be followed (see rlcw.config_static)"
+        real = set(flat_keys(getattr(importlib.import_module(module), cls_name)))
+        assert {k for k, section in keys.items() if not section} == real, name
+
+
+def test_a_key_typo_is_answered_before_torch_is_imported(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom rlcw import cli\nfrom rlcw.errors import RlcwError\n"
+        "try:\n    cli.run(['grpo', '--config', 'configs/grpo/cpu.yaml', 'train.lr=1e-5'])\n"
+        "except RlcwError as e:\n    print(e)\nprint('torch' in sys.modules, 'trl' in sys.modules)\n"
+    )
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120).stdout
+    assert "did you mean 'train.learning_rate'" in out and out.strip().endswith("False False")
