@@ -43,6 +43,7 @@ def quiet_libraries() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # "Loading weights", downloads, datasets maps
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # load reports ("score.weight MISSING")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the fork warning of HF tokenizers
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # "rollout_func is experimental" (rlcw pins TRL)
     warnings.filterwarnings("ignore", category=FutureWarning, module=_QUIET_MODULES)
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=_QUIET_MODULES)
     if "torch" in sys.modules and not sys.modules["torch"].cuda.is_available():
