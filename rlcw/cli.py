@@ -82,9 +82,9 @@ def dict_sections() -> dict[str, str]:
     """Docs of the dict-valued keys, by leaf name (`reward.specs`, `monitor.warn|stop`, `data.sources`,
     `eval.evaluators`), read from the modules that own each schema."""
     from rlcw.data.prompts import COLUMN_OPTIONS
+    from rlcw.measure.evaluation import EVALUATORS
+    from rlcw.measure.monitors import STATS
     from rlcw.rewards.factory import describe_types
-    from rlcw.rl.evaluation import EVALUATORS
-    from rlcw.rl.monitors import STATS
 
     rules = (
         f"max_<stat> | min_<stat> -> threshold; stats: {', '.join(STATS)}\n"

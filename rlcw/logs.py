@@ -1,6 +1,6 @@
 """A log for people: rlcw's own progress lines (`[rlcw] <stage>: ...`) and a trainer progress callback that
 prints a few headline numbers per logged step instead of the trainer's whole log dict (every key still goes
-to metrics.jsonl and the trackers, rlcw.rl.callbacks.JsonlMetricsCallback).
+to metrics.jsonl and the trackers, rlcw.measure.callbacks.JsonlMetricsCallback).
 
     say("grpo", "loading the policy")                 # [rlcw] grpo: loading the policy
     quiet_progress(trainer, "grpo")                   # [rlcw] grpo: step 3/24  reward -0.81  kl 0.012 ...

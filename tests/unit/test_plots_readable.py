@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from rlcw.measure.monitors import MONITOR_PANELS, PREFIX, plot_monitors
 from rlcw.report import Panel, line_figure, plt
-from rlcw.rl.monitors import MONITOR_PANELS, PREFIX, plot_monitors
 
 
 def _rows(n: int = 6) -> list[dict]:
