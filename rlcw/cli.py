@@ -1,11 +1,15 @@
 """`rlcw <command> [--config FILE] [key=value ...]`.
 
     rlcw --help                    list commands
-    rlcw grpo --help               list keys with defaults
+    rlcw grpo --help               list keys with defaults and comments (reward types, monitor keys, ...)
+    rlcw configs grpo              the shipped configs of a command; `rlcw configs --copy grpo/cpu mine.yaml`
     rlcw grpo --config configs/grpo/cpu.yaml train.max_steps=20
 
 Analysis commands (agreement, surface, summarize) take input paths as positional arguments
-and `--json`. A user error prints one clear message and exits with status 2.
+and `--json`. A user error prints one clear message and exits with status 2, before any run folder is
+written; config keys are checked against the dataclass source before the recipe's heavy imports. A finished
+command prints its report's path and first line; one whose quality gate failed (`gates.exit_on_fail`) exits 1.
+`--key value` (TRL style) is read as the one config key ending in `key` (aliases: lr, steps, bs).
 """
 
 from __future__ import annotations

@@ -409,11 +409,20 @@ def main(cfg: GRPORecipeConfig) -> dict:
             load_aux_state(checkpoint, aux)  # monitor streaks, GenRM pairing RNG
         quiet_progress(trainer, "grpo")  # headline numbers per step; every key goes to metrics.jsonl
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, probe, lc_lines)
+        scorer = context["scorer"]  # its count of inputs cut to the RM's max_length goes into the summary
+        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, probe, lc_lines, scorer)
 
 
 def save_and_report(
-    cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor: MonitorCallback, periodic, probe, lc_lines: list[str]
+    cfg: GRPORecipeConfig,
+    run,
+    trainer,
+    tokenizer,
+    monitor: MonitorCallback,
+    periodic,
+    probe,
+    lc_lines: list[str],
+    scorer=None,
 ) -> dict:
     """The final policy in `checkpoints/final` (rank 0; every rank under ZeRO-3), plots, report, summary."""
     from transformers.integrations import is_deepspeed_zero3_enabled
@@ -432,6 +441,8 @@ def save_and_report(
         trainer.model.save_pretrained(final)
         tokenizer.save_pretrained(final)
     metrics = {"train/steps": float(trainer.state.global_step), "monitor/alerts": float(len(monitor.alerts))}
+    if scorer is not None and scorer.truncation.inputs:  # share of RM inputs cut to its max_length (warned > 5%)
+        metrics["rm/truncated_share"] = scorer.truncation.share
     if periodic.history:
         metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
     if probe.history:

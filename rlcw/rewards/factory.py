@@ -180,11 +180,13 @@ def check_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> 
             check_rm_folder(args[0], f"{where}.rm_path")
             continue
         try:
-            build_reward(spec, defaults, where)
+            func = build_reward(spec, defaults, where)
         except RlcwError as exc:  # a library's own location (e.g. "reward spec (type python)") -> the user's key
             if exc.where and exc.where.startswith(where):
                 raise
             raise RlcwError(exc.message, where=where, hint=exc.hint) from None
+        if spec["type"] == "remote":
+            check_servers(func.urls, func.timeout_s, where)
     if not kept:
         raise RlcwError(
             "no reward left: every reward spec is missing or has weight 0",
@@ -243,3 +245,25 @@ def describe_types() -> str:
         lines.append(f"{kind}: {', '.join(opts)}{extra}")
         lines.append(f"    scale: {REWARD_SCALES.get(kind, 'see ' + target)}")
     return "\n".join(lines)
+
+
+def check_servers(urls: list[str], timeout_s: float, where: str) -> None:
+    """One GET <url>/health per reward server (its own timeout) before a run starts: down or silent is an
+    error naming the spec and the URL."""
+    import httpx
+
+    for url in urls:
+        try:
+            httpx.get(f"{url}/health", timeout=timeout_s)
+        except httpx.TimeoutException:
+            raise RlcwError(
+                f"the reward server {url} did not answer within timeout_s={timeout_s} s",
+                where=where,
+                hint="start it (or wait until it has loaded), or raise the spec's timeout_s",
+            ) from None
+        except httpx.HTTPError as exc:
+            raise RlcwError(
+                f"cannot reach the reward server {url}: {exc}",
+                where=where,
+                hint="start it with `rlcw serve-rm`, or fix the spec's urls",
+            ) from None

@@ -15,6 +15,7 @@ raised inside the run and the folder it created is removed (rlcw.recipes.common.
 | text_weight | grpo | reward.specs.length_range.weight=heavy | weight must be a finite number |
 | resume_missing_folder | grpo | train.resume=true, no such run | no complete checkpoint |
 | missing_chat_template | grpo | model.chat_template that does not exist (found after the tokenizer loads) | chat template file not found |
+| remote_reward_down | grpo | a `remote` reward whose server is not running | cannot reach the reward server |
 | ppo_no_rm | ppo | configs/ppo/cpu.yaml before any RM is trained | no reward model |
 | dpo_missing_pairs | dpo | data.train_file that does not exist | not found |
 | dpo_resume_missing | dpo | train.resume=true, no such run | no complete checkpoint |
@@ -90,6 +91,15 @@ CASES = {
     "missing_chat_template": (
         lambda t, out: ["grpo", *GRPO, *NO_RM, f"model.chat_template={t}/none.jinja", "train.report_to=none"],
         "chat template file not found",
+    ),
+    "remote_reward_down": (
+        lambda t, out: [
+            "grpo",
+            *GRPO,
+            *NO_RM,
+            f"reward.specs.far={{type: remote, urls: ['http://127.0.0.1:{_free_port()}']}}",
+        ],
+        "cannot reach the reward server",
     ),
     "ppo_no_rm": (
         lambda t, out: ["ppo", "--config", str(ROOT / "configs/ppo/cpu.yaml"), f"reward.rm_path={t}/no_rm"],
