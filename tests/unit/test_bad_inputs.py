@@ -41,6 +41,7 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | a positional YAML path | error: use --config | tests/unit/test_input_hygiene.py::test_a_positional_yaml_path_is_told_to_use_config |
 | 1 | config | misspelt config file | did-you-mean the closest file | tests/unit/test_input_hygiene.py::test_a_missing_config_file_suggests_the_closest |
 | 18 | config | late failures (no RM yet, bad python target, option typo, resume=true on no run, judge server down or silent, ...) | exit 2, named error, no run folder | tests/recipes/test_late_failures.py::test_late_failure_exits_2_and_leaves_no_run_folder |
+| 1 | config | train.report_to naming a tracker that is not installed | error naming the package; no folder | tests/unit/test_run_folders.py::test_a_tracker_that_is_not_installed_writes_nothing |
 | 1 | config | a user error inside a run before any result | the new run folder is removed | tests/unit/test_run_folders.py::test_a_user_error_before_any_result_removes_the_new_folder |
 | 2 | data | stories longer than the RM's max_length | counted (share), one warning above 5% | tests/unit/test_input_hygiene.py::test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once |
 | 1 | config | unknown YAML key | error: key, file, closest keys | tests/unit/test_config.py::test_unknown_yaml_key_names_key_file_and_suggestion |

@@ -187,3 +187,19 @@ def test_resume_true_without_a_checkpoint_writes_nothing(tmp_path):
         with stage_run(_Cfg(output_dir=str(tmp_path), train=_Train("true")), "grpo"):
             pass
     assert not any(tmp_path.iterdir())
+
+
+def test_a_tracker_that_is_not_installed_writes_nothing(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trackio" else real(name, *a))
+
+    @dataclass
+    class _T(_Train):
+        report_to: list = field(default_factory=lambda: ["tensorboard", "trackio"])
+
+    with pytest.raises(RlcwError, match="report_to=trackio needs the 'trackio' package"):
+        with stage_run(_Cfg(output_dir=str(tmp_path), train=_T()), "grpo"):
+            pass
+    assert not any(tmp_path.iterdir())

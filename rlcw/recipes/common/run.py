@@ -10,7 +10,7 @@ from pathlib import Path
 from rlcw.config import to_dict, to_yaml
 from rlcw.errors import RlcwError
 from rlcw.runs import RunDir, check_resume_target, is_main_process, remove_unused_run_folder
-from rlcw.tracking import Tracker
+from rlcw.tracking import Tracker, check_trackers
 
 
 def set_seed(seed: int) -> None:
@@ -41,6 +41,7 @@ def stage_run(cfg, command: str) -> Iterator[RunDir]:
     overwrite = bool(getattr(cfg, "overwrite", False))
     path = Path(cfg.output_dir) / cfg.run_name
     check_resume_target(resume, path)
+    check_trackers(getattr(getattr(cfg, "train", None), "report_to", None))
     fresh = not path.exists()
     run = RunDir.create(cfg.output_dir, cfg.run_name, command, to_yaml(cfg), resume=resume, overwrite=overwrite)
     set_seed(cfg.seed)
