@@ -84,7 +84,8 @@ def line_figure(panels: list, xlabel: str = "step", title: str | None = None, nc
         ax.grid(alpha=0.3)
         if not any(xs for xs, _ in panel.lines.values()):
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="grey")
-        if len(panel.lines) > 1 or panel.thresholds or panel.marks:
+        labelled = ax.get_legend_handles_labels()[0]  # an empty series draws nothing to name
+        if labelled and (len(panel.lines) > 1 or panel.thresholds or panel.marks):
             ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
