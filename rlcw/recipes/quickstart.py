@@ -116,7 +116,8 @@ def main(cfg: QuickstartConfig) -> dict:
             say("quickstart", f"{name} ...")
             results[name] = fn(stage_cfg)
             timings[name] = time.time() - start
-            say("quickstart", f"{name} done in {timings[name]:.0f} s ({results[name].get('status')})")
+            status = results[name].get("status")
+            say("quickstart", f"{name} done in {timings[name]:.0f} s" + (f" ({status})" if status else ""))
 
         stage(
             "prepare_model",
