@@ -71,3 +71,11 @@ def agreement(chosen: Sequence[Sequence[float]], rejected: Sequence[Sequence[flo
         return float("nan")
     same = sum(len({c[i] > r[i] for c, r in zip(chosen, rejected, strict=True)}) == 1 for i in range(n))
     return same / n
+
+
+def member_summary(members: Sequence[Sequence[float]]) -> dict[str, float]:
+    """What RL logs per step: each member's mean score (`member_<j>/mean`) and the mean disagreement."""
+    out = {f"member_{j}/mean": sum(m) / len(m) for j, m in enumerate(members) if m}
+    if members and members[0]:
+        out["disagreement"] = sum(disagreement(members)) / len(members[0])
+    return out

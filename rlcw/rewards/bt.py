@@ -13,6 +13,11 @@ so long stories never form huge (B, T) blocks and CPU time is not spent on paddi
 after removing what length explains with the RM folder's installed fit; `raw=True` always gives raw
 scores, and `scorer.length_fit` (None = raw) is what a run reports as its resolved choice.
 A failure raises: a reward function never returns a silent default.
+
+An ensemble folder (`rlcw train-rm rm.ensemble.size=k`, see `rlcw.rewards.ensemble`) loads here like a
+single RM: `score` returns the manifest's aggregate (or the `aggregate` / `uwo_lambda` given here),
+`score_members` every member's score, and as a reward function it logs each member's mean and the
+disagreement (std across members) through TRL's `log_metric` when the trainer passes one.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import torch
 from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
+from rlcw.rewards.aggregate import AGGREGATES, member_summary
 from rlcw.rewards.length_control import LengthFit, resolve_length_control
 from rlcw.rewards.render import RMSpec, encode_for_rm, load_spec
 
@@ -87,8 +93,12 @@ class BTScorer:
         max_padding: float | None = None,
         length_control: bool | str = "auto",
         spec: RMSpec | None = None,
+        aggregate: str | None = None,
+        uwo_lambda: float | None = None,
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from rlcw.rewards.ensemble import EnsembleRM, is_ensemble
 
         self.rm_dir = Path(rm_dir)
         self.spec = spec or load_spec(self.rm_dir)
@@ -99,7 +109,10 @@ class BTScorer:
                 hint="load it with rlcw.rewards.scorers.load_scorer(kind='auto', ...)",
             )
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.rm_dir)
-        self.model = model or AutoModelForSequenceClassification.from_pretrained(self.rm_dir)
+        self.ensemble = EnsembleRM(self.rm_dir) if model is None and is_ensemble(self.rm_dir) else None
+        self.aggregate, self.uwo_lambda = self._aggregate_choice(aggregate, uwo_lambda)
+        self.last_members: list[list[float]] = []  # (k, n) member scores of the last `score` call
+        self.model = model or self.ensemble or AutoModelForSequenceClassification.from_pretrained(self.rm_dir)
         self.device = device or next(self.model.parameters()).device
         self.model.to(self.device).eval()
         self.batch_size = batch_size
@@ -111,10 +124,31 @@ class BTScorer:
         self.length_fit: LengthFit | None = resolve_length_control(length_control, self.rm_dir)
         self.__name__ = f"rm_{self.rm_dir.parent.name or self.rm_dir.name}"
 
-    @torch.inference_mode()
+    def _aggregate_choice(self, how: str | None, lam: float | None) -> tuple[str | None, float | None]:
+        if self.ensemble is None:
+            if how is not None or lam is not None:
+                raise ValueError(f"aggregate/uwo_lambda apply to RM ensembles; {self.rm_dir} is a single RM")
+            return None, None
+        how = how or self.ensemble.manifest.aggregate
+        lam = self.ensemble.manifest.uwo_lambda if lam is None else float(lam)
+        if how not in AGGREGATES or lam < 0:
+            raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)} and uwo_lambda >= 0, got {how}, {lam}")
+        return how, lam
+
     def score_ids(self, encoded: list[list[int]]) -> list[float]:
-        """Raw scores of already-encoded inputs (what `score` runs after `encode_for_rm`)."""
-        scores = [0.0] * len(encoded)
+        """Raw scores of already-encoded inputs (what `score` runs after `encode_for_rm`); an ensemble's aggregate."""
+        rows = self.member_rows(encoded)
+        if self.ensemble is None:
+            return [r[0] for r in rows]
+        from rlcw.rewards.ensemble import aggregate_rows
+
+        self.last_members = [list(c) for c in zip(*rows, strict=True)] if rows else []
+        return aggregate_rows(rows, self.aggregate, self.uwo_lambda)
+
+    @torch.inference_mode()
+    def member_rows(self, encoded: list[list[int]]) -> list[list[float]]:
+        """One row per input: [score] for a single RM, the k centred member scores for an ensemble."""
+        scores: list[list[float]] = [[]] * len(encoded)
         pad_id = self.tokenizer.pad_token_id
         batches = length_batches([len(e) for e in encoded], self.batch_size, self.token_budget, self.max_padding)
         if self.progress and len(batches) > 1:
@@ -123,12 +157,18 @@ class BTScorer:
             batches = tqdm(batches, desc=f"scoring {len(encoded)} stories", unit="batch")
         for idx in batches:
             ids, mask = pad_batch([encoded[i] for i in idx], pad_id)
-            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits  # (B, 1)
-            for i, v in zip(idx, logits.squeeze(-1).float().cpu().tolist(), strict=False):
-                if v != v:  # NaN
+            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
+            logits = out if self.ensemble is not None else out.logits  # (B, k) | (B, 1)
+            for i, row in zip(idx, logits.float().cpu().tolist(), strict=False):
+                if any(v != v for v in row):  # NaN
                     raise RlcwError("reward model returned NaN", where=str(self.rm_dir))
-                scores[i] = v
+                scores[i] = row
         return scores
+
+    def score_members(self, prompts: list[str], stories: list[str]) -> list[list[float]]:
+        """(k, n): every member's (centred) score of each (prompt, story); [scores] for a single RM."""
+        rows = self.member_rows(encode_for_rm(self.spec, self.tokenizer, prompts, stories))
+        return [list(c) for c in zip(*rows, strict=True)] if rows else []
 
     def score(self, prompts: list[str], stories: list[str], raw: bool = False) -> list[float]:
         """One score per (prompt, story); the length-controlled residual when a fit is loaded and not raw."""
@@ -138,4 +178,9 @@ class BTScorer:
         return self.length_fit.residuals(scores, [count_words(s) for s in stories])
 
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        return self.score([message_text(p) for p in prompts], [message_text(c) for c in completions])
+        scores = self.score([message_text(p) for p in prompts], [message_text(c) for c in completions])
+        log = kwargs.get("log_metric")  # TRL's reward-function logging hook (rlcw's PPO passes one too)
+        if self.ensemble is not None and log is not None:
+            for key, value in member_summary(self.last_members).items():
+                log(f"rewards/{self.__name__}/{key}", value)
+        return scores
