@@ -132,7 +132,9 @@ def accuracy_block(outcomes: list[float], split: dict[str, list[int]], prefix: s
 def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     prompts = [p["prompt"] for p in pairs]
     chosen = scorer.score(prompts, [p["chosen"] for p in pairs], raw=True)
+    members_c = getattr(scorer, "last_members", None)  # an ensemble's (k, n) member scores of that call
     rejected = scorer.score(prompts, [p["rejected"] for p in pairs], raw=True)
+    members_r = getattr(scorer, "last_members", None)
     versions = {"": (chosen, rejected)}
     fit = getattr(scorer, "length_fit", None) if cfg.scorer.length_control else None
     if fit is not None:
@@ -146,11 +148,26 @@ def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]
             corr["spearman"],
         )
         metrics[f"{prefix}mean_margin"] = pw.mean_of([a - b for a, b in zip(c, r, strict=False)])
+    if getattr(scorer, "ensemble", None) is not None:
+        metrics.update(ensemble_block(members_c, members_r))
     rows = [{"chosen_score": c, "rejected_score": r} for c, r in zip(chosen, rejected, strict=False)]
     if fit is not None:
         for row, c, r in zip(rows, *versions["length_controlled/"], strict=False):
             row.update(chosen_score_lc=c, rejected_score_lc=r)
     return metrics, rows
+
+
+def ensemble_block(chosen: list[list[float]], rejected: list[list[float]]) -> dict:
+    """An RM ensemble's members: each one's accuracy and how often they all agree (`rlcw.rewards.aggregate`)."""
+    from rlcw.rewards.aggregate import agreement
+
+    out = {
+        f"ensemble/member_{j}/accuracy": pw.pairwise_accuracy(c, r)
+        for j, (c, r) in enumerate(zip(chosen, rejected, strict=True))
+    }
+    out["ensemble/member_agreement"] = agreement(chosen, rejected)
+    out["ensemble/members"] = float(len(chosen))
+    return out
 
 
 def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
@@ -246,6 +263,10 @@ def main(cfg: EvalRMConfig) -> dict:
             for i, (c, r, row) in enumerate(zip(cw, rw, rows, strict=False))
         ]
         info = {"kind": type(scorer).__name__, "pairwise": pairwise, "path": s.path, "data": cfg.data.file}
+        if getattr(scorer, "ensemble", None) is not None:
+            info["aggregate"] = f"{scorer.aggregate}" + (
+                f" (lambda {scorer.uwo_lambda})" if scorer.aggregate == "uwo" else ""
+            )
         artifacts = {
             "eval": atomic_write_json(run.path / "eval.json", {"scorer": info, "metrics": metrics}),
             "scores": atomic_write_jsonl(run.path / "scores.jsonl", per_pair),
@@ -338,9 +359,11 @@ def report(metrics: dict, info: dict) -> str:
     extra = [
         k
         for k in metrics
-        if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/"))
+        if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/", "ensemble/"))
     ]
-    counts = ("invalid_", "pairs_scored", "length_control/n")
+    counts = ("invalid_", "pairs_scored", "length_control/n", "ensemble/members")
+    if info.get("aggregate"):
+        lines += [f"- RM ensemble: `scorer` is the members' {info['aggregate']}; each member's accuracy below"]
     lines += [""] + [f"- {k}: {_fmt(metrics[k], k.startswith(counts))}" for k in extra]
     lines += [
         "",

@@ -300,7 +300,12 @@ def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
 
 
 def train_bt(
-    cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict], tracker=None, member_seed: int | None = None
+    cfg: TrainRMConfig,
+    run,
+    train_pairs: list[dict],
+    eval_pairs: list[dict],
+    tracker=None,
+    member_seed: int | None = None,
 ):
     """`member_seed` (an ensemble member): the score head and LoRA are initialised from it, after the base model
     (and any resized embedding row) was built from the caller's RNG state, so members share their frozen trunk."""

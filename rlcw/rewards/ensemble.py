@@ -90,7 +90,9 @@ def load_manifest(rm_dir: str | Path) -> EnsembleManifest:
     except FileNotFoundError:
         raise RlcwError(f"not an RM ensemble: {MANIFEST_FILE} is missing", where=str(rm_dir)) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RlcwError(f"corrupt {MANIFEST_FILE}: {exc}", where=str(path), hint="re-save with `rlcw train-rm`") from None
+        raise RlcwError(
+            f"corrupt {MANIFEST_FILE}: {exc}", where=str(path), hint="re-save with `rlcw train-rm`"
+        ) from None
     if not isinstance(raw, dict):
         raise RlcwError("the manifest must be a JSON object", where=str(path))
     members = raw.get("members")
@@ -224,7 +226,9 @@ class EnsembleRM(nn.Module):
 
         self.rm_dir = Path(rm_dir)
         self.manifest = load_manifest(self.rm_dir)
-        self.full = AutoModelForSequenceClassification.from_pretrained(self.rm_dir, **({"dtype": dtype} if dtype else {}))
+        self.full = AutoModelForSequenceClassification.from_pretrained(
+            self.rm_dir, **({"dtype": dtype} if dtype else {})
+        )
         self.prefix = self.full.base_model_prefix
         self.pad_id = self.full.config.pad_token_id
         s = self.manifest.shared_layers
@@ -236,7 +240,12 @@ class EnsembleRM(nn.Module):
                 hint="Llama/Qwen/Mistral-style RMs; or train whole members (shared_layers 0)",
             )
         if s and s >= len(backbone.layers):
-            raise _bad(self.rm_dir / MANIFEST_FILE, "shared_layers", f"{s} >= the model's {len(backbone.layers)} layers", "re-save")
+            raise _bad(
+                self.rm_dir / MANIFEST_FILE,
+                "shared_layers",
+                f"{s} >= the model's {len(backbone.layers)} layers",
+                "re-save",
+            )
         self.members = nn.ModuleList()
         for j, m in enumerate(self.manifest.members):
             tensors = load_file(str(self.rm_dir / m.file))
@@ -252,7 +261,9 @@ class EnsembleRM(nn.Module):
             missing, unexpected = model.load_state_dict(tensors, strict=False)
         else:
             backbone = getattr(self.full, self.prefix)
-            model = _Branch(copy.deepcopy(backbone.layers[s:]), copy.deepcopy(backbone.norm), copy.deepcopy(self.full.score))
+            model = _Branch(
+                copy.deepcopy(backbone.layers[s:]), copy.deepcopy(backbone.norm), copy.deepcopy(self.full.score)
+            )
             renamed = {}
             for k, v in tensors.items():
                 i = layer_index(k, self.prefix)
