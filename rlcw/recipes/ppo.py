@@ -60,7 +60,7 @@ from rlcw.recipes.common import (
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
 from rlcw.rl.evaluation import build_evaluators
-from rlcw.rl.monitors import MonitorCallback, plot_monitors
+from rlcw.rl.monitors import MonitorCallback, member_panels, plot_monitors
 from rlcw.rl.periodic import PeriodicEval
 from rlcw.rl.ppo import PPOSettings, PPOTrainer
 from rlcw.rl.value import load_value_model
@@ -321,7 +321,9 @@ def _report(
 
 def _plots(run) -> list:
     rows = read_metrics(run.path / "metrics.jsonl")
-    rewards = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")})
+    rewards = sorted(
+        {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean") and "/member_" not in k}
+    )
     curves = plot_lines(
         [
             (
@@ -341,6 +343,7 @@ def _plots(run) -> list:
                 "held-out RM score",
                 {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
             ),
+            *member_panels(rows),
         ],
         run.path / "plots" / "ppo.png",
     )

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from rlcw.report import plot_lines, read_metrics, series
-from rlcw.rl.monitors import plot_monitors
+from rlcw.rl.monitors import member_panels, plot_monitors
 from rlcw.rl.probe import MIN_MOVE, plot_probe, read_probe
 
 
@@ -24,7 +24,7 @@ def grpo_plots(run_dir: Path) -> list[Path]:
     """The run's plots under `run_dir/plots/`, from `metrics.jsonl` and `probe.jsonl`."""
     rows = read_metrics(run_dir / "metrics.jsonl")
     sources = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("source/")})
-    rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
+    rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean") and "/member_" not in k}
     reward_plot = plot_lines(
         [
             (
@@ -37,6 +37,7 @@ def grpo_plots(run_dir: Path) -> list[Path]:
                 "held-out RM score",
                 {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
             ),
+            *member_panels(rows),
         ],
         run_dir / "plots" / "reward.png",
     )

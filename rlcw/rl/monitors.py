@@ -16,7 +16,10 @@ What each statistic catches (all logged as `monitor/<name>`):
   batch (mean over stories): the same stock phrases everywhere;
 - `reward_length_corr`: Spearman correlation of the total reward with words in the batch: the
   reward is paying for length;
-- `kl_to_start`: KL of the policy to the starting model (computed by the trainer).
+- `kl_to_start`: KL of the policy to the starting model (computed by the trainer);
+- `ensemble_disagreement`: the std of an RM ensemble's members, mean over the batch (the largest over the
+  ensembles among the rewards), read from the reward's own `rewards/<name>/disagreement` log: the policy is
+  where the members were never taught to agree (Coste et al. 2023).
 
 A rule is `max_<stat>` or `min_<stat>` with a threshold. `MonitorCallback` warns when a warn
 rule breaks, and stops the run (with `stop_reason`) when a stop rule breaks on `patience`
@@ -49,8 +52,19 @@ STATS = (
     "shared_ngrams",
     "reward_length_corr",
     "kl_to_start",
+    "ensemble_disagreement",
 )
 PREFIX = "monitor/"
+DISAGREEMENT = "/disagreement"  # rewards/<name>/disagreement, logged by an ensemble's BTScorer
+
+
+def monitor_stats(logs: dict) -> dict[str, float]:
+    """The monitor statistics in one step's logs: `monitor/<stat>` keys, and `ensemble_disagreement` from the rewards."""
+    stats = {k[len(PREFIX) :]: v for k, v in logs.items() if k.startswith(PREFIX)}
+    spread = [float(v) for k, v in logs.items() if k.startswith("rewards/") and k.endswith(DISAGREEMENT)]
+    if spread:
+        stats["ensemble_disagreement"] = max(spread)
+    return stats
 
 
 def _mean(xs: list[float]) -> float:
@@ -176,7 +190,7 @@ class MonitorCallback(TrainerCallback):
         self.stop_reason = state.get("stop_reason")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        stats = {k[len(PREFIX) :]: v for k, v in (logs or {}).items() if k.startswith(PREFIX)}
+        stats = monitor_stats(logs or {})
         if not stats or self.stop_reason:
             return
         reason = self.observe(state.global_step, stats)
@@ -209,4 +223,24 @@ def plot_monitors(rows: list[dict], path: Path) -> Path:
         ("reward-length correlation", {"spearman(reward, words)": s("reward_length_corr")}),
         ("KL to the starting model (nats/token)", {"KL to start": s("kl_to_start")}),
     ]
+    spread = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith(DISAGREEMENT)})
+    if spread:
+        panels.append(
+            ("RM ensemble disagreement (std across members)", {k.split("/")[1]: series(rows, k) for k in spread})
+        )
     return plot_lines(panels, path)
+
+
+def member_panels(rows: list[dict]) -> list[tuple[str, dict]]:
+    """One plot panel per RM ensemble among the rewards: each member's mean score per step (empty without one)."""
+    from rlcw.report import series
+
+    keys = sorted({k for r in rows for k in r if k.startswith("rewards/") and "/member_" in k})
+    names = sorted({k.split("/")[1] for k in keys})
+    return [
+        (
+            f"RM ensemble `{n}`: member mean scores",
+            {k.split("/")[2]: series(rows, k) for k in keys if k.split("/")[1] == n},
+        )
+        for n in names
+    ]

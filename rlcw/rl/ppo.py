@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlcw.rl.aux_state import load_aux_state, save_aux_state
-from rlcw.rl.monitors import PREFIX, step_stats
+from rlcw.rl.monitors import PREFIX, monitor_stats, step_stats
 from rlcw.rl.ppo_checkpoint import (
     finish_checkpoint,
     latest_checkpoint,
@@ -338,9 +338,7 @@ class PPOTrainer:
             if s.save_steps and self.step % s.save_steps == 0:  # after evaluation: it reseeds the RNG
                 self.save(self.run.checkpoints / f"step_{self.step:06d}")
             if self.monitor is not None:
-                self.stop_reason = self.monitor.observe(
-                    self.step, {k[len(PREFIX) :]: v for k, v in stats.items() if k.startswith(PREFIX)}
-                )
+                self.stop_reason = self.monitor.observe(self.step, monitor_stats(stats))
                 if self.stop_reason:
                     self.monitor.alerts.append({"step": self.step, "level": "stop", "message": self.stop_reason})
                     acc.print(f"[rlcw] {self.stop_reason}")

@@ -223,3 +223,75 @@ def test_whole_members_are_scored_one_after_another(runs_root, pairs_run, tiny_m
         with torch.inference_mode():
             alone = [whole(input_ids=torch.tensor([e])).logits[0, 0].item() - m.offset for e in encoded]
         assert members[j] == pytest.approx(alone, abs=1e-4)
+
+
+def _metric_rows(summary) -> list[dict]:
+    run_dir = Path(summary["artifacts"]["metrics"]).parent
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_logs_members_and_warns_on_disagreement(ens_run, runs_root, tiny_model_dir):
+    from rlcw.recipes.grpo import GRPORecipeConfig, main
+
+    cfg = load_config(
+        GRPORecipeConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            "run_name=grpo_ens",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={ens_run['artifacts']['model']}",
+            "train.max_steps=2",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "eval.every_steps=0",
+            "lora.r=4",
+            "data.max_train_prompts=8",
+            "monitor.warn={max_ensemble_disagreement: 0.0}",  # any disagreement at all warns
+        ],
+    )
+    summary = main(cfg)
+    rows = [r for r in _metric_rows(summary) if any(k.endswith("/disagreement") for k in r)]
+    assert len(rows) == 2  # one per step
+    name = next(k for k in rows[0] if k.endswith("/disagreement")).split("/")[1]
+    for r in rows:
+        assert all(f"rewards/{name}/member_{j}/mean" in r for j in range(3))
+        assert r[f"rewards/{name}/disagreement"] > 0
+    run_dir = Path(summary["artifacts"]["metrics"]).parent
+    report = (run_dir / "report.md").read_text()
+    assert "ensemble_disagreement=" in report and "max_ensemble_disagreement" in report
+    assert (run_dir / "plots" / "reward.png").is_file() and (run_dir / "plots" / "monitors.png").is_file()
+
+
+def test_ppo_logs_members_and_disagreement(ens_run, runs_root, tiny_model_dir):
+    from rlcw.recipes.ppo import PPORecipeConfig, main
+
+    cfg = load_config(
+        PPORecipeConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            "run_name=ppo_ens",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={ens_run['artifacts']['model']}",
+            "train.batch_size=4",
+            "train.minibatch_size=2",
+            "train.micro_batch_size=2",
+            "train.ppo_epochs=1",
+            "train.max_new_tokens=8",
+            "train.max_steps=1",
+            "eval.every_steps=0",
+            "lora.r=4",
+            "value.lora.r=4",
+            "data.max_train_prompts=8",
+            "monitor.warn={max_ensemble_disagreement: 0.0}",
+        ],
+    )
+    summary = main(cfg)
+    rows = [r for r in _metric_rows(summary) if any(k.endswith("/disagreement") for k in r)]
+    assert rows, "PPO logged no ensemble disagreement"
+    name = next(k for k in rows[0] if k.endswith("/disagreement")).split("/")[1]
+    assert all(f"rewards/{name}/member_{j}/mean" in rows[0] for j in range(3))
+    run_dir = Path(summary["artifacts"]["metrics"]).parent
+    assert "ensemble_disagreement=" in (run_dir / "report.md").read_text()
