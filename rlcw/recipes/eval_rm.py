@@ -12,6 +12,11 @@ wins) on the same pairs, and
 `length_control.fit_on=FILE` (story records, or pairs: both sides) first fits score ~ a + b f(words)
 on that reference set and writes `rlcw_length_control.json` into the run folder; with
 `length_control.install=true` also into the RM folder (then BTScorer's length_control auto|true apply it).
+`ending.samples=FILE` (story records with `finished`, and `min_words`/`max_words` for the short price, e.g. the
+start samples `rlcw quickstart` writes to `heldout/start.jsonl`) also reports what a pointwise RM pays for ending,
+for ending below the range, and per word within ended stories, with intervals over prompts (`rlcw.metrics.ending`).
+An RM ensemble's folder (`rlcw.rewards.ensemble`) is scored with its aggregate, and each member's accuracy and
+how often all members agree are reported beside it.
 Writes `<run>/eval.json`, `<run>/scores.jsonl` (per pair), `<run>/eval_rm.png`, report.md, summary.json.
 Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
 
@@ -70,10 +75,17 @@ class LengthControlSection:
 
 
 @dataclass
+class EndingSection:
+    samples: str | None = None  # story records (prompt, story, finished[, min_words, max_words, prompt_id])
+    max_stories: int | None = None
+
+
+@dataclass
 class EvalRMConfig:
     scorer: ScorerSection = field(default_factory=ScorerSection)
     data: EvalDataSection = field(default_factory=EvalDataSection)
     length_control: LengthControlSection = field(default_factory=LengthControlSection)
+    ending: EndingSection = field(default_factory=EndingSection)
     bootstrap_resamples: int = 1000
     output_dir: str = "runs"
     run_name: str = "eval_rm"
@@ -100,6 +112,44 @@ def reference_stories(path: str, limit: int | None) -> tuple[list[str], list[str
             prompts.append(str(row.get("prompt") or ""))
             stories.append(row[key])
     return prompts[: limit or None], stories[: limit or None]
+
+
+def ending_records(path: str, limit: int | None) -> list[dict]:
+    """Story records with a boolean `finished` (an RL or held-out sample file); errors name the row and key."""
+    out = []
+    for line, row in read_table(path)[: limit or None]:
+        for key in ("prompt", "story"):
+            if not isinstance(row.get(key), str):
+                raise RlcwError(f"'{key}' must be text", where=location(path, line, key), hint="a story record")
+        if not isinstance(row.get("finished"), bool):
+            raise RlcwError(
+                f"'finished' must be true or false, got {row.get('finished')!r}",
+                where=location(path, line, "finished"),
+                hint="did the story end (EOS) before the token cap? e.g. heldout/start.jsonl of `rlcw quickstart`",
+            )
+        lo = row.get("min_words")
+        if lo is not None and (isinstance(lo, bool) or not isinstance(lo, (int, float))):
+            raise RlcwError(f"'min_words' must be a number, got {lo!r}", where=location(path, line, "min_words"))
+        out.append(row)
+    if not out:
+        raise RlcwError("no story records", where=path)
+    return out
+
+
+def ending_block(scorer, sec: EndingSection, resamples: int, seed: int) -> dict:
+    """`ending/<price>` (+ `_lo`/`_hi`): what the scorer pays for ending, ending short, words (rlcw.metrics.ending)."""
+    from rlcw.metrics.ending import ending_prices
+
+    recs = ending_records(sec.samples, sec.max_stories)
+    scores = scorer.score([r["prompt"] for r in recs], [r["story"] for r in recs], raw=True)
+    words = [count_words(r["story"]) for r in recs]
+    short = [
+        r["finished"] and r.get("min_words") is not None and w < r["min_words"]
+        for r, w in zip(recs, words, strict=True)
+    ]
+    groups = [r.get("prompt_id", r["prompt"]) for r in recs]
+    prices = ending_prices(scores, words, [r["finished"] for r in recs], short, groups, resamples, seed)
+    return {f"ending/{k}": v for k, v in prices.items()}
 
 
 def fit_length_control(scorer, lc: LengthControlSection, run) -> dict:
@@ -213,6 +263,11 @@ def validate(cfg: EvalRMConfig) -> None:
     check_at_least("bootstrap_resamples", cfg.bootstrap_resamples, 1)
     check_at_least("data.max_pairs", cfg.data.max_pairs, 1)
     check_choice("length_control.feature", cfg.length_control.feature, ("words", "log_words"))
+    check_at_least("ending.max_stories", cfg.ending.max_stories, 1)
+    if cfg.ending.samples and s.kind in ("genrm", "judge"):
+        raise RlcwError(
+            "ending prices apply to pointwise (bt) scorers", where="ending.samples", hint="use scorer.kind=bt"
+        )
     if cfg.length_control.fit_on and s.kind in ("genrm", "judge"):
         raise RlcwError(
             "length control applies to pointwise (bt) scorers",
@@ -248,6 +303,8 @@ def main(cfg: EvalRMConfig) -> dict:
         evaluate = eval_pairwise if pairwise else eval_pointwise
         scored, rows = evaluate(scorer, pairs, cw, rw, split, cfg)
         metrics.update(scored)
+        if cfg.ending.samples:
+            metrics.update(ending_block(scorer, cfg.ending, cfg.bootstrap_resamples, cfg.seed))
         metrics.update(
             accuracy_block(
                 pw.pair_outcomes([float(w) for w in cw], [float(w) for w in rw]),
@@ -362,6 +419,20 @@ def report(metrics: dict, info: dict) -> str:
         if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/", "ensemble/"))
     ]
     counts = ("invalid_", "pairs_scored", "length_control/n", "ensemble/members")
+    if "ending/ending_gap" in metrics:
+        lines += ["", "What the scorer pays on the sample stories (95% CI over prompts):", ""]
+        lines += [
+            f"- {label}: {_fmt(metrics[f'ending/{k}'])} [{_fmt(metrics[f'ending/{k}_lo'])}, {_fmt(metrics[f'ending/{k}_hi'])}]"
+            for k, label in (
+                ("ending_gap", "ending (ended minus cut)"),
+                ("short_gap", "ending short (below the range minus inside/above, ended stories)"),
+                ("word_slope", "per word within ended stories"),
+            )
+        ]
+        lines += [
+            f"- stories {_fmt(metrics['ending/stories'], True)}, ended {_fmt(metrics['ending/ended'], True)}, "
+            f"ended short {_fmt(metrics['ending/ended_short'], True)}"
+        ]
     if info.get("aggregate"):
         lines += [f"- RM ensemble: `scorer` is the members' {info['aggregate']}; each member's accuracy below"]
     lines += [""] + [f"- {k}: {_fmt(metrics[k], k.startswith(counts))}" for k in extra]

@@ -295,3 +295,34 @@ def test_ppo_logs_members_and_disagreement(ens_run, runs_root, tiny_model_dir):
     assert all(f"rewards/{name}/member_{j}/mean" in rows[0] for j in range(3))
     run_dir = Path(summary["artifacts"]["metrics"]).parent
     assert "ensemble_disagreement=" in (run_dir / "report.md").read_text()
+
+
+def test_eval_rm_prices_ending_on_sample_stories(ens_run, pairs_run, runs_root, tmp_path):
+    from rlcw.metrics.text import count_words
+    from rlcw.recipes.eval_rm import EvalRMConfig, main
+
+    samples = tmp_path / "start.jsonl"
+    finished = [True, False, True, True]
+    rows = [
+        {"prompt_id": f"p{i % 2}", "prompt": p, "story": s, "finished": f, "min_words": 12, "max_words": 40}
+        for i, (p, s, f) in enumerate(zip(PROMPTS, STORIES, finished, strict=True))
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    overrides = [
+        f"output_dir={runs_root}",
+        f"scorer.path={ens_run['artifacts']['model']}",
+        f"data.file={pairs_run['artifacts']['eval']}",
+        "data.max_pairs=4",
+        "bootstrap_resamples=20",
+        f"ending.samples={samples}",
+    ]
+    m = main(load_config(EvalRMConfig, None, ["run_name=eval_ens_ending", *overrides]))["metrics"]
+    s = BTScorer(ens_run["artifacts"]["model"]).score(PROMPTS, STORIES, raw=True)
+    # ended: 0, 2, 3; cut: 1. Story 1 ("One. Two.") is cut; of the ended ones none is under 12 words
+    assert [count_words(x) >= 12 for x in STORIES] == [True, False, True, True]
+    assert m["ending/ending_gap"] == pytest.approx((s[0] + s[2] + s[3]) / 3 - s[1], abs=1e-6)
+    assert m["ending/ended"] == 3 and m["ending/ended_short"] == 0
+    assert "What the scorer pays" in (Path(runs_root) / "eval_ens_ending" / "report.md").read_text()
+    samples.write_text(json.dumps({**rows[0], "finished": "yes"}) + "\n")
+    with pytest.raises(RlcwError, match=r"start.jsonl:1 field 'finished'"):
+        main(load_config(EvalRMConfig, None, ["run_name=eval_ens_ending_bad", *overrides]))
