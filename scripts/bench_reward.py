@@ -64,6 +64,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--ensemble", type=int, default=0, help="K > 1: time an ensemble of K against one RM instead")
     ap.add_argument("--top-layers", type=int, default=8, help="members' own top layers (stand-in ensemble)")
     ap.add_argument("--no-prompt", action="store_true", help="score stories without the prompt (the quickstart RM)")
+    ap.add_argument("--model-dir", default=None, help="stand-in ensemble: this model folder (default: the embedded)")
+    ap.add_argument(
+        "--random-weights", action="store_true", help="stand-in ensemble: the folder's config with random weights"
+    )
     return ap.parse_args(argv)
 
 
@@ -193,9 +197,15 @@ def standin_ensemble(args, folder: Path) -> Path:
     from rlcw.rewards.ensemble import EnsembleManifest, Member, member_tensors, save_manifest, save_tensors
     from rlcw.rewards.render import save_spec
 
-    tok = load_tokenizer(EMBEDDED_ALIAS, for_reward_model=True, padding_side="right")
+    src = args.model_dir or resolve(EMBEDDED_ALIAS)
+    tok = load_tokenizer(src, for_reward_model=True, padding_side="right")
     torch.manual_seed(args.seed)
-    model = AutoModelForSequenceClassification.from_pretrained(resolve(EMBEDDED_ALIAS), num_labels=1)
+    if args.random_weights:  # the same shapes and compute, without the weights file (a machine without the cache)
+        from transformers import AutoConfig
+
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(src, num_labels=1))
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(src, num_labels=1)
     model.config.pad_token_id = tok.pad_token_id
     model.save_pretrained(folder)
     tok.save_pretrained(folder)

@@ -206,7 +206,7 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
     metrics = {
         "train/members": float(len(records)),
         "train/shared_layers": float(s),
-        "train/steps": float(sum(r["steps"] for r in records)),
+        "train/steps": float(max(r["steps"] for r in records)),  # each member's steps (train.max_steps)
         "train/pairs": float(len(train_pairs)),
         "train/mean_unique_pairs": sum(r["unique_pairs"] for r in records) / len(records),
         "time/train_s": round(time.time() - t0, 1),

@@ -294,12 +294,19 @@ class EnsembleRM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.manifest.shared_layers == 0:  # whole members, one after another
-            cols = [m(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0] for m in self.members]
+            cols = [
+                m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, 0]
+                for m in self.members
+            ]
         else:
-            hidden = self._trunk(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
+            hidden = self._trunk(
+                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+            ).last_hidden_state  # (B, T, H)
             cols = []
             for top, branch in zip(self._tops, self.members, strict=True):
-                h = top(inputs_embeds=hidden, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
+                h = top(
+                    inputs_embeds=hidden, attention_mask=attention_mask, use_cache=False
+                ).last_hidden_state  # (B, T, H)
                 cols.append(last_token_scores(branch.score(h), input_ids, self.pad_id))
         offsets = torch.tensor(self.offsets, dtype=cols[0].dtype, device=cols[0].device)
         return torch.stack(cols, dim=-1) - offsets  # (B, k)
