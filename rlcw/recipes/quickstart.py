@@ -392,7 +392,18 @@ def heldout_table(h: dict) -> list[str]:
         f"effects: {h['prompts_needed']:.0f} (RM), {h['in_range_prompts_needed']:.0f} (in range) (used: "
         f"{h['n_prompts']:.0f} x {h['n_samples']:.0f} samples)",
     ]
+    if "start_ending_gap" in h:  # rlcw.metrics.ending, on the start samples
+        lines += [
+            "",
+            "What the RM pays on the start samples (95% CI over prompts): for ending (ended minus cut) "
+            f"{_ci(h, 'start_ending_gap')}; for ending below the range (minus ended inside/above) "
+            f"{_ci(h, 'start_short_gap')}; per 10 words within ended stories {_ci(_per10(h), 'start_word_slope', '+.3f')}",
+        ]
     return lines
+
+
+def _per10(h: dict) -> dict:
+    return {k: 10 * h[k] for k in ("start_word_slope", "start_word_slope_lo", "start_word_slope_hi")}
 
 
 def gains_and_losses(root: Path, k: int = 3) -> str:

@@ -38,3 +38,28 @@ def test_undefined_prices_are_nan():
     assert p["word_slope"] == pytest.approx(0.1)
     with pytest.raises(ValueError, match="no stories"):
         ending_prices([], [], [], [])
+
+
+def test_start_samples_priced_and_reported_in_the_quickstart_table():
+    from rlcw.recipes.quickstart import heldout_table
+    from rlcw.rl.heldout import start_ending_prices
+
+    start = [
+        {"score": s, "words": w, "finished": e, "ended_short": sh, "prompt_id": g}
+        for s, w, e, sh, g in zip(SCORES, WORDS, ENDED, SHORT, GROUPS, strict=True)
+    ]
+    h = start_ending_prices(start, n_resamples=50, seed=0)
+    assert h["start_ending_gap"] == pytest.approx(2.5) and h["start_short_gap"] == pytest.approx(1.5)
+    base = {
+        k: 0.0
+        for k in (
+            "rm_start rm_final rm_delta win_rate in_range_start in_range_final in_range_delta finished_start "
+            "finished_final words_start words_final rep_start rep_final rm_delta_both_finished rm_delta_both_cut "
+            "rm_delta_from_ending rm_gap_ended_minus_cut rm_delta_length_controlled rm_delta_prompt_sd "
+            "in_range_prompt_sd prompts_needed in_range_prompts_needed n_prompts n_samples"
+        ).split()
+    }
+    text = "\n".join(heldout_table({**base, **h}))
+    assert "for ending (ended minus cut) +2.50 [" in text
+    assert "for ending below the range (minus ended inside/above) +1.50 [" in text
+    assert "per 10 words within ended stories -1.000 [" in text
