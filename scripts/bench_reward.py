@@ -10,7 +10,8 @@ Without `--rm` the embedded SmolLM2-135M-Instruct with a random score head stand
 `--ensemble K` instead times, in the same run, an RM ensemble of K members (`rlcw.rewards.ensemble`) against
 ONE member scored alone, on the same stories and batching: the members share all but the top `--top-layers`
 decoder layers (the quickstart RM adapts the top 8 of 30), so the ensemble runs that trunk once per batch.
-Prints each bucket's ensemble/single time ratio (naive: K). With `--rm` an ensemble folder (`rlcw train-rm
+Prints each bucket's ensemble/single ratio of wall time and of CPU time (all threads; the steadier figure on a
+machine shared with other jobs), naive: K. With `--rm` an ensemble folder (`rlcw train-rm
 rm.ensemble.size=K`) is used and its member 0 is the single RM; without it, K members are made from the
 embedded model by perturbing the top layers and drawing random heads (the same compute as trained members).
 
@@ -229,6 +230,15 @@ def standin_ensemble(args, folder: Path) -> Path:
     return folder
 
 
+def wall_and_cpu(scorer: BTScorer, prompts: list[str], stories: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (every thread of this process: the cost on a machine others load too)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    scorer.score(prompts, stories)
+    if str(scorer.device).startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
 def bench_ensemble(args) -> list[dict]:
     """Ensemble of K vs its member 0 alone, interleaved on the same stories (see module docstring)."""
     import tempfile
@@ -255,16 +265,20 @@ def bench_ensemble(args) -> list[dict]:
             f"device={device} threads={torch.get_num_threads()} members={k} shared_layers={shared} of "
             f"{single.model.config.num_hidden_layers} max_length={ens.spec.max_length} repeats={args.repeats}"
         )
-        print(f"{'words':>6} {'tokens':>7} {'single/s':>9} {'ensemble/s':>11} {'ratio':>6} {'naive':>6}")
+        print(
+            f"{'words':>6} {'tokens':>7} {'single/s':>9} {'ensemble/s':>11} {'ratio':>6} {'cpu ratio':>9} {'naive':>6}"
+        )
         rng, rows = random.Random(args.seed), []
         for words in [int(w) for w in args.buckets.split(",")]:
             prompts, stories = synthetic_stories(words, args.n, rng)
             tokens = [len(e) for e in encode_for_rm(ens.spec, ens.tokenizer, prompts, stories)]
             ens.score(prompts, stories), single.score(prompts, stories)  # warm-up at this length
-            t_one = t_ens = float("inf")
+            t_one = t_ens = c_one = c_ens = float("inf")
             for _ in range(args.repeats):  # interleaved, fastest kept
-                t_one = min(t_one, timed(single, lambda p=prompts, s=stories: single.score(p, s))[0])
-                t_ens = min(t_ens, timed(ens, lambda p=prompts, s=stories: ens.score(p, s))[0])
+                wall, cpu = wall_and_cpu(single, prompts, stories)
+                t_one, c_one = min(t_one, wall), min(c_one, cpu)
+                wall, cpu = wall_and_cpu(ens, prompts, stories)
+                t_ens, c_ens = min(t_ens, wall), min(c_ens, cpu)
             r = {
                 "words": words,
                 "n": args.n,
@@ -272,13 +286,16 @@ def bench_ensemble(args) -> list[dict]:
                 "single_s": t_one,
                 "ensemble_s": t_ens,
                 "ratio": t_ens / t_one,
+                "single_cpu_s": c_one,
+                "ensemble_cpu_s": c_ens,
+                "cpu_ratio": c_ens / c_one,
                 "members": k,
                 "shared_layers": shared,
             }
             rows.append(r)
             print(
                 f"{words:>6} {r['mean_tokens']:>7.0f} {args.n / t_one:>9.2f} {args.n / t_ens:>11.2f} "
-                f"{r['ratio']:>6.2f} {k:>6}",
+                f"{r['ratio']:>6.2f} {r['cpu_ratio']:>9.2f} {k:>6}",
                 flush=True,
             )
     if args.json:
