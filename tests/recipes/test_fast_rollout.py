@@ -1,4 +1,4 @@
-"""rlcw.rl.rollout on the tiny Llama: the fast sampler matches `generate`, the merged copy matches the LoRA policy.
+"""rlcw.rl.grpo.rollout on the tiny Llama: the fast sampler matches `generate`, the merged copy matches the LoRA policy.
 
 OMP_NUM_THREADS=1 python -m pytest -q tests/recipes/test_fast_rollout.py
 """
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlcw.rl.rollout import MergedPolicy, left_pad, sample
+from rlcw.rl.grpo.rollout import MergedPolicy
+from rlcw.sampling import left_pad, sample
 
 
 @pytest.fixture()
@@ -122,7 +123,7 @@ def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    from rlcw.rl.rollout import make_fast_rollout_func
+    from rlcw.rl.grpo.rollout import make_fast_rollout_func
 
     prompts = [[{"role": "user", "content": t}] for t in ("Write about rain.", "A fox finds a key in the snow.")]
     args = GRPOConfig(
@@ -230,7 +231,7 @@ def test_sampler_logprobs_are_the_sampling_distribution(policy, tokenizer):
     """Each returned log-prob is log softmax(logits / temperature) of the drawn token under the same weights."""
     from transformers import GenerationConfig
 
-    from rlcw.rl.rollout import sample_with_logprobs
+    from rlcw.sampling import sample_with_logprobs
 
     rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("Once upon a time", "A dragon who")]
     cfg = GenerationConfig(

@@ -41,8 +41,8 @@ def test_undefined_prices_are_nan():
 
 
 def test_start_samples_priced_and_reported_in_the_quickstart_table():
+    from rlcw.measure.heldout import start_ending_prices
     from rlcw.recipes.quickstart import heldout_table
-    from rlcw.rl.heldout import start_ending_prices
 
     start = [
         {"score": s, "words": w, "finished": e, "ended_short": sh, "prompt_id": g}
