@@ -4,7 +4,7 @@
     result = measure_policies("smollm2-135m-instruct", "runs/grpo/checkpoints/final", "runs/train_rm/model",
                               rows, HeldoutSettings(), out_dir=Path("runs/quickstart/heldout"))
 
-Common random numbers (field notes, "GRPO calibration"): for sample index k, `torch.manual_seed(seed
+Common random numbers: for sample index k, `torch.manual_seed(seed
 + k)` once, then ONE batch holds every prompt in a fixed order; on CPU each row's multinomial draw
 then depends only on its own row and step, so the start and the tuned policy read the same noise at
 (prompt, k), and different k read different noise. Sampling is at temperature 1, top_k 0, top_p 1
@@ -150,23 +150,6 @@ def as_arrays(records: list[dict], n_prompts: int, n_samples: int) -> dict[str, 
     return out
 
 
-def start_ending_prices(start: list[dict], n_resamples: int, seed: int) -> dict[str, float]:
-    """`start_<price>` (+ `_lo`/`_hi`): what the RM pays on the start samples for ending, ending below the range
-    and per word within ended stories, intervals over prompts (`rlcw.metrics.ending`)."""
-    from rlcw.metrics.ending import ending_prices
-
-    prices = ending_prices(
-        [r["score"] for r in start],
-        [r["words"] for r in start],
-        [bool(r["finished"]) for r in start],
-        [bool(r["ended_short"]) for r in start],
-        [r["prompt_id"] for r in start],
-        n_resamples,
-        seed,
-    )
-    return {f"start_{k}": v for k, v in prices.items()}
-
-
 def _write_jsonl(path: Path, records: list[dict]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
@@ -230,7 +213,6 @@ def measure_policies(
     stats = paired_bootstrap(
         as_arrays(start, len(rows), s.n_samples), as_arrays(tuned, len(rows), s.n_samples), s.n_resamples
     )
-    stats.update(start_ending_prices(start, s.n_resamples, s.seed))
     stats.update(time_sample_start_s=t_start, time_sample_tuned_s=t_tuned, time_score_s=t_score)
     atomic_write_json(out_dir / "heldout.json", {"settings": asdict(s), "tuned": tuned_spec, "stats": stats})
     return stats

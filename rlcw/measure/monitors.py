@@ -20,6 +20,8 @@ What each statistic catches (all logged as `monitor/<name>`):
 - `ensemble_disagreement`: the std of an RM ensemble's members, mean over the batch (the largest over the
   ensembles among the rewards), read from the reward's own `rewards/<name>/disagreement` log: the policy is
   where the members were never taught to agree (Coste et al. 2023).
+- `slop`: mean share (%) of a story's words inside phrases the batch over-uses against a human
+  baseline (rlcw.metrics.slop; computed by the trainer when `monitor.slop_human` is set).
 
 A rule is `max_<stat>` or `min_<stat>` with a threshold. `MonitorCallback` warns when a warn
 rule breaks, and stops the run (with `stop_reason`) when a stop rule breaks on `patience`
@@ -53,6 +55,7 @@ STATS = (
     "reward_length_corr",
     "kl_to_start",
     "ensemble_disagreement",
+    "slop",
 )
 PREFIX = "monitor/"
 DISAGREEMENT = "/disagreement"  # rewards/<name>/disagreement, logged by an ensemble's BTScorer
@@ -222,6 +225,7 @@ def plot_monitors(rows: list[dict], path: Path) -> Path:
         ("diversity", {"distinct-3 group": s("distinct_group"), "distinct-3 batch": s("distinct_batch")}),
         ("reward-length correlation", {"spearman(reward, words)": s("reward_length_corr")}),
         ("KL to the starting model (nats/token)", {"KL to start": s("kl_to_start")}),
+        ("slop (% of words in phrases over-used against human text)", {"slop": s("slop")}),
     ]
     spread = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith(DISAGREEMENT)})
     if spread:

@@ -1,74 +1,82 @@
-"""What a reward model pays for ending, for ending short, and for words within ended stories (pure maths).
+"""What a reward model pays for ending, for ending short, and for words: "ending is not length".
 
-    prices = ending_prices(scores, words, finished, ended_short, groups=prompt_ids, n_resamples=1000)
-    prices["ending_gap"], prices["ending_gap_lo"], prices["ending_gap_hi"]
+A story cut at the completion cap mid-sentence is worse; a story that ends at half the asked length
+is not better for it. On scored samples of one policy (start-model samples: `rlcw.measure.heldout` records
+with `score`, `words`, `finished`, `min_words`, `max_words`, `prompt_index`):
 
-On one policy's samples (the start model's, before any RL has learnt what the RM pays for):
-- `ending_gap`: mean score of stories that ended (EOS before the cap) minus those cut at the cap;
-- `short_gap`: among ended stories, mean score of those that end BELOW the prompt's word range minus
-  those that end inside or above it (> 0: the RM pays for stopping early);
-- `word_slope`: least-squares slope of score on words among ended stories, per word.
-Each gets a cluster-bootstrap interval over `groups` (the prompts: a prompt's samples are correlated).
-A statistic is NaN when its groups are empty (no cut story, no short ending, fewer than 2 lengths), and so is
-its interval when a resample leaves a group empty.
+- `ended_minus_cut`: mean score of the stories that ended before the cap minus those cut at it;
+- `short_minus_inside`: among ended stories, mean score of those below the prompt's word range minus
+  those inside it (> 0: the RM pays for stopping early);
+- `per_10_words_ended`: among ended stories, 10 x the least-squares slope of score on words.
+
+Each comes with a 95% percentile interval over prompts (`<key>_lo`, `<key>_hi`; the samples of a
+prompt are resampled together) and its counts; a statistic with an empty group is NaN.
+`words_pearson` is Pearson(score, words) over every sample (cut ones included).
+
+    prices = ending_prices(records, n_resamples=1000, seed=0)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from rlcw.metrics.bootstrap import grouped_bootstrap_ci
+from rlcw.metrics.bootstrap import bootstrap_indices
 
-PRICES = ("ending_gap", "short_gap", "word_slope")
+KEYS = ("ended_minus_cut", "short_minus_inside", "per_10_words_ended")
 
 
 def _gap(score: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     return float(score[a].mean() - score[b].mean()) if a.any() and b.any() else math.nan
 
 
-def _slope(score: np.ndarray, words: np.ndarray) -> float:
-    if words.size < 2 or np.ptp(words) == 0:
+def _slope(y: np.ndarray, x: np.ndarray) -> float:
+    if x.size < 2 or np.ptp(x) == 0:
         return math.nan
-    wc = words - words.mean()
-    return float((wc * (score - score.mean())).sum() / (wc * wc).sum())
+    xc = x - x.mean()
+    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
 
 
-def _prices(data: np.ndarray) -> dict[str, float]:
-    """data: (n, 4) columns score, words, finished, ended_short."""
-    score, words = data[:, 0], data[:, 1]
-    ended, short = data[:, 2] > 0.5, data[:, 3] > 0.5
+def ending_stats(score, words, finished, short, inside) -> dict[str, float]:
+    """The three prices (module docstring) from (N,) arrays; short / inside count ended stories only."""
+    score, words = np.asarray(score, float), np.asarray(words, float)
+    ended, short, inside = (np.asarray(v, bool) for v in (finished, short, inside))
     return {
-        "ending_gap": _gap(score, ended, ~ended),
-        "short_gap": _gap(score, ended & short, ended & ~short),
-        "word_slope": _slope(score[ended], words[ended]),
+        "ended_minus_cut": _gap(score, ended, ~ended),
+        "short_minus_inside": _gap(score, ended & short, ended & inside),
+        "per_10_words_ended": 10 * _slope(score[ended], words[ended]),
     }
 
 
-def ending_prices(
-    scores: Sequence[float],
-    words: Sequence[float],
-    finished: Sequence[bool],
-    ended_short: Sequence[bool],
-    groups: Sequence[Hashable] | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
-) -> dict[str, float]:
-    """The three prices (module docstring) with `<price>_lo` / `<price>_hi` (95%); `groups` default: one per story."""
-    data = np.column_stack([np.asarray(x, dtype=float) for x in (scores, words, finished, ended_short)])
-    if data.shape[0] == 0:
-        raise ValueError("no stories to price")
-    groups = list(range(len(data))) if groups is None else list(groups)
-    out = _prices(data)
-    for name in PRICES:
-        lo, hi = grouped_bootstrap_ci(data, groups, lambda d, n=name: _prices(d)[n], n_resamples, seed=seed)
-        out[f"{name}_lo"], out[f"{name}_hi"] = lo, hi
-    ended = data[:, 2] > 0.5
-    out.update(
-        stories=float(len(data)),
-        ended=float(ended.sum()),
-        ended_short=float((ended & (data[:, 3] > 0.5)).sum()),
-    )
+def ending_prices(records: list[dict], n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05) -> dict:
+    """`ending_stats` of scored records, with intervals over prompts, counts and `words_pearson`."""
+    if not records:
+        raise ValueError("ending prices need at least one scored story")
+    score = np.array([float(r["score"]) for r in records])
+    words = np.array([float(r["words"]) for r in records])
+    ended = np.array([bool(r["finished"]) for r in records])
+    lo = np.array([r.get("min_words") if r.get("min_words") is not None else -np.inf for r in records], float)
+    hi = np.array([r.get("max_words") if r.get("max_words") is not None else np.inf for r in records], float)
+    short, inside = ended & (words < lo), ended & (words >= lo) & (words <= hi)
+    point = ending_stats(score, words, ended, short, inside)
+    groups: dict = {}
+    for i, r in enumerate(records):
+        groups.setdefault(r.get("prompt_index", r.get("prompt_id", i)), []).append(i)
+    members = [np.asarray(m) for m in groups.values()]
+    draws = {k: [] for k in KEYS}
+    for draw in bootstrap_indices(len(members), n_resamples, seed):
+        idx = np.concatenate([members[j] for j in draw])
+        for k, v in ending_stats(score[idx], words[idx], ended[idx], short[idx], inside[idx]).items():
+            draws[k].append(v)
+    out: dict[str, float] = dict(point)
+    for k, vals in draws.items():
+        arr = np.asarray(vals)
+        arr = arr[~np.isnan(arr)]
+        q = np.quantile(arr, [alpha / 2, 1 - alpha / 2]) if arr.size else (math.nan, math.nan)
+        out[f"{k}_lo"], out[f"{k}_hi"] = float(q[0]), float(q[1])
+    sd_ok = score.size > 2 and np.ptp(score) > 0 and np.ptp(words) > 0
+    out["words_pearson"] = float(np.corrcoef(score, words)[0, 1]) if sd_ok else math.nan
+    out.update(n_ended=float(ended.sum()), n_cut=float((~ended).sum()), n_short=float(short.sum()))
+    out["n_inside"] = float(inside.sum())
     return out

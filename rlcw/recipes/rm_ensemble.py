@@ -52,6 +52,10 @@ def validate_ensemble(rm) -> None:
         raise RlcwError(
             "ensembles are Bradley-Terry RMs", where="rm.ensemble.size", hint="use rm.type=bt or rm.ensemble.size=1"
         )
+    if getattr(rm, "length_head", False):
+        raise RlcwError(
+            "an RM ensemble has one head per member", where="rm.length_head", hint="use rm.length_head=false"
+        )
     check_at_least("rm.ensemble.size", e.size, 2)
     check_choice("rm.ensemble.aggregate", e.aggregate, AGGREGATES)
     check_at_least("rm.ensemble.uwo_lambda", e.uwo_lambda, 0.0)

@@ -12,6 +12,8 @@ so long stories never form huge (B, T) blocks and CPU time is not spent on paddi
 (auto | true | false, see `rlcw.rewards.length_control`) decides whether `score` returns the residual
 after removing what length explains with the RM folder's installed fit; `raw=True` always gives raw
 scores, and `scorer.length_fit` (None = raw) is what a run reports as its resolved choice.
+A two-head RM (`rm.length_head=true`, `rlcw.rewards.odin`) scores with its quality head unless `head`
+says `length` or `sum`; `score_heads` gives every head's raw scores.
 A failure raises: a reward function never returns a silent default.
 
 An ensemble folder (`rlcw train-rm rm.ensemble.size=k`, see `rlcw.rewards.ensemble`) loads here like a
@@ -31,6 +33,7 @@ from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
 from rlcw.rewards.aggregate import AGGREGATES, member_summary
 from rlcw.rewards.length_control import LengthFit, resolve_length_control
+from rlcw.rewards.odin import check_head, select_head
 from rlcw.rewards.render import RMSpec, encode_for_rm, load_spec
 
 
@@ -93,6 +96,7 @@ class BTScorer:
         max_padding: float | None = None,
         length_control: bool | str = "auto",
         spec: RMSpec | None = None,
+        head: str = "quality",
         aggregate: str | None = None,
         uwo_lambda: float | None = None,
     ):
@@ -108,10 +112,12 @@ class BTScorer:
                 where=str(self.rm_dir),
                 hint="load it with rlcw.rewards.scorers.load_scorer(kind='auto', ...)",
             )
+        self.heads: list[str] = list(self.spec.extra.get("heads", ["score"]))  # the score layer's rows
+        self.head = check_head(head, self.heads)  # what `score` returns: quality | length | sum
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.rm_dir)
         self.ensemble = EnsembleRM(self.rm_dir) if model is None and is_ensemble(self.rm_dir) else None
         self.aggregate, self.uwo_lambda = self._aggregate_choice(aggregate, uwo_lambda)
-        self.last_members: list[list[float]] = []  # (k, n) member scores of the last `score` call
+        self.last_members: list[list[float]] = []  # (k, n) member scores of the last scoring call
         self.model = model or self.ensemble or AutoModelForSequenceClassification.from_pretrained(self.rm_dir)
         self.device = device or next(self.model.parameters()).device
         self.model.to(self.device).eval()
@@ -129,26 +135,35 @@ class BTScorer:
             if how is not None or lam is not None:
                 raise ValueError(f"aggregate/uwo_lambda apply to RM ensembles; {self.rm_dir} is a single RM")
             return None, None
+        if len(self.heads) != 1:
+            raise ValueError(f"an RM ensemble has one head per member; {self.rm_dir} names heads {self.heads}")
         how = how or self.ensemble.manifest.aggregate
         lam = self.ensemble.manifest.uwo_lambda if lam is None else float(lam)
         if how not in AGGREGATES or lam < 0:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)} and uwo_lambda >= 0, got {how}, {lam}")
         return how, lam
 
-    def score_ids(self, encoded: list[list[int]]) -> list[float]:
-        """Raw scores of already-encoded inputs (what `score` runs after `encode_for_rm`); an ensemble's aggregate."""
-        rows = self.member_rows(encoded)
+    def head_logits(self, encoded: list[list[int]]) -> torch.Tensor:
+        """(N, heads) raw outputs of already-encoded inputs, in input order; an ensemble's aggregate as (N, 1)."""
         if self.ensemble is None:
-            return [r[0] for r in rows]
+            return self._logits(encoded, len(self.heads))
         from rlcw.rewards.ensemble import aggregate_rows
 
-        self.last_members = [list(c) for c in zip(*rows, strict=True)] if rows else []
-        return aggregate_rows(rows, self.aggregate, self.uwo_lambda)
+        members = self._logits(encoded, self.ensemble.size)  # (N, k)
+        self.last_members = members.T.tolist()
+        return torch.tensor(aggregate_rows(members.tolist(), self.aggregate, self.uwo_lambda)).reshape(-1, 1)
+
+    def score_members(self, prompts: list[str], stories: list[str]) -> list[list[float]]:
+        """(k, n): every member's (centred) score of each (prompt, story); [scores] for a single RM."""
+        encoded = encode_for_rm(self.spec, self.tokenizer, prompts, stories)
+        if self.ensemble is None:
+            return [self.score_ids(encoded)]
+        return self._logits(encoded, self.ensemble.size).T.tolist()
 
     @torch.inference_mode()
-    def member_rows(self, encoded: list[list[int]]) -> list[list[float]]:
-        """One row per input: [score] for a single RM, the k centred member scores for an ensemble."""
-        scores: list[list[float]] = [[]] * len(encoded)
+    def _logits(self, encoded: list[list[int]], width: int) -> torch.Tensor:
+        """(N, width) model outputs in input order: the heads of one RM, or an ensemble's k member scores."""
+        out = torch.zeros((len(encoded), width))
         pad_id = self.tokenizer.pad_token_id
         batches = length_batches([len(e) for e in encoded], self.batch_size, self.token_budget, self.max_padding)
         if self.progress and len(batches) > 1:
@@ -157,18 +172,30 @@ class BTScorer:
             batches = tqdm(batches, desc=f"scoring {len(encoded)} stories", unit="batch")
         for idx in batches:
             ids, mask = pad_batch([encoded[i] for i in idx], pad_id)
-            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
-            logits = out if self.ensemble is not None else out.logits  # (B, k) | (B, 1)
-            for i, row in zip(idx, logits.float().cpu().tolist(), strict=False):
-                if any(v != v for v in row):  # NaN
-                    raise RlcwError("reward model returned NaN", where=str(self.rm_dir))
-                scores[i] = row
-        return scores
+            out_b = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
+            logits = out_b if self.ensemble is not None else out_b.logits  # (B, k) | (B, H)
+            if logits.isnan().any():
+                raise RlcwError("reward model returned NaN", where=str(self.rm_dir))
+            if logits.shape[-1] != width:
+                raise RlcwError(
+                    f"the RM returns {logits.shape[-1]} scores but its rlcw_rm.json names heads {self.heads}",
+                    where=str(self.rm_dir),
+                    hint="re-save the RM with `rlcw train-rm`",
+                )
+            out[idx] = logits.float().cpu()
+        return out
 
-    def score_members(self, prompts: list[str], stories: list[str]) -> list[list[float]]:
-        """(k, n): every member's (centred) score of each (prompt, story); [scores] for a single RM."""
-        rows = self.member_rows(encode_for_rm(self.spec, self.tokenizer, prompts, stories))
-        return [list(c) for c in zip(*rows, strict=True)] if rows else []
+    def score_ids(self, encoded: list[list[int]]) -> list[float]:
+        """Raw scores of `self.head` for already-encoded inputs (what `score` runs after `encode_for_rm`)."""
+        return select_head(self.head_logits(encoded), self.heads, self.head).tolist()
+
+    def score_heads(self, prompts: list[str], stories: list[str]) -> dict[str, list[float]]:
+        """Raw scores of every head (a one-head RM: {"score": ...}), and of their sum when there are two."""
+        logits = self.head_logits(encode_for_rm(self.spec, self.tokenizer, prompts, stories))
+        out = {name: logits[:, i].tolist() for i, name in enumerate(self.heads)}
+        if len(self.heads) > 1:
+            out["sum"] = logits.sum(-1).tolist()
+        return out
 
     def score(self, prompts: list[str], stories: list[str], raw: bool = False) -> list[float]:
         """One score per (prompt, story); the length-controlled residual when a fit is loaded and not raw."""

@@ -1,65 +1,62 @@
-"""What an RM pays for ending, ending short and words (rlcw.metrics.ending) on hand-worked numbers."""
-
-from __future__ import annotations
+"""What an RM pays for ending, ending short and words (rlcw.metrics.ending), on hand-worked numbers."""
 
 import math
 
+import numpy as np
 import pytest
 
 from rlcw.metrics.ending import ending_prices
 
-# story:     0      1      2      3      4
-SCORES = [3.0, 1.0, 2.0, -1.0, 0.0]
-WORDS = [10, 30, 20, 60, 70]
-ENDED = [True, True, True, False, False]
-SHORT = [True, False, False, False, False]  # story 0 ended below its range
-GROUPS = ["a", "b", "c", "a", "b"]
+
+def rec(p, score, words, finished, lo=10, hi=20):
+    return {"prompt_index": p, "score": score, "words": words, "finished": finished, "min_words": lo, "max_words": hi}
 
 
-def test_prices_by_hand():
-    p = ending_prices(SCORES, WORDS, ENDED, SHORT, GROUPS, n_resamples=200)
-    assert p["ending_gap"] == pytest.approx(2.0 - (-0.5))  # ended mean (3+1+2)/3 = 2, cut mean -0.5
-    assert p["short_gap"] == pytest.approx(3.0 - 1.5)  # short ended 3 vs other ended (1+2)/2
-    assert p["word_slope"] == pytest.approx(-0.1)  # ended: (10, 3), (20, 2), (30, 1); cut stories do not count
-    assert (p["stories"], p["ended"], p["ended_short"]) == (5, 3, 1)
+RECORDS = [
+    rec(0, 2.0, 15, True),  # inside
+    rec(0, 1.0, 5, True),  # short
+    rec(0, 0.0, 30, False),  # cut
+    rec(1, 3.0, 12, True),  # inside
+    rec(1, -1.0, 25, False),  # cut
+]
 
 
-def test_interval_brackets_the_estimate_when_defined():
-    scores = [s + 0.1 * i for i, s in enumerate(SCORES * 4)]
-    p = ending_prices(scores, WORDS * 4, ENDED * 4, [False] * 20, [g + str(i // 5) for i, g in enumerate(GROUPS * 4)])
-    assert p["ending_gap_lo"] <= p["ending_gap"] <= p["ending_gap_hi"]
-    assert p["ending_gap_lo"] < p["ending_gap_hi"]
-    assert math.isnan(p["short_gap"])  # no story ended short: undefined, never 0
+def test_prices_on_hand_worked_numbers():
+    out = ending_prices(RECORDS, n_resamples=200)
+    assert out["ended_minus_cut"] == pytest.approx(2.0 - (-0.5))  # ended 2, 1, 3 | cut 0, -1
+    assert out["short_minus_inside"] == pytest.approx(1.0 - 2.5)  # short 1 | inside 2, 3
+    # ended: words 15, 5, 12 -> scores 2, 1, 3: slope 7 / 52.667 per word
+    assert out["per_10_words_ended"] == pytest.approx(10 * 7.0 / (158 / 3), abs=1e-9)
+    scores, words = [r["score"] for r in RECORDS], [r["words"] for r in RECORDS]
+    assert out["words_pearson"] == pytest.approx(float(np.corrcoef(scores, words)[0, 1]))
+    assert (out["n_ended"], out["n_cut"], out["n_short"], out["n_inside"]) == (3, 2, 1, 2)
+    for k in ("ended_minus_cut", "per_10_words_ended"):
+        assert out[f"{k}_lo"] <= out[k] <= out[f"{k}_hi"]
 
 
-def test_undefined_prices_are_nan():
-    p = ending_prices([1.0, 2.0], [10, 20], [True, True], [False, False], n_resamples=20)
-    assert math.isnan(p["ending_gap"]) and math.isnan(p["short_gap"])  # nothing was cut / nothing ended short
-    assert p["word_slope"] == pytest.approx(0.1)
-    with pytest.raises(ValueError, match="no stories"):
-        ending_prices([], [], [], [])
+def test_a_cut_story_below_the_range_is_not_ending_short_and_empty_groups_are_nan():
+    out = ending_prices([rec(0, 1.0, 3, False), rec(0, 2.0, 15, True), rec(1, 0.0, 14, True)], n_resamples=50)
+    assert out["n_short"] == 0 and math.isnan(out["short_minus_inside"])
+    assert out["ended_minus_cut"] == pytest.approx(1.0 - 1.0)
+    assert math.isnan(out["short_minus_inside_lo"])
 
 
-def test_start_samples_priced_and_reported_in_the_quickstart_table():
-    from rlcw.measure.heldout import start_ending_prices
-    from rlcw.recipes.quickstart import heldout_table
+def test_no_records_is_an_error():
+    with pytest.raises(ValueError, match="at least one"):
+        ending_prices([])
 
-    start = [
-        {"score": s, "words": w, "finished": e, "ended_short": sh, "prompt_id": g}
-        for s, w, e, sh, g in zip(SCORES, WORDS, ENDED, SHORT, GROUPS, strict=True)
-    ]
-    h = start_ending_prices(start, n_resamples=50, seed=0)
-    assert h["start_ending_gap"] == pytest.approx(2.5) and h["start_short_gap"] == pytest.approx(1.5)
-    base = {
-        k: 0.0
-        for k in (
-            "rm_start rm_final rm_delta win_rate in_range_start in_range_final in_range_delta finished_start "
-            "finished_final words_start words_final rep_start rep_final rm_delta_both_finished rm_delta_both_cut "
-            "rm_delta_from_ending rm_gap_ended_minus_cut rm_delta_length_controlled rm_delta_prompt_sd "
-            "in_range_prompt_sd prompts_needed in_range_prompts_needed n_prompts n_samples"
-        ).split()
-    }
-    text = "\n".join(heldout_table({**base, **h}))
-    assert "for ending (ended minus cut) +2.50 [" in text
-    assert "for ending below the range (minus ended inside/above) +1.50 [" in text
-    assert "per 10 words within ended stories -1.000 [" in text
+
+def test_ending_samples_without_their_fields_name_the_row_and_key(tmp_path):
+    import json
+
+    from rlcw.errors import RlcwError
+    from rlcw.recipes.eval_rm import load_samples
+
+    path = tmp_path / "start.jsonl"
+    rows = [{"prompt": "p", "story": "One. Two.", "finished": True}, {"prompt": "p", "story": "Cut off", "tokens": 88}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(RlcwError, match="'finished'") as err:
+        load_samples(str(path))
+    assert f"{path}:2" in str(err.value) or "line 2" in str(err.value)
+    path.write_text(json.dumps(rows[0]) + "\n")
+    assert load_samples(str(path))[0]["finished"] is True
