@@ -297,7 +297,8 @@ def test_ppo_logs_members_and_disagreement(ens_run, runs_root, tiny_model_dir):
     assert "ensemble_disagreement=" in (run_dir / "report.md").read_text()
 
 
-def test_eval_rm_prices_ending_on_sample_stories(ens_run, pairs_run, runs_root, tmp_path):
+def test_eval_rm_prices_ending_with_the_ensemble_aggregate(ens_run, pairs_run, runs_root, tmp_path):
+    """eval-rm's ending prices (rlcw.metrics.ending) score an ensemble through its aggregate."""
     from rlcw.metrics.text import count_words
     from rlcw.recipes.eval_rm import EvalRMConfig, main
 
@@ -314,15 +315,12 @@ def test_eval_rm_prices_ending_on_sample_stories(ens_run, pairs_run, runs_root, 
         f"data.file={pairs_run['artifacts']['eval']}",
         "data.max_pairs=4",
         "bootstrap_resamples=20",
+        "ending.n_resamples=20",
         f"ending.samples={samples}",
     ]
     m = main(load_config(EvalRMConfig, None, ["run_name=eval_ens_ending", *overrides]))["metrics"]
-    s = BTScorer(ens_run["artifacts"]["model"]).score(PROMPTS, STORIES, raw=True)
-    # ended: 0, 2, 3; cut: 1. Story 1 ("One. Two.") is cut; of the ended ones none is under 12 words
+    s = BTScorer(ens_run["artifacts"]["model"]).score(PROMPTS, STORIES, raw=True)  # wco of the members
+    # ended: 0, 2, 3; cut: 1 ("One. Two."); none of the ended ones is under 12 words
     assert [count_words(x) >= 12 for x in STORIES] == [True, False, True, True]
-    assert m["ending/ending_gap"] == pytest.approx((s[0] + s[2] + s[3]) / 3 - s[1], abs=1e-6)
-    assert m["ending/ended"] == 3 and m["ending/ended_short"] == 0
-    assert "What the scorer pays" in (Path(runs_root) / "eval_ens_ending" / "report.md").read_text()
-    samples.write_text(json.dumps({**rows[0], "finished": "yes"}) + "\n")
-    with pytest.raises(RlcwError, match=r"start.jsonl:1 field 'finished'"):
-        main(load_config(EvalRMConfig, None, ["run_name=eval_ens_ending_bad", *overrides]))
+    assert m["ending/ended_minus_cut"] == pytest.approx((s[0] + s[2] + s[3]) / 3 - s[1], abs=1e-6)
+    assert m["ending/n_ended"] == 3 and m["ending/n_short"] == 0
