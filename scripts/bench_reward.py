@@ -7,6 +7,16 @@ and once story by story. Prints stories/s for both, the ratio, and the peak memo
 (CUDA: max allocated; CPU: peak process RSS above the level before the phase).
 Without `--rm` the embedded SmolLM2-135M-Instruct with a random score head stands in as the RM.
 
+`--ensemble K` instead times, in the same run, an RM ensemble of K members (`rlcw.rewards.ensemble`) against
+ONE member scored alone, on the same stories and batching: the members share all but the top `--top-layers`
+decoder layers (the quickstart RM adapts the top 8 of 30), so the ensemble runs that trunk once per batch.
+Prints each bucket's ensemble/single ratio of wall time and of CPU time (all threads; the steadier figure on a
+machine shared with other jobs), naive: K. With `--rm` an ensemble folder (`rlcw train-rm
+rm.ensemble.size=K`) is used and its member 0 is the single RM; without it, K members are made from the
+embedded model by perturbing the top layers and drawing random heads (the same compute as trained members).
+
+    python scripts/bench_reward.py --ensemble 4 --buckets 50,100 --n 16 --max-length 256 --no-prompt   # quickstart sizes
+
     OMP_NUM_THREADS=1 python scripts/bench_reward.py --buckets 50,200,500 --n 8          # short
     python scripts/bench_reward.py --rm runs/train_rm/model --buckets 50,200,500,1000,1500 --n 32 --json out.json
 """
@@ -52,6 +62,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--ensemble", type=int, default=0, help="K > 1: time an ensemble of K against one RM instead")
+    ap.add_argument("--top-layers", type=int, default=8, help="members' own top layers (stand-in ensemble)")
+    ap.add_argument("--no-prompt", action="store_true", help="score stories without the prompt (the quickstart RM)")
+    ap.add_argument("--model-dir", default=None, help="stand-in ensemble: this model folder (default: the embedded)")
+    ap.add_argument(
+        "--random-weights", action="store_true", help="stand-in ensemble: the folder's config with random weights"
+    )
     return ap.parse_args(argv)
 
 
@@ -69,7 +86,11 @@ def build_scorer(args) -> BTScorer:
         model = AutoModelForSequenceClassification.from_pretrained(resolve(EMBEDDED_ALIAS), num_labels=1, dtype=dtype)
         model.config.pad_token_id = tok.pad_token_id
         spec = RMSpec(
-            type="bt", base_model=EMBEDDED_ALIAS, max_length=args.max_length, pad_token=tok.pad_token
+            type="bt",
+            base_model=EMBEDDED_ALIAS,
+            max_length=args.max_length,
+            pad_token=tok.pad_token,
+            include_prompt=not args.no_prompt,
         ).check()
         scorer = BTScorer(
             "embedded-random-head", batch_size=args.batch_size, device=device, model=model, tokenizer=tok, spec=spec
@@ -170,8 +191,122 @@ def bench_bucket(scorer: BTScorer, words: int, n: int, rng: random.Random, repea
     }
 
 
+def standin_ensemble(args, folder: Path) -> Path:
+    """K members from the embedded model: member j = top layers + N(0, 1e-3) noise and a random head."""
+    from transformers import AutoModelForSequenceClassification
+
+    from rlcw.rewards.ensemble import EnsembleManifest, Member, member_tensors, save_manifest, save_tensors
+    from rlcw.rewards.render import save_spec
+
+    src = args.model_dir or resolve(EMBEDDED_ALIAS)
+    tok = load_tokenizer(src, for_reward_model=True, padding_side="right")
+    torch.manual_seed(args.seed)
+    if args.random_weights:  # the same shapes and compute, without the weights file (a machine without the cache)
+        from transformers import AutoConfig
+
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(src, num_labels=1))
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(src, num_labels=1)
+    model.config.pad_token_id = tok.pad_token_id
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    spec = RMSpec(
+        type="bt",
+        base_model=EMBEDDED_ALIAS,
+        max_length=args.max_length,
+        pad_token=tok.pad_token,
+        include_prompt=not args.no_prompt,
+    )
+    save_spec(spec, folder)
+    shared = model.config.num_hidden_layers - args.top_layers
+    members = []
+    for j in range(args.ensemble):
+        own = member_tensors(model.state_dict(), model.base_model_prefix, shared)
+        own = {k: v + 1e-3 * torch.randn_like(v) if j else v for k, v in own.items()}
+        members.append(
+            Member(save_tensors(own, folder / "members" / f"{j}.safetensors").relative_to(folder).as_posix())
+        )
+    save_manifest(EnsembleManifest(members, shared_layers=shared), folder)
+    return folder
+
+
+def wall_and_cpu(scorer: BTScorer, prompts: list[str], stories: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (every thread of this process: the cost on a machine others load too)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    scorer.score(prompts, stories)
+    if str(scorer.device).startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+def bench_ensemble(args) -> list[dict]:
+    """Ensemble of K vs its member 0 alone, interleaved on the same stories (see module docstring)."""
+    import tempfile
+
+    from transformers import AutoModelForSequenceClassification
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.rm) if args.rm else standin_ensemble(args, Path(tmp))
+        ens = BTScorer(folder, batch_size=args.batch_size, device=device, length_control=False)
+        single = BTScorer(
+            folder,
+            batch_size=args.batch_size,
+            device=device,
+            length_control=False,
+            model=AutoModelForSequenceClassification.from_pretrained(folder),
+        )
+        for s in (ens, single):
+            s.model.to(getattr(torch, args.dtype))
+            s.token_budget = args.token_budget if args.token_budget is not None else s.token_budget
+            s.max_padding = args.max_padding if args.max_padding is not None else s.max_padding
+        k, shared = ens.ensemble.size, ens.ensemble.manifest.shared_layers
+        print(
+            f"device={device} threads={torch.get_num_threads()} members={k} shared_layers={shared} of "
+            f"{single.model.config.num_hidden_layers} max_length={ens.spec.max_length} repeats={args.repeats}"
+        )
+        print(
+            f"{'words':>6} {'tokens':>7} {'single/s':>9} {'ensemble/s':>11} {'ratio':>6} {'cpu ratio':>9} {'naive':>6}"
+        )
+        rng, rows = random.Random(args.seed), []
+        for words in [int(w) for w in args.buckets.split(",")]:
+            prompts, stories = synthetic_stories(words, args.n, rng)
+            tokens = [len(e) for e in encode_for_rm(ens.spec, ens.tokenizer, prompts, stories)]
+            ens.score(prompts, stories), single.score(prompts, stories)  # warm-up at this length
+            t_one = t_ens = c_one = c_ens = float("inf")
+            for _ in range(args.repeats):  # interleaved, fastest kept
+                wall, cpu = wall_and_cpu(single, prompts, stories)
+                t_one, c_one = min(t_one, wall), min(c_one, cpu)
+                wall, cpu = wall_and_cpu(ens, prompts, stories)
+                t_ens, c_ens = min(t_ens, wall), min(c_ens, cpu)
+            r = {
+                "words": words,
+                "n": args.n,
+                "mean_tokens": sum(tokens) / args.n,
+                "single_s": t_one,
+                "ensemble_s": t_ens,
+                "ratio": t_ens / t_one,
+                "single_cpu_s": c_one,
+                "ensemble_cpu_s": c_ens,
+                "cpu_ratio": c_ens / c_one,
+                "members": k,
+                "shared_layers": shared,
+            }
+            rows.append(r)
+            print(
+                f"{words:>6} {r['mean_tokens']:>7.0f} {args.n / t_one:>9.2f} {args.n / t_ens:>11.2f} "
+                f"{r['ratio']:>6.2f} {r['cpu_ratio']:>9.2f} {k:>6}",
+                flush=True,
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "device": device, "rows": rows}, indent=2) + "\n")
+    return rows
+
+
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
+    if args.ensemble > 1:
+        return bench_ensemble(args)
     scorer = build_scorer(args)
     rng = random.Random(args.seed)
     print(

@@ -17,6 +17,9 @@ What each statistic catches (all logged as `monitor/<name>`):
 - `reward_length_corr`: Spearman correlation of the total reward with words in the batch: the
   reward is paying for length;
 - `kl_to_start`: KL of the policy to the starting model (computed by the trainer);
+- `ensemble_disagreement`: the std of an RM ensemble's members, mean over the batch (the largest over the
+  ensembles among the rewards), read from the reward's own `rewards/<name>/disagreement` log: the policy is
+  where the members were never taught to agree (Coste et al. 2023).
 - `slop`: mean share (%) of a story's words inside phrases the batch over-uses against a human
   baseline (rlcw.metrics.slop; computed by the trainer when `monitor.slop_human` is set).
 
@@ -51,9 +54,20 @@ STATS = (
     "shared_ngrams",
     "reward_length_corr",
     "kl_to_start",
+    "ensemble_disagreement",
     "slop",
 )
 PREFIX = "monitor/"
+DISAGREEMENT = "/disagreement"  # rewards/<name>/disagreement, logged by an ensemble's BTScorer
+
+
+def monitor_stats(logs: dict) -> dict[str, float]:
+    """The monitor statistics in one step's logs: `monitor/<stat>` keys, and `ensemble_disagreement` from the rewards."""
+    stats = {k[len(PREFIX) :]: v for k, v in logs.items() if k.startswith(PREFIX)}
+    spread = [float(v) for k, v in logs.items() if k.startswith("rewards/") and k.endswith(DISAGREEMENT)]
+    if spread:
+        stats["ensemble_disagreement"] = max(spread)
+    return stats
 
 
 def _mean(xs: list[float]) -> float:
@@ -179,7 +193,7 @@ class MonitorCallback(TrainerCallback):
         self.stop_reason = state.get("stop_reason")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        stats = {k[len(PREFIX) :]: v for k, v in (logs or {}).items() if k.startswith(PREFIX)}
+        stats = monitor_stats(logs or {})
         if not stats or self.stop_reason:
             return
         reason = self.observe(state.global_step, stats)
@@ -234,4 +248,30 @@ def plot_monitors(
                     (x, v, "rule broken") for x, v in zip(xs, ys, strict=False) if check_rules({stat: v}, {rule: y})
                 ]
         panels.append(Panel(title, lines, ylabel, thresholds, marks))
+    spread = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith(DISAGREEMENT)})
+    if spread:
+        lines = {k.split("/")[1]: series(rows, k) for k in spread}
+        limits = {
+            f"{kind}: {rule}": y
+            for kind, rules in (("warn", warn or {}), ("stop", stop or {}))
+            for rule, y in rules.items()
+            if rule.endswith("ensemble_disagreement")
+        }
+        panels.append(Panel("RM ensemble disagreement", lines, "std of member scores", limits))
     return plot_lines(panels, path, title="Reward-hacking monitors (per logged step)")
+
+
+def member_panels(rows: list[dict]) -> list[tuple[str, dict]]:
+    """One plot panel per RM ensemble among the rewards: each member's mean score per step (empty without one)."""
+    from rlcw.report import series
+
+    keys = sorted({k for r in rows for k in r if k.startswith("rewards/") and "/member_" in k})
+    names = sorted({k.split("/")[1] for k in keys})
+    return [
+        (
+            f"RM ensemble `{n}`: member mean scores",
+            {k.split("/")[2]: series(rows, k) for k in keys if k.split("/")[1] == n},
+            "mean RM score",
+        )
+        for n in names
+    ]

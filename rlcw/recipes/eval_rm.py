@@ -18,6 +18,8 @@ ending, for ending short and per 10 words within ended stories, per head (`rlcw.
 `length_control.fit_on=FILE` (story records, or pairs: both sides) first fits score ~ a + b f(words)
 on that reference set and writes `rlcw_length_control.json` into the run folder; with
 `length_control.install=true` also into the RM folder (then BTScorer's length_control auto|true apply it).
+An RM ensemble's folder (`rlcw.rewards.ensemble`) is scored with its aggregate, and each member's accuracy and
+how often all members agree are reported beside it.
 Writes `<run>/eval.json`, `<run>/scores.jsonl` (per pair), `<run>/eval_rm.png`, report.md, summary.json.
 Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
 
@@ -158,7 +160,9 @@ def scored_heads(scorer, prompts: list[str], stories: list[str]) -> dict[str, li
 def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     prompts = [p["prompt"] for p in pairs]
     c_heads = scored_heads(scorer, prompts, [p["chosen"] for p in pairs])
+    members_c = getattr(scorer, "last_members", None)  # an ensemble's (k, n) member scores of that call
     r_heads = scored_heads(scorer, prompts, [p["rejected"] for p in pairs])
+    members_r = getattr(scorer, "last_members", None)
     chosen, rejected = c_heads.pop(""), r_heads.pop("")
     versions = {"": (chosen, rejected)}
     fit = getattr(scorer, "length_fit", None) if cfg.scorer.length_control else None
@@ -174,11 +178,26 @@ def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]
             corr["spearman"],
         )
         metrics[f"{prefix}mean_margin"] = pw.mean_of([a - b for a, b in zip(c, r, strict=False)])
+    if getattr(scorer, "ensemble", None) is not None:
+        metrics.update(ensemble_block(members_c, members_r))
     rows = [{"chosen_score": c, "rejected_score": r} for c, r in zip(chosen, rejected, strict=False)]
     if fit is not None:
         for row, c, r in zip(rows, *versions["length_controlled/"], strict=False):
             row.update(chosen_score_lc=c, rejected_score_lc=r)
     return metrics, rows
+
+
+def ensemble_block(chosen: list[list[float]], rejected: list[list[float]]) -> dict:
+    """An RM ensemble's members: each one's accuracy and how often they all agree (`rlcw.rewards.aggregate`)."""
+    from rlcw.rewards.aggregate import agreement
+
+    out = {
+        f"ensemble/member_{j}/accuracy": pw.pairwise_accuracy(c, r)
+        for j, (c, r) in enumerate(zip(chosen, rejected, strict=True))
+    }
+    out["ensemble/member_agreement"] = agreement(chosen, rejected)
+    out["ensemble/members"] = float(len(chosen))
+    return out
 
 
 def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
@@ -316,6 +335,10 @@ def main(cfg: EvalRMConfig) -> dict:
             for i, (c, r, row) in enumerate(zip(cw, rw, rows, strict=False))
         ]
         info = {"kind": type(scorer).__name__, "pairwise": pairwise, "path": s.path, "data": cfg.data.file}
+        if getattr(scorer, "ensemble", None) is not None:
+            info["aggregate"] = f"{scorer.aggregate}" + (
+                f" (lambda {scorer.uwo_lambda})" if scorer.aggregate == "uwo" else ""
+            )
         artifacts = {
             "eval": atomic_write_json(run.path / "eval.json", {"scorer": info, "metrics": metrics}),
             "scores": atomic_write_jsonl(run.path / "scores.jsonl", per_pair),
@@ -422,10 +445,14 @@ def report(metrics: dict, info: dict) -> str:
     extra = [
         k
         for k in metrics
-        if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/", "ending/"))
+        if k.startswith(
+            ("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/", "ending/", "ensemble/")
+        )
         and not k.startswith(tuple(f"ending/{e}" for e in (*ENDING_KEYS, "words_pearson")))
     ]
-    counts = ("invalid_", "pairs_scored", "length_control/n", "ending/n_", "ending/samples")
+    counts = ("invalid_", "pairs_scored", "length_control/n", "ending/n_", "ending/samples", "ensemble/members")
+    if info.get("aggregate"):
+        lines += [f"- RM ensemble: `scorer` is the members' {info['aggregate']}; each member's accuracy below"]
     lines += [""] + [f"- {k}: {_fmt(metrics[k], k.startswith(counts))}" for k in extra]
     lines += [
         "",

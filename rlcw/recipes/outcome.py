@@ -13,6 +13,10 @@ design note: `rlcw.metrics.overopt`), every training stage a real rlcw recipe in
 3. Runs against the proxy `rl_proxy`: `grpo`, `grpo_lc` (length controls), `ppo`, `dpo` (offline, on the
    start's samples for the RL prompts labelled by the proxy, `dpo_pairs/`), and `best_of_n` for EVERY
    proxy from one pool of max(best_of_n.sizes) start samples per held-out prompt (`pool/`).
+   A proxy named in `proxy_ensembles` (name -> members) is an RM ensemble (`rlcw.rewards.ensemble`) trained
+   on that proxy's pairs, each member on a bootstrap resample (so the same total pairs as a single proxy);
+   `grpo_ens` runs GRPO against the ensemble proxy `ens_proxy` (its aggregate: `proxy_rm.rm.ensemble.*`),
+   and best-of-n covers it like every proxy.
 4. Measurement (`measure/`): every checkpoint samples `measure.samples_per_prompt` stories for each
    bundled `study` prompt (top_k 0, top_p 1, temperature 1, CRN; `rlcw.outcome.measure`), KL per story to
    the start on the sampled ids incl. EOS, gold and every proxy score, length, repetition, diversity.
@@ -27,6 +31,8 @@ continues with the same command; stage wall times go into summary.json and the r
     rlcw outcome --config configs/outcome/cpu.yaml
     rlcw outcome --config configs/outcome/cpu.yaml runs=[grpo,best_of_n] grpo.train.max_steps=60
     rlcw outcome --config configs/outcome/cpu.yaml gold.rm_path=<RM folder or hub id>   # an external gold
+    rlcw outcome --config configs/outcome/cpu.yaml "runs=[grpo,grpo_ens,best_of_n]" \
+        "proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}" proxy_rm.rm.ensemble.aggregate=wco
 """
 
 from __future__ import annotations
@@ -54,8 +60,9 @@ from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import ModelConfig
 from rlcw.runs import move_aside, resume_mode
 
-RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
-TRAINED = ("grpo", "grpo_lc", "ppo", "dpo")
+RUNS = ("grpo", "grpo_lc", "grpo_ens", "ppo", "dpo", "best_of_n")
+TRAINED = ("grpo", "grpo_lc", "grpo_ens", "ppo", "dpo")
+DEFAULT_RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")  # grpo_ens needs an ensemble proxy (proxy_ensembles)
 GOLD_REWARDS = (
     "It was trained to tell TELL ME A STORY's human-written stories from the start model's own stories for the "
     "same prompts, both cut to the same length: it rewards text that reads like those human writers' rather "
@@ -117,12 +124,15 @@ class OutcomeConfig:
     proxy_data: ProxyDataSection = field(default_factory=ProxyDataSection)
     proxies: dict[str, int] = field(default_factory=lambda: {"small": 80, "large": 640})
     rl_proxy: str = "large"  # the proxy grpo, grpo_lc, ppo and dpo optimise
-    runs: list[str] = field(default_factory=lambda: list(RUNS))
+    proxy_ensembles: dict[str, int] = field(default_factory=dict)  # proxy name -> ensemble members (>= 2)
+    ens_proxy: str = "ens"  # the ensemble proxy grpo_ens optimises
+    runs: list[str] = field(default_factory=lambda: list(DEFAULT_RUNS))
     gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
     gold_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
     proxy_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)  # every proxy's settings
     grpo: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     grpo_lc: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
+    grpo_ens: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     ppo: ppo_recipe.PPORecipeConfig = field(default_factory=ppo_recipe.PPORecipeConfig)
     dpo: dpo_recipe.DPORecipeConfig = field(default_factory=dpo_recipe.DPORecipeConfig)
     best_of_n: BestOfNSection = field(default_factory=BestOfNSection)
@@ -134,7 +144,7 @@ class OutcomeConfig:
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
-STAGE_NAMES = ("gold_pairs", "gold_rm", "proxy_rm", "grpo", "grpo_lc", "ppo", "dpo")
+STAGE_NAMES = ("gold_pairs", "gold_rm", "proxy_rm", "grpo", "grpo_lc", "grpo_ens", "ppo", "dpo")
 
 
 def wire(cfg: OutcomeConfig, root: str) -> None:
@@ -160,8 +170,8 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
     put("proxy_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
     put("proxy_rm.data.train_file", f"{root}/proxy_data/pairs/train.jsonl")
     put("proxy_rm.data.eval_file", f"{root}/proxy_data/pairs/eval.jsonl")
-    for rl in ("grpo", "grpo_lc", "ppo"):
-        put(f"{rl}.model", base), put(f"{rl}.reward.rm_path", f"{root}/proxy_rm_{cfg.rl_proxy}/model")
+    for rl in ("grpo", "grpo_lc", "grpo_ens", "ppo"):
+        put(f"{rl}.model", base), put(f"{rl}.reward.rm_path", f"{root}/proxy_rm_{run_proxy(cfg, rl)}/model")
         put(f"{rl}.data.prompts", cfg.data.prompts), put(f"{rl}.data.train_split", cfg.data.rl_split)
         put(f"{rl}.eval.every_steps", 0)  # the study measures every checkpoint itself
     put("dpo.model", base), put("dpo.eval.every_steps", 0)
@@ -169,10 +179,17 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
     put("dpo.data.eval_file", f"{root}/dpo_pairs/pairs/eval.jsonl")
 
 
+def run_proxy(cfg: OutcomeConfig, run: str) -> str:
+    """The proxy a trained run optimises: `ens_proxy` for grpo_ens, `rl_proxy` for the others."""
+    return cfg.ens_proxy if run == "grpo_ens" else cfg.rl_proxy
+
+
 def proxy_stage(cfg: OutcomeConfig, name: str) -> train_rm.TrainRMConfig:
-    """The train-rm config of proxy `name`: `proxy_rm` with run name proxy_rm_<name> and its pair budget."""
+    """The train-rm config of proxy `name`: `proxy_rm` with run name proxy_rm_<name> and its pair budget
+    (and `rm.ensemble.size` when `proxy_ensembles` names it)."""
     out = copy.deepcopy(cfg.proxy_rm)
     out.run_name, out.data.max_train_pairs = f"proxy_rm_{name}", cfg.proxies[name]
+    out.rm.ensemble.size = cfg.proxy_ensembles.get(name, out.rm.ensemble.size)
     return out
 
 
@@ -189,6 +206,16 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
     for name, n in cfg.proxies.items():
         _check(isinstance(n, int) and n >= 1, f"proxy {name!r} needs >= 1 training pair, got {n!r}", f"proxies.{name}")
     _check(cfg.rl_proxy in cfg.proxies, f"{cfg.rl_proxy!r} is not a proxy", "rl_proxy", f"one of {list(cfg.proxies)}")
+    for name, k in cfg.proxy_ensembles.items():
+        _check(name in cfg.proxies, f"{name!r} is not a proxy", f"proxy_ensembles.{name}", "add it to proxies")
+        _check(isinstance(k, int) and k >= 2, f"an ensemble needs >= 2 members, got {k!r}", f"proxy_ensembles.{name}")
+    if "grpo_ens" in cfg.runs:
+        _check(
+            cfg.ens_proxy in cfg.proxy_ensembles,
+            f"grpo_ens optimises {cfg.ens_proxy!r}, which is not an ensemble proxy",
+            "ens_proxy",
+            'e.g. "proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
+        )
     sizes, m, d = cfg.best_of_n.sizes, cfg.measure, cfg.proxy_data
     _check(bool(sizes) and all(isinstance(k, int) and k >= 1 for k in sizes), f"bad sizes {sizes}", "best_of_n.sizes")
     pool = max(sizes)
@@ -219,6 +246,7 @@ def validate(cfg: OutcomeConfig) -> None:
     wire(cfg, str(Path(cfg.output_dir) / cfg.run_name))
     checks = [("gold_pairs", build_pairs.validate), ("gold_rm", train_rm.validate), ("proxy_rm", train_rm.validate)]
     checks += [("dpo", dpo_recipe.validate)] if "dpo" in cfg.runs else []
+    checks += [("proxy_rm", lambda _, n=n: train_rm.validate(proxy_stage(cfg, n))) for n in cfg.proxy_ensembles]
     for name, check in checks:
         try:
             check(getattr(cfg, name))
@@ -434,6 +462,9 @@ def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: lis
         if n > labels["train_pairs"]:
             note += f"; asked for {n} pairs, {labels['train_pairs']} exist"
         role = "proxy" + (" (RL, DPO)" if name == cfg.rl_proxy else "") + ", best-of-n"
+        if name in cfg.proxy_ensembles:
+            role = f"ensemble of {cfg.proxy_ensembles[name]} ({cfg.proxy_rm.rm.ensemble.aggregate}): " + role
+            role += " (grpo_ens)" if name == cfg.ens_proxy and "grpo_ens" in cfg.runs else ""
         rows.append(
             {
                 "rm": f"proxy_{name}",
@@ -517,14 +548,15 @@ def measure_run(
     """Every checkpoint of one trained run measured on the held-out prompts (cached per checkpoint)."""
     from rlcw.models import load_causal_lm
 
-    m, names = cfg.measure, ["gold", f"proxy_{cfg.rl_proxy}"]  # what the analysis reads for an RL run
+    proxy = run_proxy(cfg, name)
+    m, names = cfg.measure, ["gold", f"proxy_{proxy}"]  # what the analysis reads for an RL run
     run_dir = study.root / name
     out = []
     for step, path in checkpoints_of(run_dir):
         folder = study.root / "measure" / name / f"step_{step:06d}"
         key = {**sampling_key(cfg, rows), "samples": m.samples_per_prompt, "kl_batch_size": m.kl_batch_size}
         ids = study.identity()
-        key.update(trained_at=_trained_at(run_dir), scorers={"gold": ids["gold"], cfg.rl_proxy: ids[cfg.rl_proxy]})
+        key.update(trained_at=_trained_at(run_dir), scorers={"gold": ids["gold"], proxy: ids[proxy]})
 
         def write(folder: Path, path=path) -> None:
             policy = load_causal_lm(str(path), cfg.model.dtype, merge_lora=True)
@@ -563,7 +595,8 @@ def train_runs(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
         dpo_pairs_step(cfg, st, study)
     if "grpo_lc" in cfg.runs:
         length_fit_step(cfg, st, str(study.root))
-    trainers = {"grpo": grpo_recipe.main, "grpo_lc": grpo_recipe.main, "ppo": ppo_recipe.main, "dpo": dpo_recipe.main}
+    trainers = {"grpo": grpo_recipe.main, "grpo_lc": grpo_recipe.main, "grpo_ens": grpo_recipe.main}
+    trainers.update(ppo=ppo_recipe.main, dpo=dpo_recipe.main)
     for name in [r for r in cfg.runs if r in TRAINED]:
         st.run(name, trainers[name], getattr(cfg, name))
 
@@ -603,7 +636,7 @@ def main(cfg: OutcomeConfig) -> dict:
         train_runs(cfg, st, study)
         start = [r for r in pool if r["sample_index"] < cfg.measure.samples_per_prompt]
         curves = [
-            analysis.rl_curve(name, f"proxy_{cfg.rl_proxy}", start, measure_run(cfg, st, study, name, rows))
+            analysis.rl_curve(name, f"proxy_{run_proxy(cfg, name)}", start, measure_run(cfg, st, study, name, rows))
             for name in cfg.runs
             if name in TRAINED
         ]

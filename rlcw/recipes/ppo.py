@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
 from rlcw.measure.evaluation import build_evaluators
-from rlcw.measure.monitors import MonitorCallback, plot_monitors
+from rlcw.measure.monitors import MonitorCallback, member_panels, plot_monitors
 from rlcw.measure.periodic import PeriodicEval
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
@@ -329,7 +329,9 @@ def _report(
 
 def _plots(run, monitor: MonitorSection) -> list:
     rows = read_metrics(run.path / "metrics.jsonl")
-    rewards = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")})
+    rewards = sorted(
+        {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean") and "/member_" not in k}
+    )
     curves = plot_lines(
         [
             (
@@ -346,6 +348,7 @@ def _plots(run, monitor: MonitorSection) -> list:
                 {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
                 "RM score (mean)",
             ),
+            *member_panels(rows),
         ],
         run.path / "plots" / "ppo.png",
     )

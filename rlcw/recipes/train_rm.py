@@ -85,6 +85,15 @@ class RationaleSection:
 
 
 @dataclass
+class EnsembleSection:
+    size: int = 1  # bt: k > 1 trains k members into one RM folder (rlcw.recipes.rm_ensemble)
+    aggregate: str = "mean"  # mean | wco (min over members) | uwo (mean - uwo_lambda * variance): the folder's default
+    uwo_lambda: float = 0.5
+    bootstrap: bool = True  # each member trains on its own bootstrap resample of the training pairs
+    offset_stories: int = 128  # training stories that set each member's offset (its mean score, subtracted)
+
+
+@dataclass
 class RMSection:
     type: str = "bt"  # bt | genrm
     input_template: str = "chat"
@@ -103,6 +112,7 @@ class RMSection:
     max_rationale_tokens: int = 96  # genrm-cot: cap when training and when scoring
     instruction: str | None = None  # genrm: replaces the default instruction
     rationales: RationaleSection = field(default_factory=RationaleSection)
+    ensemble: EnsembleSection = field(default_factory=EnsembleSection)  # bt only
 
 
 @dataclass
@@ -310,7 +320,17 @@ def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
     return out
 
 
-def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict], tracker=None):
+def train_bt(
+    cfg: TrainRMConfig,
+    run,
+    train_pairs: list[dict],
+    eval_pairs: list[dict],
+    tracker=None,
+    member_seed: int | None = None,
+):
+    """`member_seed` (an ensemble member): the score head and LoRA are initialised from it, after the base model
+    (and any resized embedding row) was built from the caller's RNG state, so members share their frozen trunk."""
+    from transformers import set_seed
     from trl import RewardTrainer
 
     from rlcw.rewards.odin_trainer import OdinRewardTrainer
@@ -320,6 +340,9 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
     spec = build_spec(cfg, tokenizer)
     model = build_model(cfg, tokenizer)
+    if member_seed is not None:
+        set_seed(member_seed)
+        torch.nn.init.normal_(model.score.weight, std=model.config.initializer_range)
     odin = {"odin_weights": cfg.rm.odin} if cfg.rm.length_head else {}
     trainer = (OdinRewardTrainer if cfg.rm.length_head else RewardTrainer)(
         **odin,
@@ -454,6 +477,11 @@ def validate(cfg: TrainRMConfig) -> None:
     check_choice("rm.truncation_side", rm.truncation_side, ("left", "right"))
     if rm.type == "bt":
         check_choice("rm.margin", rm.margin, ("none", "column", "upvotes"))
+    check_at_least("rm.ensemble.size", rm.ensemble.size, 1)
+    if rm.ensemble.size > 1:
+        from rlcw.recipes.rm_ensemble import validate_ensemble
+
+        validate_ensemble(rm)
     if rm.length_head:
         if rm.type != "bt":
             raise RlcwError("rm.length_head needs rm.type=bt", where="rm.length_head", hint="set rm.type=bt")
@@ -497,6 +525,10 @@ def main(cfg: TrainRMConfig) -> dict:
             if cfg.data.eval_file
             else []
         )
+        if cfg.rm.type == "bt" and cfg.rm.ensemble.size > 1:
+            from rlcw.recipes.rm_ensemble import train_bt_ensemble
+
+            return train_bt_ensemble(cfg, run, train_pairs, eval_pairs, tracker)
         t0 = time.time()
         before: dict = {}
         if cfg.rm.type == "bt":

@@ -15,6 +15,11 @@ scores, and `scorer.length_fit` (None = raw) is what a run reports as its resolv
 A two-head RM (`rm.length_head=true`, `rlcw.rewards.odin`) scores with its quality head unless `head`
 says `length` or `sum`; `score_heads` gives every head's raw scores.
 A failure raises: a reward function never returns a silent default.
+
+An ensemble folder (`rlcw train-rm rm.ensemble.size=k`, see `rlcw.rewards.ensemble`) loads here like a
+single RM: `score` returns the manifest's aggregate (or the `aggregate` / `uwo_lambda` given here),
+`score_members` every member's score, and as a reward function it logs each member's mean and the
+disagreement (std across members) through TRL's `log_metric` when the trainer passes one.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch
 from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
+from rlcw.rewards.aggregate import AGGREGATES, member_summary
 from rlcw.rewards.length_control import LengthFit, resolve_length_control
 from rlcw.rewards.odin import check_head, select_head
 from rlcw.rewards.render import RMSpec, TruncationCount, encode_for_rm, load_spec
@@ -91,8 +97,12 @@ class BTScorer:
         length_control: bool | str = "auto",
         spec: RMSpec | None = None,
         head: str = "quality",
+        aggregate: str | None = None,
+        uwo_lambda: float | None = None,
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from rlcw.rewards.ensemble import EnsembleRM, is_ensemble
 
         self.rm_dir = Path(rm_dir)
         self.spec = spec or load_spec(self.rm_dir)
@@ -105,7 +115,10 @@ class BTScorer:
         self.heads: list[str] = list(self.spec.extra.get("heads", ["score"]))  # the score layer's rows
         self.head = check_head(head, self.heads)  # what `score` returns: quality | length | sum
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.rm_dir)
-        self.model = model or AutoModelForSequenceClassification.from_pretrained(self.rm_dir)
+        self.ensemble = EnsembleRM(self.rm_dir) if model is None and is_ensemble(self.rm_dir) else None
+        self.aggregate, self.uwo_lambda = self._aggregate_choice(aggregate, uwo_lambda)
+        self.last_members: list[list[float]] = []  # (k, n) member scores of the last scoring call
+        self.model = model or self.ensemble or AutoModelForSequenceClassification.from_pretrained(self.rm_dir)
         self.device = device or next(self.model.parameters()).device
         self.model.to(self.device).eval()
         self.batch_size = batch_size
@@ -118,10 +131,40 @@ class BTScorer:
         self.__name__ = f"rm_{self.rm_dir.parent.name or self.rm_dir.name}"
         self.truncation = TruncationCount()  # inputs cut to spec.max_length, warned once above 5%
 
-    @torch.inference_mode()
+    def _aggregate_choice(self, how: str | None, lam: float | None) -> tuple[str | None, float | None]:
+        if self.ensemble is None:
+            if how is not None or lam is not None:
+                raise ValueError(f"aggregate/uwo_lambda apply to RM ensembles; {self.rm_dir} is a single RM")
+            return None, None
+        if len(self.heads) != 1:
+            raise ValueError(f"an RM ensemble has one head per member; {self.rm_dir} names heads {self.heads}")
+        how = how or self.ensemble.manifest.aggregate
+        lam = self.ensemble.manifest.uwo_lambda if lam is None else float(lam)
+        if how not in AGGREGATES or lam < 0:
+            raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)} and uwo_lambda >= 0, got {how}, {lam}")
+        return how, lam
+
     def head_logits(self, encoded: list[list[int]]) -> torch.Tensor:
-        """(N, heads) raw outputs of already-encoded inputs, in input order."""
-        out = torch.zeros((len(encoded), len(self.heads)))
+        """(N, heads) raw outputs of already-encoded inputs, in input order; an ensemble's aggregate as (N, 1)."""
+        if self.ensemble is None:
+            return self._logits(encoded, len(self.heads))
+        from rlcw.rewards.ensemble import aggregate_rows
+
+        members = self._logits(encoded, self.ensemble.size)  # (N, k)
+        self.last_members = members.T.tolist()
+        return torch.tensor(aggregate_rows(members.tolist(), self.aggregate, self.uwo_lambda)).reshape(-1, 1)
+
+    def score_members(self, prompts: list[str], stories: list[str]) -> list[list[float]]:
+        """(k, n): every member's (centred) score of each (prompt, story); [scores] for a single RM."""
+        encoded = encode_for_rm(self.spec, self.tokenizer, prompts, stories)
+        if self.ensemble is None:
+            return [self.score_ids(encoded)]
+        return self._logits(encoded, self.ensemble.size).T.tolist()
+
+    @torch.inference_mode()
+    def _logits(self, encoded: list[list[int]], width: int) -> torch.Tensor:
+        """(N, width) model outputs in input order: the heads of one RM, or an ensemble's k member scores."""
+        out = torch.zeros((len(encoded), width))
         pad_id = self.tokenizer.pad_token_id
         batches = length_batches([len(e) for e in encoded], self.batch_size, self.token_budget, self.max_padding)
         if self.progress and len(batches) > 1:
@@ -130,10 +173,11 @@ class BTScorer:
             batches = tqdm(batches, desc=f"scoring {len(encoded)} stories", unit="batch")
         for idx in batches:
             ids, mask = pad_batch([encoded[i] for i in idx], pad_id)
-            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits  # (B, H)
+            out_b = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
+            logits = out_b if self.ensemble is not None else out_b.logits  # (B, k) | (B, H)
             if logits.isnan().any():
                 raise RlcwError("reward model returned NaN", where=str(self.rm_dir))
-            if logits.shape[-1] != len(self.heads):
+            if logits.shape[-1] != width:
                 raise RlcwError(
                     f"the RM returns {logits.shape[-1]} scores but its rlcw_rm.json names heads {self.heads}",
                     where=str(self.rm_dir),
@@ -162,4 +206,9 @@ class BTScorer:
         return self.length_fit.residuals(scores, [count_words(s) for s in stories])
 
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        return self.score([message_text(p) for p in prompts], [message_text(c) for c in completions])
+        scores = self.score([message_text(p) for p in prompts], [message_text(c) for c in completions])
+        log = kwargs.get("log_metric")  # TRL's reward-function logging hook (rlcw's PPO passes one too)
+        if self.ensemble is not None and log is not None:
+            for key, value in member_summary(self.last_members).items():
+                log(f"rewards/{self.__name__}/{key}", value)
+        return scores

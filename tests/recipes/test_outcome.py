@@ -260,3 +260,54 @@ def test_a_given_gold_skips_gold_training_and_best_of_n_runs_alone(study, tmp_pa
     a = {r["id"]: r["scores"]["gold"] for r in _jsonl(root / "pool_scores" / "samples.jsonl")}
     b = {r["id"]: r["scores"]["gold"] for r in _jsonl(out / "pool_scores" / "samples.jsonl")}
     assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], abs=1e-5) for k in a)
+
+
+def test_ensemble_proxy_grpo_ens_and_its_best_of_n(tmp_path, tiny_model_dir):
+    """An ensemble proxy (3 members on the same pairs) trained in the study, GRPO against it, best-of-n with it."""
+    from rlcw.recipes.outcome import OutcomeConfig, main
+    from rlcw.rewards.ensemble import load_manifest
+
+    ens = [
+        "proxies={ens: 12}",
+        "rl_proxy=ens",
+        "proxy_ensembles={ens: 3}",
+        "proxy_rm.rm.ensemble.aggregate=wco",
+        "proxy_rm.rm.ensemble.offset_stories=8",
+        "runs=[grpo_ens,best_of_n]",
+    ] + [
+        f"grpo_ens.{k}"
+        for k in (
+            "train.max_steps=2",
+            "train.save_steps=1",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "lora.r=4",
+            "data.max_train_prompts=8",
+            "data.fit_to_cap=ignore",
+        )
+    ]
+    tiny = [o for o in TINY if not o.startswith("proxies=")]
+    overrides = [f"output_dir={tmp_path}", f"model.name={tiny_model_dir}", f"data.tmas={_tmas(tmp_path / 'tmas')}"]
+    summary = main(load_config(OutcomeConfig, "configs/outcome/cpu.yaml", [*overrides, *tiny, *ens]))
+    out = tmp_path / "outcome"
+    assert summary["status"] == "completed"
+    assert len(load_manifest(out / "proxy_rm_ens" / "model").members) == 3
+    grpo_cfg = (out / "grpo_ens" / "config.yaml").read_text()
+    assert "proxy_rm_ens/model" in grpo_cfg
+    measured = _jsonl(next((out / "measure" / "grpo_ens").glob("step_*")) / "samples.jsonl")
+    assert all("proxy_ens" in r["scores"] and "gold" in r["scores"] for r in measured)
+    text = (out / "report.md").read_text()
+    assert "**grpo_ens**" in text and "**best_of_n_ens**" in text and "ensemble of 3 (wco)" in text
+
+
+def test_grpo_ens_needs_an_ensemble_proxy(tmp_path):
+    from rlcw.errors import RlcwError
+    from rlcw.recipes.outcome import OutcomeConfig, main
+
+    cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", "runs=[grpo_ens]"])
+    with pytest.raises(RlcwError, match="ens_proxy.*not an ensemble proxy"):
+        main(cfg)
+    cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", "proxy_ensembles={large: 1}"])
+    with pytest.raises(RlcwError, match=r"proxy_ensembles.large.*>= 2 members"):
+        main(cfg)

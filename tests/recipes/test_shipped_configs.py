@@ -63,6 +63,8 @@ def shipped(tmp_path_factory, tiny_model_dir):
     size = ["data.max_train_pairs=8", "data.max_eval_pairs=4", "train.batch_size=4", "train.max_steps=1", "lora.r=4"]
     res["train_rm/cpu.yaml"] = _run("train_rm/cpu.yaml", out, tiny, *data, *size)
     res["train_rm/genrm_cpu.yaml"] = _run("train_rm/genrm_cpu.yaml", out, tiny, *data, *size)
+    ens = ["rm.ensemble.offset_stories=8"]
+    res["train_rm/ensemble_cpu.yaml"] = _run("train_rm/ensemble_cpu.yaml", out, tiny, *data, *size, *ens)
     teacher = [f"rm.rationales.teacher_model={tiny_model_dir}", "rm.rationales.max_new_tokens=8"]
     res["train_rm/genrm_cot_cpu.yaml"] = _run("train_rm/genrm_cot_cpu.yaml", out, tiny, *data, *size, *teacher)
     for rel, rm in (("eval_rm/bt.yaml", "train_rm/cpu.yaml"), ("eval_rm/genrm.yaml", "train_rm/genrm_cpu.yaml")):
@@ -77,6 +79,7 @@ def shipped(tmp_path_factory, tiny_model_dir):
 RUN = [
     "build_pairs/default.yaml",
     "train_rm/cpu.yaml",
+    "train_rm/ensemble_cpu.yaml",
     "train_rm/genrm_cpu.yaml",
     "train_rm/genrm_cot_cpu.yaml",
     "eval_rm/bt.yaml",

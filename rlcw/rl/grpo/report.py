@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from rlcw.measure.monitors import plot_monitors
+from rlcw.measure.monitors import member_panels, plot_monitors
 from rlcw.measure.probe import MIN_MOVE, plot_probe, read_probe
 from rlcw.report import plot_lines, read_metrics, series
 
@@ -24,7 +24,7 @@ def grpo_plots(run_dir: Path, warn: dict | None = None, stop: dict | None = None
     """The run's plots under `run_dir/plots/`, from `metrics.jsonl` and `probe.jsonl` (monitor thresholds drawn)."""
     rows = read_metrics(run_dir / "metrics.jsonl")
     sources = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("source/")})
-    rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
+    rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean") and "/member_" not in k}
     reward_plot = plot_lines(
         [
             (
@@ -43,6 +43,7 @@ def grpo_plots(run_dir: Path, warn: dict | None = None, stop: dict | None = None
                 {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
                 "RM score (mean)",
             ),
+            *member_panels(rows),
         ],
         run_dir / "plots" / "reward.png",
         ncols=2,

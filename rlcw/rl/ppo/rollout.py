@@ -119,7 +119,8 @@ def response_values(value_model, ro: Rollout) -> torch.Tensor:
 def score_completions(
     reward_funcs: list, weights: list[float], prompts: list, completions: list, **columns
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weighted sum of TRL-signature reward functions: (scores (B,), {"rewards/<name>/mean": ...})."""
+    """Weighted sum of TRL-signature reward functions: (scores (B,), {"rewards/<name>/mean": ...}); what a
+    function logs through TRL's `log_metric(name, value)` keyword (an RM ensemble's members) joins the stats."""
     total = torch.zeros(len(completions))
     stats: dict[str, float] = {}
     for func, weight in zip(reward_funcs, weights, strict=False):

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
-from rlcw.measure.monitors import PREFIX, step_stats
+from rlcw.measure.monitors import PREFIX, monitor_stats, step_stats
 from rlcw.rl.aux_state import load_aux_state, save_aux_state
 from rlcw.rl.ppo.checkpoint import (
     finish_checkpoint,
@@ -366,9 +366,7 @@ class PPOTrainer:
             if s.save_steps and self.step % s.save_steps == 0:  # after evaluation: it reseeds the RNG
                 self.save(self.run.checkpoints / f"step_{self.step:06d}")
             if self.monitor is not None:
-                self.stop_reason = self.monitor.observe(
-                    self.step, {k[len(PREFIX) :]: v for k, v in stats.items() if k.startswith(PREFIX)}
-                )
+                self.stop_reason = self.monitor.observe(self.step, monitor_stats(stats))
                 if self.stop_reason:
                     self.monitor.alerts.append({"step": self.step, "level": "stop", "message": self.stop_reason})
                     acc.print(f"[rlcw] {self.stop_reason}")

@@ -1,0 +1,236 @@
+"""`rlcw train-rm rm.ensemble.size=k`: k Bradley-Terry members saved as one RM folder (`rlcw.rewards.ensemble`).
+
+Members differ by SEED and by a BOOTSTRAP resample of the training pairs (`rm.ensemble.bootstrap`, default on):
+- the seed sets member j's score-head and LoRA initialisation and its data order (seed = `seed` + j). Coste et
+  al. 2023 varied only the seed, but their members were whole RMs; here members adapt only the top layers of ONE
+  pretrained base, so seed-only members stay close to each other (their errors correlate through the shared base);
+- the bootstrap (n pairs drawn with replacement from the n training pairs) leaves each member without ~37% of the
+  pairs and weights the rest differently: the classic way to make ensemble members disagree where the data are
+  thin, which is where a policy goes looking for reward it does not deserve.
+Every member uses the same base model, pad row and render spec, and the same `train.*` budget.
+
+Cost: members are trained one after another with TRL's RewardTrainer (k x a single RM's training time; with
+`lora.top_layers` each member's backprop already stops at its top layers). What is shared is scoring: LoRA on
+the top layers leaves the embeddings and lower layers untouched, so the folder stores that trunk once and the
+scorer runs it once per batch (`rlcw.rewards.ensemble`). Whole fine-tuned members (no LoRA, or LoRA on every
+layer) are saved whole and scored one after another.
+
+Resume: each member checkpoints under `<run>/checkpoints/member_<j>`; a finished member leaves
+`<run>/members/<j>.json` + `.safetensors`, and `train.resume=auto|true` skips it. Metrics are logged as
+`member_<j>/...` in metrics.jsonl and the trackers.
+
+    rlcw train-rm --config configs/train_rm/cpu.yaml rm.ensemble.size=4 rm.ensemble.aggregate=wco
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import shutil
+import time
+from pathlib import Path
+
+from rlcw.config import check_at_least, check_choice
+from rlcw.errors import RlcwError
+from rlcw.io import atomic_folder, atomic_write_json
+from rlcw.rewards.aggregate import AGGREGATES, agreement
+from rlcw.rewards.ensemble import (
+    MEMBERS_DIR,
+    EnsembleManifest,
+    Member,
+    member_tensors,
+    save_manifest,
+    save_tensors,
+    trunk_digest,
+)
+
+
+def validate_ensemble(rm) -> None:
+    """The `rm.ensemble.*` checks (called by train_rm.validate when size > 1)."""
+    e = rm.ensemble
+    if rm.type != "bt":
+        raise RlcwError(
+            "ensembles are Bradley-Terry RMs", where="rm.ensemble.size", hint="use rm.type=bt or rm.ensemble.size=1"
+        )
+    if getattr(rm, "length_head", False):
+        raise RlcwError(
+            "an RM ensemble has one head per member", where="rm.length_head", hint="use rm.length_head=false"
+        )
+    check_at_least("rm.ensemble.size", e.size, 2)
+    check_choice("rm.ensemble.aggregate", e.aggregate, AGGREGATES)
+    check_at_least("rm.ensemble.uwo_lambda", e.uwo_lambda, 0.0)
+    check_at_least("rm.ensemble.offset_stories", e.offset_stories, 1)
+
+
+def bootstrap_pairs(pairs: list[dict], seed: int) -> list[dict]:
+    """n pairs drawn with replacement from n (a bootstrap resample), reproducible from `seed`."""
+    rng = random.Random(seed)
+    return [pairs[rng.randrange(len(pairs))] for _ in range(len(pairs))]
+
+
+def shared_layers(lora, num_layers: int) -> int:
+    """Decoder layers every member leaves untouched: those below LoRA's top layers; 0 for whole members."""
+    if not lora.enabled or not lora.top_layers or lora.top_layers >= num_layers:
+        return 0
+    return num_layers - lora.top_layers
+
+
+class _MemberRun:
+    """What `train_bt` needs of a run folder, for member j: its own checkpoints, metrics under `member_<j>/`."""
+
+    def __init__(self, run, j: int):
+        self.run, self.j, self.path = run, j, run.path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.run.checkpoints / f"member_{self.j}"
+
+    def log(self, step: int, metrics: dict) -> None:
+        self.run.log(step, {f"member_{self.j}/{k}": v for k, v in metrics.items()})
+
+
+class _MemberTracker:
+    def __init__(self, tracker, j: int):
+        self.tracker, self.j = tracker, j
+
+    def log(self, metrics: dict, step: int) -> None:
+        self.tracker.log({f"member_{self.j}/{k}": v for k, v in metrics.items()}, step)
+
+
+def train_member(cfg, run, j: int, train_pairs, eval_pairs, tracker, staging: Path, s: int) -> dict:
+    """Train member j, write its tensors (and, for member 0, the whole model) into `staging`; its record."""
+    from transformers import set_seed
+
+    from rlcw.recipes.train_rm import save_rm, train_bt
+
+    seed = cfg.seed + j
+    pairs = bootstrap_pairs(train_pairs, seed) if cfg.rm.ensemble.bootstrap else train_pairs
+    set_seed(cfg.seed)  # the base model and any resized embedding row: the same for every member
+    trainer, tokenizer, spec = train_bt(
+        dataclasses.replace(cfg, seed=seed),
+        _MemberRun(run, j),
+        pairs,
+        eval_pairs,
+        _MemberTracker(tracker, j) if tracker is not None else None,
+        member_seed=seed,
+    )
+    model = trainer.model.merge_and_unload() if hasattr(trainer.model, "merge_and_unload") else trainer.model
+    state = model.state_dict()
+    prefix = model.base_model_prefix
+    save_tensors(member_tensors(state, prefix, s), staging / f"{j}.safetensors")
+    if j == 0:
+        save_rm(model, tokenizer, spec, staging / "trunk")
+    record = {
+        "member": j,
+        "seed": seed,
+        "pairs": len(pairs),
+        "unique_pairs": len({id(p) for p in pairs}),
+        "steps": trainer.state.global_step,
+        "trunk_digest": trunk_digest(state, prefix, s),
+    }
+    atomic_write_json(staging / f"{j}.json", record)
+    return record
+
+
+def member_offsets(model_dir: Path, pairs: list[dict], n: int, batch_size: int) -> list[float]:
+    """Each member's mean raw score over the first n training stories (chosen and rejected sides)."""
+    from rlcw.rewards.bt import BTScorer
+
+    stories = [(p["prompt"], side) for p in pairs for side in (p["chosen"], p["rejected"])][:n]
+    scorer = BTScorer(model_dir, batch_size=batch_size, length_control=False)
+    members = scorer.score_members([p for p, _ in stories], [s for _, s in stories])
+    return [sum(m) / len(m) for m in members]
+
+
+def assemble(cfg, run, staging: Path, records: list[dict], s: int, train_pairs: list[dict]) -> Path:
+    """The ensemble folder `<run>/model`: member 0 whole, every member's tensors, the manifest with offsets."""
+    digests = {r["trunk_digest"] for r in records}
+    if len(digests) != 1:
+        raise RlcwError(
+            "ensemble members do not share their trunk (the frozen layers differ between members)",
+            where=str(staging),
+            hint="a bug or a changed base model between members: re-run train-rm with train.resume=false",
+        )
+    e = cfg.rm.ensemble
+    with atomic_folder(run.path / "model") as tmp:
+        shutil.copytree(staging / "trunk", tmp, dirs_exist_ok=True)
+        members = []
+        for r in records:
+            rel = f"{MEMBERS_DIR}/{r['member']}.safetensors"
+            (tmp / MEMBERS_DIR).mkdir(exist_ok=True)
+            shutil.copyfile(staging / f"{r['member']}.safetensors", tmp / rel)
+            members.append(Member(rel, r["seed"], 0.0))
+        manifest = EnsembleManifest(members, s, e.aggregate, e.uwo_lambda, e.bootstrap)
+        save_manifest(manifest, tmp)
+        offsets = member_offsets(tmp, train_pairs, e.offset_stories, cfg.train.eval_batch_size)
+        for m, off in zip(manifest.members, offsets, strict=True):
+            m.offset = off
+        save_manifest(manifest, tmp)
+    return run.path / "model"
+
+
+def evaluate_ensemble(model_dir: Path, pairs: list[dict]) -> dict[str, float]:
+    """Held-out accuracy of the aggregate (train_rm.evaluate_rm's keys), of each member, and member agreement."""
+    from rlcw.metrics.pairwise import pairwise_accuracy
+    from rlcw.recipes.train_rm import evaluate_rm
+    from rlcw.rewards.bt import BTScorer
+
+    scorer = BTScorer(model_dir)
+    out = evaluate_rm(scorer, pairs)
+    prompts = [p["prompt"] for p in pairs]
+    chosen = scorer.score_members(prompts, [p["chosen"] for p in pairs])
+    rejected = scorer.score_members(prompts, [p["rejected"] for p in pairs])
+    for j, (c, r) in enumerate(zip(chosen, rejected, strict=True)):
+        out[f"eval/member_{j}/accuracy"] = pairwise_accuracy(c, r)
+    out["eval/member_agreement"] = agreement(chosen, rejected)
+    return out
+
+
+def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict], tracker) -> dict:
+    """Train `rm.ensemble.size` members, assemble the folder, evaluate; the run's summary (see module docstring)."""
+    from transformers import AutoConfig
+
+    from rlcw.models import resolve
+    from rlcw.recipes.train_rm import _report
+    from rlcw.runs import is_main_process, resume_mode
+
+    t0 = time.time()
+    num_layers = AutoConfig.from_pretrained(resolve(cfg.model.name)).num_hidden_layers
+    s = shared_layers(cfg.lora, num_layers)
+    staging = run.path / MEMBERS_DIR
+    records = []
+    for j in range(cfg.rm.ensemble.size):
+        done = staging / f"{j}.json"
+        if resume_mode(cfg.train.resume) != "false" and done.is_file() and (staging / f"{j}.safetensors").is_file():
+            print(f"[train-rm] ensemble member {j}: finished in an earlier run, kept")
+            records.append(_read_json(done))
+            continue
+        print(f"[train-rm] ensemble member {j + 1}/{cfg.rm.ensemble.size} (seed {cfg.seed + j})")
+        records.append(train_member(cfg, run, j, train_pairs, eval_pairs, tracker, staging, s))
+    metrics = {
+        "train/members": float(len(records)),
+        "train/shared_layers": float(s),
+        "train/steps": float(max(r["steps"] for r in records)),  # each member's steps (train.max_steps)
+        "train/pairs": float(len(train_pairs)),
+        "train/mean_unique_pairs": sum(r["unique_pairs"] for r in records) / len(records),
+        "time/train_s": round(time.time() - t0, 1),
+    }
+    if not is_main_process():
+        return run.write_summary("completed", metrics)
+    model_dir = assemble(cfg, run, staging, records, s, train_pairs)
+    if eval_pairs:
+        t1 = time.time()
+        metrics.update(evaluate_ensemble(model_dir, eval_pairs))
+        metrics["time/eval_s"] = round(time.time() - t1, 1)
+        run.log(max(r["steps"] for r in records), metrics)
+        if tracker is not None:
+            tracker.log(metrics, max(r["steps"] for r in records))
+    summary = run.write_summary("completed", metrics, {"model": model_dir, "metrics": run.path / "metrics.jsonl"})
+    run.write_report(_report(cfg, metrics, model_dir))
+    return summary
+
+
+def _read_json(path: Path) -> dict:
+    import json
+
+    return json.loads(path.read_text(encoding="utf-8"))

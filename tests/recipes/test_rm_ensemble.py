@@ -1,0 +1,326 @@
+"""train-rm rm.ensemble.size=3 on the tiny model: one folder, shared-trunk scoring equal to each member run
+whole, the aggregate through every loader (BTScorer, reward spec, serve-rm app, eval-rm), RL logging."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlcw.config import load_config
+from rlcw.errors import RlcwError
+from rlcw.rewards.aggregate import aggregate
+from rlcw.rewards.bt import BTScorer
+from rlcw.rewards.ensemble import MANIFEST_FILE, load_manifest
+
+STORIES = [
+    "A fox found a key. It opened the old gate. The garden was full of light.",
+    "One. Two.",
+    "The rain fell on the town all night, and in the morning the river had a new voice.",
+    "She wrote a letter to the sea. The sea did not answer. She wrote again.",
+]
+PROMPTS = ["Write a story."] * len(STORIES)
+
+
+def _train(runs_root, pairs_run, tiny_model_dir, name: str, *extra: str) -> dict:
+    from rlcw.recipes.train_rm import TrainRMConfig, main
+
+    cfg = load_config(
+        TrainRMConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            f"run_name={name}",
+            f"model.name={tiny_model_dir}",
+            f"data.train_file={pairs_run['artifacts']['train']}",
+            f"data.eval_file={pairs_run['artifacts']['eval']}",
+            "data.max_train_pairs=24",
+            "data.max_eval_pairs=12",
+            "train.max_steps=3",
+            "train.batch_size=4",
+            "train.eval_steps=0",
+            "train.logging_steps=1",
+            "train.report_to=[none]",
+            "train.learning_rate=5e-3",
+            "rm.max_length=64",
+            "lora.r=4",
+            "rm.ensemble.size=3",
+            "rm.ensemble.offset_stories=16",
+            *extra,
+        ],
+    )
+    return main(cfg)
+
+
+@pytest.fixture(scope="module")
+def ens_run(runs_root, pairs_run, tiny_model_dir):
+    # the tiny model has 2 layers: LoRA on the top 1 leaves layer 0 (and the embeddings) shared
+    return _train(runs_root, pairs_run, tiny_model_dir, "rm_ens", "lora.top_layers=1", "rm.ensemble.aggregate=wco")
+
+
+def _member_whole(model_dir: Path, j: int):
+    """Member j as an ordinary sequence-classification model: the folder's model with member j's tensors loaded."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tensors = load_file(str(model_dir / "members" / f"{j}.safetensors"))
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    assert not unexpected and all(".layers.0." in k or "embed_tokens" in k for k in missing)
+    return model
+
+
+def test_folder_and_manifest(ens_run):
+    model_dir = Path(ens_run["artifacts"]["model"])
+    m = load_manifest(model_dir)
+    assert len(m.members) == 3 and m.shared_layers == 1 and m.aggregate == "wco" and m.bootstrap
+    assert [x.seed for x in m.members] == [0, 1, 2]
+    assert len({x.offset for x in m.members}) == 3  # each member's own mean on training stories
+    assert ens_run["metrics"]["train/members"] == 3 and ens_run["metrics"]["train/steps"] == 3
+    assert ens_run["metrics"]["train/mean_unique_pairs"] < 24  # bootstrap resamples, not the same 24 pairs
+    # a member file holds only the member's own tensors: the top layer, the final norm and the head
+    from safetensors.torch import load_file
+
+    keys = set(load_file(str(model_dir / "members" / "1.safetensors")))
+    assert "score.weight" in keys and "model.norm.weight" in keys
+    assert not any(".layers.0." in k or "embed_tokens" in k for k in keys)
+
+
+def test_shared_trunk_scores_equal_each_member_run_whole(ens_run):
+    """The branching forward (trunk once, then each member's top) gives what each member gives alone."""
+    from rlcw.rewards.render import encode_for_rm
+
+    model_dir = Path(ens_run["artifacts"]["model"])
+    scorer = BTScorer(model_dir, length_control=False)
+    members = scorer.score_members(PROMPTS, STORIES)  # (3, n), centred
+    offsets = [m.offset for m in load_manifest(model_dir).members]
+    encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS, STORIES)
+    for j in range(3):
+        whole = _member_whole(model_dir, j)
+        with torch.inference_mode():
+            alone = [whole(input_ids=torch.tensor([e])).logits[0, 0].item() for e in encoded]
+        assert [s + offsets[j] for s in members[j]] == pytest.approx(alone, abs=1e-4)
+    assert members[0] != pytest.approx(members[1], abs=1e-3)  # the members differ
+
+
+def test_aggregate_is_the_manifest_choice_and_can_be_overridden(ens_run):
+    from rlcw.rewards.factory import build_reward
+
+    model_dir = ens_run["artifacts"]["model"]
+    scorer = BTScorer(model_dir, length_control=False)
+    members = scorer.score_members(PROMPTS, STORIES)
+    assert scorer.score(PROMPTS, STORIES) == pytest.approx(
+        [min(c) for c in zip(*members, strict=True)], abs=1e-6
+    )  # wco
+    uwo = build_reward(
+        {"type": "bt", "rm_path": model_dir, "aggregate": "uwo", "uwo_lambda": 2.0, "length_control": False}
+    )
+    assert uwo.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "uwo", 2.0), abs=1e-6)
+    mean = build_reward({"type": "bt", "rm_path": model_dir, "aggregate": "mean", "length_control": False})
+    assert mean.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "mean"), abs=1e-6)
+    with pytest.raises(RlcwError, match="reward spec.*aggregate must be one of"):
+        build_reward({"type": "bt", "rm_path": model_dir, "aggregate": "max"})
+
+
+def test_aggregate_options_on_a_single_rm_are_an_error(rm_run):
+    from rlcw.rewards.factory import build_reward
+
+    with pytest.raises(RlcwError, match="apply to RM ensembles"):
+        build_reward({"type": "bt", "rm_path": rm_run["artifacts"]["model"], "aggregate": "wco"})
+
+
+def test_reward_function_logs_members_and_disagreement(ens_run):
+    scorer = BTScorer(ens_run["artifacts"]["model"], length_control=False)
+    logged: dict[str, float] = {}
+    rewards = scorer(PROMPTS, STORIES, log_metric=logged.__setitem__)
+    members = scorer.score_members(PROMPTS, STORIES)
+    name = scorer.__name__
+    for j in range(3):
+        assert logged[f"rewards/{name}/member_{j}/mean"] == pytest.approx(sum(members[j]) / len(STORIES), abs=1e-6)
+    spread = [torch.tensor(c).std(unbiased=False).item() for c in zip(*members, strict=True)]
+    assert logged[f"rewards/{name}/disagreement"] == pytest.approx(sum(spread) / len(spread), abs=1e-6)
+    assert len(rewards) == len(STORIES)
+
+
+def test_serve_rm_serves_the_aggregate(ens_run):
+    from fastapi.testclient import TestClient
+
+    from rlcw.recipes.serve_rm import ServeRMConfig, build_app
+
+    model_dir = ens_run["artifacts"]["model"]
+    expected = BTScorer(model_dir).score(PROMPTS, STORIES)
+    with TestClient(build_app(ServeRMConfig(rm_path=model_dir))) as client:
+        r = client.post("/score", json={"prompts": PROMPTS, "completions": STORIES})
+    assert r.status_code == 200 and r.json()["rewards"] == pytest.approx(expected, abs=1e-5)
+
+
+def test_eval_rm_reports_members_aggregate_and_agreement(ens_run, pairs_run, runs_root):
+    from rlcw.recipes.eval_rm import EvalRMConfig, main
+
+    cfg = load_config(
+        EvalRMConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            "run_name=eval_ens",
+            f"scorer.path={ens_run['artifacts']['model']}",
+            f"data.file={pairs_run['artifacts']['eval']}",
+            "data.max_pairs=12",
+            "bootstrap_resamples=50",
+        ],
+    )
+    m = main(cfg)["metrics"]
+    train = ens_run["metrics"]
+    assert m["accuracy"] == pytest.approx(train["eval/accuracy"], abs=1e-9)
+    for j in range(3):
+        assert m[f"ensemble/member_{j}/accuracy"] == pytest.approx(train[f"eval/member_{j}/accuracy"], abs=1e-9)
+    assert m["ensemble/member_agreement"] == pytest.approx(train["eval/member_agreement"], abs=1e-9)
+    assert m["ensemble/members"] == 3
+    report = (Path(runs_root) / "eval_ens" / "report.md").read_text()
+    assert "member_0" in report and "agreement" in report
+
+
+def test_bad_manifest_names_file_and_key(ens_run, tmp_path):
+    import shutil
+
+    bad = tmp_path / "rm"
+    shutil.copytree(ens_run["artifacts"]["model"], bad)
+    raw = json.loads((bad / MANIFEST_FILE).read_text())
+    for key, value, match in (
+        ("aggregate", "max", "field 'aggregate'.*unknown aggregate"),
+        ("uwo_lambda", -1, "field 'uwo_lambda'.*>= 0"),
+        ("members", [], "field 'members'"),
+        ("members", [{"file": "members/9.safetensors"}], r"field 'members\[0\].file'.*does not exist"),
+        ("shared_layers", "one", "field 'shared_layers'"),
+    ):
+        (bad / MANIFEST_FILE).write_text(json.dumps({**raw, key: value}))
+        with pytest.raises(RlcwError, match=match) as err:
+            BTScorer(bad)
+        assert MANIFEST_FILE in str(err.value)
+    (bad / MANIFEST_FILE).write_text("{not json")
+    with pytest.raises(RlcwError, match="corrupt rlcw_ensemble.json"):
+        BTScorer(bad)
+
+
+def test_whole_members_are_scored_one_after_another(runs_root, pairs_run, tiny_model_dir):
+    """lora.enabled=false: nothing is shared, member files are whole models, scores still match each member."""
+    run = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_full", "lora.enabled=false", "data.max_eval_pairs=4")
+    model_dir = Path(run["artifacts"]["model"])
+    assert load_manifest(model_dir).shared_layers == 0
+    scorer = BTScorer(model_dir, length_control=False)
+    members = scorer.score_members(PROMPTS[:2], STORIES[:2])
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification
+
+    from rlcw.rewards.render import encode_for_rm
+
+    encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS[:2], STORIES[:2])
+    for j, m in enumerate(load_manifest(model_dir).members):
+        whole = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+        whole.load_state_dict(load_file(str(model_dir / m.file)))
+        with torch.inference_mode():
+            alone = [whole(input_ids=torch.tensor([e])).logits[0, 0].item() - m.offset for e in encoded]
+        assert members[j] == pytest.approx(alone, abs=1e-4)
+
+
+def _metric_rows(summary) -> list[dict]:
+    run_dir = Path(summary["artifacts"]["metrics"]).parent
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_logs_members_and_warns_on_disagreement(ens_run, runs_root, tiny_model_dir):
+    from rlcw.recipes.grpo import GRPORecipeConfig, main
+
+    cfg = load_config(
+        GRPORecipeConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            "run_name=grpo_ens",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={ens_run['artifacts']['model']}",
+            "train.max_steps=2",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "eval.every_steps=0",
+            "lora.r=4",
+            "data.max_train_prompts=8",
+            "monitor.warn={max_ensemble_disagreement: 0.0}",  # any disagreement at all warns
+        ],
+    )
+    summary = main(cfg)
+    rows = [r for r in _metric_rows(summary) if any(k.endswith("/disagreement") for k in r)]
+    assert len(rows) == 2  # one per step
+    name = next(k for k in rows[0] if k.endswith("/disagreement")).split("/")[1]
+    for r in rows:
+        assert all(f"rewards/{name}/member_{j}/mean" in r for j in range(3))
+        assert r[f"rewards/{name}/disagreement"] > 0
+    run_dir = Path(summary["artifacts"]["metrics"]).parent
+    report = (run_dir / "report.md").read_text()
+    assert "ensemble_disagreement=" in report and "max_ensemble_disagreement" in report
+    assert (run_dir / "plots" / "reward.png").is_file() and (run_dir / "plots" / "monitors.png").is_file()
+
+
+def test_ppo_logs_members_and_disagreement(ens_run, runs_root, tiny_model_dir):
+    from rlcw.recipes.ppo import PPORecipeConfig, main
+
+    cfg = load_config(
+        PPORecipeConfig,
+        None,
+        [
+            f"output_dir={runs_root}",
+            "run_name=ppo_ens",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={ens_run['artifacts']['model']}",
+            "train.batch_size=4",
+            "train.minibatch_size=2",
+            "train.micro_batch_size=2",
+            "train.ppo_epochs=1",
+            "train.max_new_tokens=8",
+            "train.max_steps=1",
+            "eval.every_steps=0",
+            "lora.r=4",
+            "value.lora.r=4",
+            "data.max_train_prompts=8",
+            "monitor.warn={max_ensemble_disagreement: 0.0}",
+        ],
+    )
+    summary = main(cfg)
+    rows = [r for r in _metric_rows(summary) if any(k.endswith("/disagreement") for k in r)]
+    assert rows, "PPO logged no ensemble disagreement"
+    name = next(k for k in rows[0] if k.endswith("/disagreement")).split("/")[1]
+    assert all(f"rewards/{name}/member_{j}/mean" in rows[0] for j in range(3))
+    run_dir = Path(summary["artifacts"]["metrics"]).parent
+    assert "ensemble_disagreement=" in (run_dir / "report.md").read_text()
+
+
+def test_eval_rm_prices_ending_with_the_ensemble_aggregate(ens_run, pairs_run, runs_root, tmp_path):
+    """eval-rm's ending prices (rlcw.metrics.ending) score an ensemble through its aggregate."""
+    from rlcw.metrics.text import count_words
+    from rlcw.recipes.eval_rm import EvalRMConfig, main
+
+    samples = tmp_path / "start.jsonl"
+    finished = [True, False, True, True]
+    rows = [
+        {"prompt_id": f"p{i % 2}", "prompt": p, "story": s, "finished": f, "min_words": 12, "max_words": 40}
+        for i, (p, s, f) in enumerate(zip(PROMPTS, STORIES, finished, strict=True))
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    overrides = [
+        f"output_dir={runs_root}",
+        f"scorer.path={ens_run['artifacts']['model']}",
+        f"data.file={pairs_run['artifacts']['eval']}",
+        "data.max_pairs=4",
+        "bootstrap_resamples=20",
+        "ending.n_resamples=20",
+        f"ending.samples={samples}",
+    ]
+    m = main(load_config(EvalRMConfig, None, ["run_name=eval_ens_ending", *overrides]))["metrics"]
+    s = BTScorer(ens_run["artifacts"]["model"]).score(PROMPTS, STORIES, raw=True)  # wco of the members
+    # ended: 0, 2, 3; cut: 1 ("One. Two."); none of the ended ones is under 12 words
+    assert [count_words(x) >= 12 for x in STORIES] == [True, False, True, True]
+    assert m["ending/ended_minus_cut"] == pytest.approx((s[0] + s[2] + s[3]) / 3 - s[1], abs=1e-6)
+    assert m["ending/n_ended"] == 3 and m["ending/n_short"] == 0
