@@ -30,6 +30,7 @@ import statistics
 import time
 from pathlib import Path
 
+import roofline  # scripts/roofline.py (this script's folder is on sys.path)
 import torch
 
 
@@ -298,15 +299,57 @@ def real_steps(config: str | None, overrides: list[str]) -> dict:
     return {"status": summary.get("status"), "run": summary.get("run_dir"), "steps": steps}
 
 
+# sampler name in step()'s results -> (its tok/s key, weight precision)
+SAMPLERS = {
+    "TRL generate (PEFT, fp32)": ("rollout_tok_per_s", "fp32"),
+    "merged LoRA generate (fp32)": ("merged_rollout_tok_per_s", "fp32"),
+    "rlcw fast (fp32)": ("fast_rollout_tok_per_s", "fp32"),
+    "rlcw fast (bf16)": ("bf16_rollout_tok_per_s", "bf16"),
+}
+
+
+def base_params(model) -> int:
+    """Parameters a decode step reads: the base model's (tied embeddings once), not the LoRA factors."""
+    return sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
+
+
+def roofline_table(machine: list[dict], results: list[dict], params: int, batch: int) -> list[dict]:
+    """Print and return each sampler's median tok/s beside the roofline bound at `batch` and its precision.
+
+    The machine's figures are the better of the two measurements (before and after the steps): the bound is
+    what the hardware allows, and other load on a shared machine only lowers a measurement."""
+    best = {k: max(m[k] for m in machine) for k in ("bandwidth_gbs", "fp32_gflops", "bf16_gflops")}
+    print(
+        f"roofline: triad {best['bandwidth_gbs']:.1f} GB/s, matmul fp32 {best['fp32_gflops']:.0f} / bf16 "
+        f"{best['bf16_gflops']:.0f} GFLOP/s (best of {len(machine)}: "
+        + "; ".join(f"{m['bandwidth_gbs']:.1f} GB/s, {m['fp32_gflops']:.0f}/{m['bf16_gflops']:.0f}" for m in machine)
+        + f"), {params / 1e6:.1f}M weights read a decode step, batch {batch}"
+    )
+    rows = []
+    for name, (key, precision) in SAMPLERS.items():
+        if key not in results[0]:
+            continue
+        tok_s = statistics.median(r[key] for r in results)
+        bound = roofline.decode_bound(params, batch, precision, best["bandwidth_gbs"], best[f"{precision}_gflops"])
+        rows.append(
+            {"sampler": name, "precision": precision, "tok_s": tok_s, **bound, "share": tok_s / bound["bound_tok_s"]}
+        )
+        print(
+            f"  {name:32s} {tok_s:7.1f} tok/s  bound {bound['bound_tok_s']:7.1f} ({bound['limit']})  "
+            f"share {tok_s / bound['bound_tok_s']:.0%}"
+        )
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument(
         "--rm", default="runs/quickstart/train_rm/model", help="BT RM folder; absent -> a length stand-in reward"
     )
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--num-generations", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=80)
+    p.add_argument("--batch", type=int, default=16)  # the quickstart's 2 prompts x 8 completions, 88 tokens
+    p.add_argument("--num-generations", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=88)
     p.add_argument("--temperature", type=float, default=0.9)
     p.add_argument("--top-layers", type=int, default=8)
     p.add_argument("--repeats", type=int, default=2)
@@ -331,6 +374,12 @@ def main() -> None:
         help="also time a KL-to-the-start step: the start forward alone (now) vs + a policy forward (before)",
     )
     p.add_argument("--is-cap", type=float, default=3.0, help="train.rollout_is_cap for the bf16 correction statistics")
+    p.add_argument(
+        "--roofline",
+        action="store_true",
+        help="also measure this machine's bandwidth and matmul rates (before and after the steps) and print each "
+        "sampler's tok/s as a share of the roofline bound at its batch and precision (scripts/roofline.py)",
+    )
     p.add_argument("--json", help="write the results here")
     p.add_argument(
         "--real-steps",
@@ -365,6 +414,7 @@ def main() -> None:
 
         merged = MergedPolicy(model)
         merged_bf16 = MergedPolicy(model, "bf16") if args.bf16_rollout else None
+    machine = [roofline.measure()] if args.roofline else []
     results = []
     for i in range(args.repeats):
         r = step(args, tok, model, rows, texts, scorer, optimizer, merged, merged_bf16)
@@ -396,6 +446,9 @@ def main() -> None:
             f"bf16 rollout importance sampling (cap {args.is_cap}, median over steps): mean |gap| "
             f"{summary[keys[0]]:.4f} nats/token, mean weight {summary[keys[1]]:.4f}, clipped share {summary[keys[2]]:.4f}"
         )
+    if args.roofline:
+        machine.append(roofline.measure())
+        summary["roofline"] = roofline_table(machine, results, base_params(model), args.batch)
     last = results[-1]
     print(
         "step split: "
