@@ -154,27 +154,41 @@ def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_i
 
 @torch.inference_mode()
 def sample_with_logprobs(
-    model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_id: int
+    model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_id: int, cache: str = "static"
 ) -> tuple[list[list[int]], list[list[float]]]:
     """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
     the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
-    "processed_logprobs"), one float per completion token. Every tensor lives on the model's device."""
-    from transformers import DynamicCache
+    "processed_logprobs"), one float per completion token. Every tensor lives on the model's device.
 
+    cache: "static" (KV cache allocated once for prompt + max_new_tokens, written in place) or "dynamic"
+    (transformers' DynamicCache, which concatenates every layer's keys and values each step). Same samples."""
+    from transformers import DynamicCache, StaticCache
+
+    if cache not in ("static", "dynamic"):
+        raise ValueError(f"cache must be 'static' or 'dynamic', got {cache!r}")
     device = model.device
     unique = list(dict.fromkeys(tuple(r) for r in prompt_ids))  # identical prompts are prefilled once
     row_of = torch.tensor([unique.index(tuple(r)) for r in prompt_ids], device=device)  # (B,)
     ids, mask = left_pad([list(u) for u in unique], pad_id, device=device)  # (U, L)
     pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    cache = DynamicCache(config=model.config)
+    width = ids.size(1) + cfg.max_new_tokens
+    with torch.device(device):  # StaticCache makes its length counter without naming a device
+        kv = (
+            StaticCache(config=model.config, max_cache_len=width)
+            if cache == "static"
+            else DynamicCache(config=model.config)
+        )
     logits = model(
-        input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1
+        input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=kv, use_cache=True, logits_to_keep=1
     ).logits[:, -1]  # (U, V)
     if len(unique) < len(prompt_ids):
-        cache.reorder_cache(row_of)
-    logits, mask, pos = logits[row_of].float(), mask[row_of], pos[row_of, -1:]
-    history = ids[row_of]  # (B, L + t): the repetition penalty reads prompt and completion
+        kv.reorder_cache(row_of)
+    # the whole (B, L + max_new_tokens) mask at once: future positions are hidden by causality, and the
+    # attention reads only the first L + t columns of it (transformers slices a longer padding mask)
+    full = torch.cat([mask[row_of], mask.new_ones((len(prompt_ids), cfg.max_new_tokens))], 1)
+    logits, pos = logits[row_of].float(), pos[row_of, -1:]
     procs = logits_processors(cfg)
+    history = ids[row_of] if procs else None  # (B, L + t): the repetition penalty reads prompt and completion
     eos = torch.tensor(eos_ids, device=device)
     done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
     out, logps = [], []
@@ -193,11 +207,11 @@ def sample_with_logprobs(
         done |= torch.isin(nxt, eos)
         if bool(done.all()) or step == cfg.max_new_tokens - 1:
             break
-        history = torch.cat([history, nxt[:, None]], 1)
-        mask = torch.cat([mask, mask.new_ones((mask.size(0), 1))], 1)
+        if history is not None:
+            history = torch.cat([history, nxt[:, None]], 1)
         pos = pos + 1
         logits = (
-            model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+            model(input_ids=nxt[:, None], attention_mask=full, position_ids=pos, past_key_values=kv, use_cache=True)
             .logits[:, -1]
             .float()
         )

@@ -263,3 +263,27 @@ def test_copy_runs_its_own_weights_after_trl_patches_the_forward(policy):
         want = policy(input_ids=ids).logits
     assert got.dtype == torch.bfloat16
     assert (got.float() - want).abs().max() > 0  # bf16 rounding: a different computation from the fp32 policy
+
+
+def test_static_cache_samples_what_the_dynamic_cache_samples(policy, tokenizer):
+    """Same seed, same draws: the in-place KV cache changes where keys and values live, not the samples."""
+    from transformers import GenerationConfig
+
+    from rlcw.rl.rollout import sample_with_logprobs
+
+    texts = ["Once upon a time", "A dragon who could not sleep", "A dragon who could not sleep"]
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    cfg = GenerationConfig(max_new_tokens=10, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id)
+    model = MergedPolicy(policy).refresh()
+    got = {}
+    for cache in ("static", "dynamic"):
+        torch.manual_seed(3)
+        got[cache] = sample_with_logprobs(
+            model, rows, cfg, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id, cache=cache
+        )
+    assert got["static"][0] == got["dynamic"][0]
+    assert max(map(len, got["static"][0])) > 1
+    for a, b in zip(got["static"][1], got["dynamic"][1], strict=True):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="static"):
+        sample_with_logprobs(model, rows, cfg, eos_ids=[0], pad_id=0, cache="paged")
