@@ -45,7 +45,7 @@ SUMMARY_SCHEMA = {
 
 RESUME_MODES = ("false", "true", "auto")
 # A checkpoint folder is complete once its trainer_state.json exists: HF Trainer (`checkpoint-N`) and
-# rlcw's PPO (`step_NNNNNN`, see rlcw.rl.ppo_checkpoint) both write it last.
+# rlcw's PPO (`step_NNNNNN`, see rlcw.rl.ppo.checkpoint) both write it last.
 _CHECKPOINT_NAME = re.compile(r"(?:checkpoint-|step_)(\d+)")
 
 

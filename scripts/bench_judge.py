@@ -21,7 +21,8 @@ from pathlib import Path
 
 from rlcw.data.bundled import bundled_path
 from rlcw.data.records import read_stories
-from rlcw.judges.client import ClientConfig, make_client
+from rlcw.judges.clients.base import ClientConfig
+from rlcw.judges.clients.factory import make_client
 from rlcw.judges.protocols import Pair, judge_side_by_side
 from rlcw.judges.serve import LocalServer
 from rlcw.judges.templates import load_template

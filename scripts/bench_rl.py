@@ -13,7 +13,7 @@ do_sample, temperature, top_p, max_new_tokens), reward (the BT RM scorer on the 
 loss forward/backward (token log-probs of the completions under the LoRA policy, the DAPO-style
 GRPO loss with group-normalised advantages), optimizer (AdamW step). It reports rollout tokens/s
 (`--merged-rollout`: also with the LoRA merged into the weights for generation, as vLLM-style
-rollouts do, timed in the same run on the same prompts; `--fast-rollout`: rlcw.rl.rollout's sampler, the
+rollouts do, timed in the same run on the same prompts; `--fast-rollout`: rlcw.rl.grpo.rollout's sampler, the
 `train.fast_rollout` candidate, likewise; `--bf16-rollout`: that sampler on a bf16 rollout copy,
 `train.rollout_precision=bf16`, with the mean/max |logprob| gap of its tokens between the bf16 copy and the fp32 policy) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
 This is a decomposition of the step rlcw's `grpo` runs, not TRL's internal timer: TRL adds its own
@@ -50,7 +50,7 @@ def completion_lengths(completion_ids: torch.Tensor, eos_id: int) -> torch.Tenso
 @torch.inference_mode()
 def logprob_mismatch(ref, other, prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> torch.Tensor:
     """|log p_ref - log p_other| of each sampled completion token (flat): the rollout's off-policy gap."""
-    from rlcw.rl.ppo_rollout import left_pad
+    from rlcw.sampling import left_pad
 
     ids, mask = left_pad([p + c for p, c in zip(prompts, completions, strict=False)], pad_id)  # (B, L)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -69,8 +69,8 @@ def logprob_mismatch(ref, other, prompts: list[list[int]], completions: list[lis
 def is_statistics(ref, prompts, completions, sampler_logps, pad_id: int, temperature: float, cap: float) -> dict:
     """The GRPO loss's truncated importance sampling of these samples: weights min(pi/mu, cap) with pi the fp32
     policy at the sampling temperature (as TRL's loss computes it) and mu the sampler's own log-probs."""
-    from rlcw.rl.ppo_rollout import left_pad
-    from rlcw.rl.rollout_is import is_stats, truncated_is_weights
+    from rlcw.rl.grpo.is_correction import is_stats, truncated_is_weights
+    from rlcw.sampling import left_pad
 
     ids, mask = left_pad([p + c for p, c in zip(prompts, completions, strict=False)], pad_id)  # (B, L)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -97,7 +97,8 @@ def build(args):
     from rlcw.data.prompts import load_prompts
     from rlcw.generation import chat_messages
     from rlcw.models import load_causal_lm, load_tokenizer
-    from rlcw.recipes.common import DEFAULT_SYSTEM_PROMPT, LoraSection, lora_config
+    from rlcw.recipes.common.models import lora_config
+    from rlcw.recipes.common.sections import DEFAULT_SYSTEM_PROMPT, LoraSection
 
     tok = load_tokenizer(args.model, padding_side="left")
     model = load_causal_lm(args.model, "float32")
@@ -169,13 +170,13 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
         t["merged_speedup"] = t["merged_rollout_tok_per_s"] / t["rollout_tok_per_s"]
         wall += t["merged_generation_s"]
 
-    if args.fast_rollout:  # rlcw.rl.rollout: merged-weight copy + shared prefill + lean sampling loop, same prompts
-        from rlcw.rl.rollout import sample_with_logprobs
+    if args.fast_rollout:  # rl.grpo.rollout: merged-weight copy + shared prefill + lean sampling loop, same prompts
+        from rlcw.sampling import sample_with_logprobs
 
         rows_ids = [r[m.bool()].tolist() for r, m in zip(enc["input_ids"], enc["attention_mask"], strict=False)]
 
         def timed_sample(name: str, policy, seed: int) -> tuple[list[list[int]], list[list[float]]]:
-            """Sample with rlcw.rl.rollout on `policy` (with the per-token log-probs the importance-sampling
+            """Sample with rlcw.rl.grpo.rollout on `policy` (with the per-token log-probs the importance-sampling
             correction needs); record `<name>_generation_s`, tok/s and the ratio to TRL's path."""
             torch.manual_seed(seed)
             start = time.perf_counter()
@@ -361,7 +362,7 @@ def main() -> None:
     p.add_argument(
         "--fast-rollout",
         action="store_true",
-        help="also time rlcw.rl.rollout (train.fast_rollout) on the same prompts",
+        help="also time rlcw.rl.grpo.rollout (train.fast_rollout) on the same prompts",
     )
     p.add_argument(
         "--bf16-rollout",
@@ -410,7 +411,7 @@ def main() -> None:
     if args.bf16_rollout and not args.fast_rollout:
         p.error("--bf16-rollout needs --fast-rollout (it is compared with it in the same run)")
     if args.fast_rollout:
-        from rlcw.rl.rollout import MergedPolicy
+        from rlcw.rl.grpo.rollout import MergedPolicy
 
         merged = MergedPolicy(model)
         merged_bf16 = MergedPolicy(model, "bf16") if args.bf16_rollout else None

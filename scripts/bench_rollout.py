@@ -5,10 +5,12 @@
     python scripts/bench_rollout.py --random-weights MODEL_DIR               # config + tokenizer only: same shapes
 
 Samplers (same prompts, same GenerationConfig as TRL's GRPOTrainer: temperature 0.9, top_k 0, top_p 1):
-`generate fp32` (transformers `generate`, what TRL's path runs, here without LoRA wrappers), rlcw.rl.rollout's
+`generate fp32` (transformers `generate`, what TRL's path runs, here without LoRA wrappers), rlcw.sampling's
 sampler with transformers' DynamicCache (`fast ... dynamic`, the sampler as it was) and with a static KV cache
-(`fast ... static`), each on fp32 and bf16 weights, and `fast int8 static`: weight-only int8 linear layers
-(per output channel, bf16 activations, torch's `_weight_int8pack_mm`) in the bf16 copy, a candidate. Repeats are
+(`fast ... static`), each on fp32 and bf16 weights; `... cdf`: the static-cache sampler with the inverse-CDF
+draw (one uniform a row a step instead of torch.multinomial's exponential per vocabulary entry); `fast int8
+static`: weight-only int8 linear layers (per output channel, bf16 activations, torch's `_weight_int8pack_mm`)
+in the bf16 copy, a candidate. Repeats are
 interleaved (one of each sampler per round) so a shared machine's load falls on all of them. Each row shows the
 median completion tokens/s (up to EOS), decode slots/s (rows x steps, ended rows included), the roofline bound
 at the batch and the weights' precision (scripts/roofline.py: triad bandwidth and matmul rates measured in the
@@ -63,7 +65,7 @@ def int8_copy(bf16_model) -> torch.nn.Module:
 def load(args):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from rlcw.rl.rollout import MergedPolicy
+    from rlcw.rl.grpo.rollout import MergedPolicy
 
     if args.random_weights:
         torch.manual_seed(0)
@@ -91,8 +93,7 @@ def prompts(tok, batch: int, num_generations: int) -> list[list[int]]:
 
 
 def run_sampler(name: str, models: dict, ids: list[list[int]], cfg, tok, seed: int) -> dict:
-    from rlcw.rl.ppo_rollout import left_pad
-    from rlcw.rl.rollout import sample_with_logprobs
+    from rlcw.sampling import left_pad, sample_with_logprobs
 
     torch.manual_seed(seed)
     start = time.perf_counter()
@@ -104,9 +105,15 @@ def run_sampler(name: str, models: dict, ids: list[list[int]], cfg, tok, seed: i
         rows = out.tolist()
         comps = [r[: next((i + 1 for i, t in enumerate(r) if t == tok.eos_token_id), len(r))] for r in rows]
         return {"seconds": seconds, "tokens": sum(map(len, comps)), "steps": out.size(1), "comps": comps}
-    _, precision, cache = name.split()
+    _, precision, cache, *draw = name.split()  # "fast bf16 static cdf": the inverse-CDF draw
     comps, logps = sample_with_logprobs(
-        models[precision], ids, cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, cache=cache
+        models[precision],
+        ids,
+        cfg,
+        eos_ids=[tok.eos_token_id],
+        pad_id=tok.pad_token_id,
+        cache=cache,
+        draw="inverse_cdf" if draw == ["cdf"] else "multinomial",
     )
     seconds = time.perf_counter() - start
     return {
@@ -124,6 +131,8 @@ SAMPLERS = (
     "fast fp32 static",
     "fast bf16 dynamic",
     "fast bf16 static",
+    "fast bf16 static cdf",
+    "fast fp32 static cdf",
     "fast int8 static",
 )
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from rlcw.config import load_config
 from rlcw.data.prompts import load_prompts
+from rlcw.measure.heldout import HeldoutSettings, measure_policies
 from rlcw.recipes import grpo
-from rlcw.rl.heldout import HeldoutSettings, measure_policies
 
 ROOT = Path("runs/cal")
 COLS = [

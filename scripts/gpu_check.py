@@ -5,7 +5,7 @@
     python scripts/gpu_check.py --json out.json --peak-tflops 989
 
 For each shape: BTScorer's length-bucketed batched RM scoring vs one story at a time (target >= 5x on a
-GPU), rlcw.rl.rollout's fast sampling loop (tokens/s at batch 8 and 64), and one forward+backward
+GPU), rlcw.rl.grpo.rollout's fast sampling loop (tokens/s at batch 8 and 64), and one forward+backward
 training step; tokens/s, MFU against the card's bf16 dense peak (6 * params * tokens for a training
 step, 2 * params * tokens for inference; `--peak-tflops` or a small table of known cards) and peak
 memory. No trl, peft or datasets, no downloads: the models are built from configs with random weights.
@@ -108,10 +108,10 @@ def rm_scoring(cfg, device: str, dtype, n: int, lengths: tuple[int, int], repeat
 
 
 def rollout(model, device: str, batch: int, prompt_len: int, new_tokens: int, params: int, peak) -> dict:
-    """rlcw.rl.rollout.sample (the train.fast_rollout loop): tokens/s at one batch size."""
+    """rlcw.sampling.sample (the train.fast_rollout loop): tokens/s at one batch size."""
     from transformers import GenerationConfig
 
-    from rlcw.rl.rollout import sample
+    from rlcw.sampling import sample
 
     cfg = GenerationConfig(do_sample=True, top_k=0, top_p=1.0, temperature=1.0, max_new_tokens=new_tokens)
     gen = torch.Generator().manual_seed(1)

@@ -6,7 +6,7 @@ story, batched) and `count_tokens(text) -> int` (used to fit the scratchpad into
 - `LocalBackend(model, tokenizer, system_prompt)`: one base model; `attach_adapters` loads a LoRA
   adapter per agent (peft), switched on for that agent's calls; agents without one use the base.
 - `ServerBackend(client, system_prompt)`: any object with `chat(messages, max_tokens=, temperature=,
-  seed=) -> str`, e.g. `rlcw.judges.client.make_client(ClientConfig(...))` (`server_backend`).
+  seed=) -> str`, e.g. `rlcw.judges.clients.factory.make_client(ClientConfig(...))` (`server_backend`).
   Tokens are estimated as 1.4 per word (servers do not expose their tokenizer).
 """
 
@@ -122,7 +122,9 @@ class ServerBackend:
 def server_backend(
     client_cfg: dict, system_prompt: str | None, temperature: float = 0.8, script=None
 ) -> ServerBackend:
-    """A ServerBackend from judge-client settings (`rlcw.judges.client.ClientConfig` keys, e.g. base_url, model)."""
-    from rlcw.judges.client import make_client  # imported lazily: only the server path needs the judges package
+    """A ServerBackend from judge-client settings (`rlcw.judges.clients.base.ClientConfig` keys: base_url, model)."""
+    from rlcw.judges.clients.factory import (
+        make_client,  # imported lazily: only the server path needs the judges package
+    )
 
     return ServerBackend(make_client(dict(client_cfg), script=script), system_prompt, temperature=temperature)

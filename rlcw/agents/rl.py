@@ -198,7 +198,7 @@ def agents_story_sampler(
     seed: int,
 ):
     """`sample(model, step)` of the held-out evaluation: stories written by `variant` on the current policy,
-    named `<run>@<step>` (the Agents' Room counterpart of `rlcw.rl.periodic.story_sampler`)."""
+    named `<run>@<step>` (the Agents' Room counterpart of `rlcw.measure.periodic.story_sampler`)."""
 
     def sample(model, step: int) -> list[dict]:
         record = trained_agents(variant, train_agent)[0]

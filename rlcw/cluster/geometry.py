@@ -3,7 +3,7 @@
 GRPO follows TRL 1.16's GRPOConfig: a micro-batch is `batch_size` completions per GPU; one
 generation batch = batch_size * world * grad_accum completions (steps_per_generation = grad_accum)
 feeds one optimizer step per `num_iterations`; it must hold whole groups of `num_generations`
-(TRL), and rlcw also asks each GPU's micro-batch to (rlcw.recipes.grpo). PPO follows rlcw.rl.ppo:
+(TRL), and rlcw also asks each GPU's micro-batch to (rlcw.recipes.grpo). PPO follows rlcw.rl.ppo.trainer:
 `batch_size` prompts per process, one completion each. Reward models: `batch_size` pairs per GPU
 times grad_accum times world (the effective batch). A broken rule is an RlcwError naming the keys
 and the nearest values that work.

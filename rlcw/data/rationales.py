@@ -6,7 +6,7 @@ Sources (`rlcw train-rm rm.type=genrm rm.cot=true rm.rationales.source=...`):
   (`chosen` | `rejected`, default `chosen`): which story the rationale calls "Story A".
 - `teacher`: a local causal LM (through `rlcw.generation`) writes the rationale, told which story
   is better (post-hoc rationalisation, as in STaR).
-- `judge`: an OpenAI-compatible judge (`rlcw.judges.client`), told the same.
+- `judge`: an OpenAI-compatible judge (`rlcw.judges.clients`), told the same.
 
 A rationale is written for one order (chosen shown as A); for the swapped order the labels
 "Story A" and "Story B" are exchanged (`swap_story_labels`). Train-rm saves what it used as
@@ -123,9 +123,10 @@ def teacher_rationales(
 
 
 def judge_rationales(client_config: dict, pairs: list[dict], *, max_tokens: int = 160, seed: int = 0) -> list[str]:
-    """Rationales written by an OpenAI-compatible judge (`rlcw.judges.client`), temperature 0."""
+    """Rationales written by an OpenAI-compatible judge (`rlcw.judges.clients`), temperature 0."""
     try:
-        from rlcw.judges.client import ClientConfig, make_client
+        from rlcw.judges.clients.base import ClientConfig
+        from rlcw.judges.clients.factory import make_client
     except ImportError as exc:
         raise RlcwError(
             f"the judge client is not available: {exc}", hint="use rm.rationales.source=teacher or file"

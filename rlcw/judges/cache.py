@@ -5,7 +5,7 @@ name), the template version (cache tag), the messages and every request paramete
 temperature, seed, max_completion_tokens, response_format, extra_body, logprob-verdict prefix and
 labels), so a repeated or interrupted evaluation makes no new calls for items it already has, and
 two servers or two checkpoints under one name never share entries. Only successful replies at
-temperature 0 are stored (the client does not cache sampled replies: see rlcw.judges.client).
+temperature 0 are stored (the client does not cache sampled replies: see rlcw.judges.clients.base).
 
     cache = ReplyCache("runs/judge_cache")
     key = cache_key("openai:http://host/v1:gpt-4o", "litbench-writerly-v1", messages, {"max_tokens": 256})

@@ -1,4 +1,4 @@
-"""The judge as a periodic evaluator for RL runs (`rlcw.rl.evaluation.Evaluator`, name "judge").
+"""The judge as a periodic evaluator for RL runs (`rlcw.measure.evaluation.Evaluator`, name "judge").
 
     ev = make_judge_evaluator({"protocol": "agents_room", "client": {"base_url": "...", "model": "..."}}, {})
     ev.evaluate(candidates, baseline, out_dir)   # {"win_rate": ..., "invalid_share": ..., ...}
@@ -24,7 +24,8 @@ from pathlib import Path
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_jsonl
 from rlcw.judges.aggregate import invalid_counts, length_controlled_win_rate, order_consistency, oriented
-from rlcw.judges.client import ClientConfig, make_client
+from rlcw.judges.clients.base import ClientConfig
+from rlcw.judges.clients.factory import make_client
 from rlcw.judges.position import logprob_summary, position_bias
 from rlcw.judges.protocols import (
     DEFAULT_TEMPLATE,

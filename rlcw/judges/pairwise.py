@@ -13,7 +13,8 @@ None when neither is valid. Raw verdict rows of the last call are kept in `last_
 
 from __future__ import annotations
 
-from rlcw.judges.client import ChatClient, ClientConfig, make_client
+from rlcw.judges.clients.base import ChatClient, ClientConfig
+from rlcw.judges.clients.factory import make_client
 from rlcw.judges.protocols import Pair, judge_side_by_side
 from rlcw.judges.templates import load_template
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlcw.judges.cache import request_key
-from rlcw.judges.client import ChatClient
+from rlcw.judges.clients.base import ChatClient
 from rlcw.judges.parsing import AR_DIMENSIONS, parse_likert, parse_preference, parse_side_by_side, parse_yes_no
 from rlcw.judges.templates import ORIGINALITY_TESTS, TTCW_TESTS, Template, TtcwTest, load_template
 from rlcw.metrics.text import count_words

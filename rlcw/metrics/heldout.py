@@ -9,7 +9,7 @@ Sample (p, k) of the start and the tuned policy answer prompt p with the same ra
 (common random numbers), so they are a pair; prompts are the unit of resampling (the K samples
 of a prompt are correlated), and every statistic is recomputed on each resample of prompts.
 
-`in_range` is what the caller counts as meeting the prompt's range (`rlcw.rl.heldout`: a story that
+`in_range` is what the caller counts as meeting the prompt's range (`rlcw.measure.heldout`: a story that
 ended, with its word count inside the range); the optional `in_range_words` (word count inside the
 range, cut stories included) and `ended_short` (ended below the range) are reported as
 `<key>_start` / `<key>_final`; with `ended_short`, `short_rise_minus_in_range_rise` (the rise in the

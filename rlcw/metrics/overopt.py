@@ -19,7 +19,7 @@ Design note: how the outcome study (issue 18) should use these pieces, stage by 
 4. Runs on one axis. Every checkpoint of every run (and the start) is sampled on the held-out prompts,
    several samples per prompt, with `top_k=0` (transformers' default top_k=50 otherwise truncates the
    sampler while the log-probs use the full distribution). KL per story comes from
-   `rlcw.rl.kl.kl_to_reference` on the SAMPLED ids, EOS included (estimator named in the report,
+   `rlcw.measure.kl.kl_to_reference` on the SAMPLED ids, EOS included (estimator named in the report,
    k3 by default); d = sqrt(mean KL per story). Best-of-n sits at d = sqrt(kl_best_of(n))
    (`rlcw.rewards.best_of_n.kl_best_of`, the analytic log n - (n-1)/n), one candidate pool, n up to 32+.
 5. Statistics. Each story value is keyed (prompt_id, sample_index). Every CI is

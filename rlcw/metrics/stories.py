@@ -1,4 +1,4 @@
-"""Statistics of a set of stories for the periodic evaluators (rlcw.rl.evaluation): mean words, the
+"""Statistics of a set of stories for the periodic evaluators (rlcw.measure.evaluation): mean words, the
 share inside the prompt's word range, trigram repetition within stories and distinct trigrams across them.
 
     in_range_share([4, 6], [(3, 5), (10, 20)])          # 0.5

@@ -7,14 +7,14 @@
     points = checkpoints_of("runs/outcome/grpo")                                   # [(4, .../checkpoint-4), ...]
 
 Sampling (issue 18): temperature 1, top_k 0, top_p 1, so the samples come from the distribution whose
-log-probs the KL uses (`rlcw.rl.kl.check_full_distribution`); `rlcw.rl.rollout.sample` keeps the
-sampled ids, cut after the first EOS (kept). Common random numbers by `rlcw.rl.heldout.crn_completions`:
+log-probs the KL uses (`rlcw.measure.kl.check_full_distribution`); `rlcw.sampling.sample` keeps the
+sampled ids, cut after the first EOS (kept). Common random numbers by `rlcw.measure.heldout.crn_completions`:
 rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after
 `torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so the start and a checkpoint read the same noise
 at (prompt, k) whatever the other chunks consumed. Each record keeps `prompt_ids` and `completion_ids`.
 
 KL per story on the SAMPLED ids (EOS included): the policy's log-probs are those the sampler drew with
-(the full distribution at temperature 1; equal to `rlcw.rl.kl.sampled_logprobs` of the policy, tested,
+(the full distribution at temperature 1; equal to `rlcw.measure.kl.sampled_logprobs` of the policy, tested,
 and one forward cheaper), the start's come from `sampled_logprobs`, summed per story by `kl_per_story`
 with both estimators: k3 (the report's, never negative) and k1 (kept alongside). d = sqrt(mean KL per
 story) is Gao et al.'s axis.
@@ -29,9 +29,9 @@ from pathlib import Path
 import torch
 
 from rlcw.errors import RlcwError
+from rlcw.measure.heldout import crn_completions
+from rlcw.measure.kl import kl_per_story, sampled_logprobs
 from rlcw.metrics.text import count_words, repetition_rate
-from rlcw.rl.heldout import crn_completions
-from rlcw.rl.kl import kl_per_story, sampled_logprobs
 
 _TRL_CKPT = re.compile(r"^checkpoint-(\d+)$")
 _PPO_CKPT = re.compile(r"^step_(\d+)$")

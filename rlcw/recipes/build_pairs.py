@@ -27,7 +27,7 @@ from rlcw.data.human_pairs import build_human_pairs, read_model_stories
 from rlcw.data.pairs import build_corruption_pairs
 from rlcw.data.records import read_stories, write_preferences
 from rlcw.errors import RlcwError
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 
 
 @dataclass

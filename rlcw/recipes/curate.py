@@ -27,7 +27,7 @@ from rlcw.data.litbench import Post, parse_date, read_posts
 from rlcw.data.records import write_preferences
 from rlcw.errors import RlcwError
 from rlcw.io import TABLE_SUFFIXES, read_table
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 from rlcw.report import save_figure
 
 

@@ -37,23 +37,15 @@ import torch
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
+from rlcw.measure.callbacks import JsonlMetricsCallback
+from rlcw.measure.evaluation import build_evaluators
+from rlcw.measure.periodic import PeriodicEvalCallback
 from rlcw.models import load_causal_lm, load_tokenizer, save_lora_checkpoint
-from rlcw.recipes.common import (
-    EvalSection,
-    LoraSection,
-    ModelConfig,
-    check_bf16,
-    eval_prompt_rows,
-    eval_sampler,
-    lora_config,
-    stage_run,
-    stage_tracker,
-    validate_rl_sections,
-    validate_train_keys,
-)
-from rlcw.rl.callbacks import JsonlMetricsCallback
-from rlcw.rl.evaluation import build_evaluators
-from rlcw.rl.periodic import PeriodicEvalCallback
+from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
+from rlcw.recipes.common.models import lora_config
+from rlcw.recipes.common.prompts import eval_prompt_rows, eval_sampler
+from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.sections import EvalSection, LoraSection, ModelConfig
 from rlcw.runs import resume_checkpoint, resume_mode
 
 

@@ -34,7 +34,7 @@ from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
 from rlcw.metrics import pairwise as pw
 from rlcw.metrics.bootstrap import bootstrap_ci
 from rlcw.metrics.text import count_words
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 from rlcw.report import save_figure
 from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.rewards.scorers import is_pairwise, load_scorer
@@ -47,7 +47,7 @@ class ScorerSection:
     batch_size: int = 16
     device: str | None = None
     length_control: bool = True  # bt: also report scores with the folder's length-control fit
-    judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.client.ClientConfig keys
+    judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.clients.base.ClientConfig keys
     judge_template: str = "writerly"
 
 

@@ -26,7 +26,8 @@ from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import atomic_write_text
 from rlcw.models import EMBEDDED_ALIAS, is_lora_checkpoint, load_causal_lm, load_tokenizer, lora_base_spec, resolve
-from rlcw.recipes.common import ModelConfig, stage_run
+from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import ModelConfig
 
 # What rlcw knows about the data a run may name, for the card's attribution lines.
 KNOWN_DATA = {

@@ -39,7 +39,8 @@ from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, generate_stories
 from rlcw.metrics.text import count_words
 from rlcw.models import load_causal_lm, load_tokenizer
-from rlcw.recipes.common import ModelConfig, stage_run
+from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import ModelConfig
 from rlcw.rewards.best_of_n import best_index, check_sizes, default_sizes, kl_best_of
 
 

@@ -42,7 +42,8 @@ from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_json, atomic_write_jsonl
 from rlcw.judges.aggregate import invalid_counts, order_consistency, summarize_judgments
-from rlcw.judges.client import ClientConfig, describe_client, make_client
+from rlcw.judges.clients.base import ClientConfig
+from rlcw.judges.clients.factory import describe_client, make_client
 from rlcw.judges.position import logprob_summary, position_bias
 from rlcw.judges.protocols import (
     DEFAULT_TEMPLATE,
@@ -58,7 +59,7 @@ from rlcw.judges.protocols import (
 )
 from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
 from rlcw.judges.templates import load_template, load_ttcw_tests
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 
 
 @dataclass

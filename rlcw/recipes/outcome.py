@@ -50,7 +50,8 @@ from rlcw.recipes import build_pairs, eval_rm, prepare_model, train_rm
 from rlcw.recipes import dpo as dpo_recipe
 from rlcw.recipes import grpo as grpo_recipe
 from rlcw.recipes import ppo as ppo_recipe
-from rlcw.recipes.common import ModelConfig, stage_run
+from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import ModelConfig
 from rlcw.runs import move_aside, resume_mode
 
 RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")

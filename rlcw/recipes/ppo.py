@@ -5,14 +5,14 @@ a separate value model started from the BT reward model (its backbone with LoRA 
 head read at every token; `value.init=policy` starts from the policy's base with a fresh head),
 rewards from `reward.specs` (`rlcw.rewards.factory`: bt, genrm, remote, length_range,
 overlong; the same section as `rlcw grpo`) summed with their weights, -kl_coef * KL per
-token, GAE, clipped policy and value losses (`rlcw.rl.ppo_math`). Prompts are chat
+token, GAE, clipped policy and value losses (`rlcw.rl.ppo.maths`). Prompts are chat
 conversations as in `rlcw grpo`. Logged every step to metrics.jsonl and TensorBoard: reward
 (and per reward function), KL, entropy, clipfrac, approx KL, losses, explained variance,
 lengths, cap share, reward-hacking monitors (`monitor.*` warn / stop rules); every
-`eval.every_steps` the evaluators (`eval.evaluators`, `rlcw.rl.evaluation`) run on held-out
+`eval.every_steps` the evaluators (`eval.evaluators`, `rlcw.measure.evaluation`) run on held-out
 prompts (`eval.prompts` at `eval.split`). Prompts, rewards, evaluation and monitors use the same
 sections as `rlcw grpo` (`data.sources`, `data.fit_to_cap`, `data.no_overlap_with` included); the
-`train.*` section is rlcw.rl.ppo.PPOSettings. Every config check runs in `validate` before the run
+`train.*` section is rlcw.rl.ppo.trainer.PPOSettings. Every config check runs in `validate` before the run
 folder is written. Checkpoints in `<run>/checkpoints/step_XXXXXX` (policy adapter, value tensors,
 optimizer, RNG, step); `train.resume=true` continues from the last (an error when there is none),
 `auto` continues when there is one. The final adapter is
@@ -36,34 +36,26 @@ from dataclasses import dataclass, field
 
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
+from rlcw.measure.evaluation import build_evaluators
+from rlcw.measure.monitors import MonitorCallback, plot_monitors
+from rlcw.measure.periodic import PeriodicEval
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
-from rlcw.recipes.common import (
+from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
+from rlcw.recipes.common.models import lora_config, rm_scorer
+from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages, train_prompts
+from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.sections import (
     EvalSection,
     LoraSection,
     ModelConfig,
     MonitorSection,
     PromptSection,
     RewardSection,
-    check_bf16,
-    check_overlap,
-    eval_sampler,
-    held_out_prompts,
-    lora_config,
-    prompt_messages,
-    rm_scorer,
-    stage_run,
-    stage_tracker,
-    train_prompts,
-    validate_rl_sections,
-    validate_train_keys,
 )
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
-from rlcw.rl.evaluation import build_evaluators
-from rlcw.rl.monitors import MonitorCallback, plot_monitors
-from rlcw.rl.periodic import PeriodicEval
-from rlcw.rl.ppo import PPOSettings, PPOTrainer
-from rlcw.rl.value import load_value_model
+from rlcw.rl.ppo.trainer import PPOSettings, PPOTrainer
+from rlcw.rl.ppo.value import load_value_model
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -77,7 +69,7 @@ class ValueSection:
 
 @dataclass
 class PPOTrainSection(PPOSettings):
-    """`train.*`: the loop's settings (rlcw.rl.ppo.PPOSettings) and what the recipe does around the loop."""
+    """`train.*`: the loop's settings (rlcw.rl.ppo.trainer.PPOSettings) and what the recipe does around the loop."""
 
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # accelerate bf16 autocast of the prepared policy/value forwards (GPU configs)

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 
 from rlcw.models import EMBEDDED_ALIAS, convert_embedded, load_causal_lm, load_tokenizer, resolve
-from rlcw.recipes.common import ModelConfig, stage_run
+from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import ModelConfig
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 prepare-model -> build-pairs -> train-rm (BT, LoRA) -> grpo (RM + length terms, monitors, learning
 probe, LoRA) -> one held-out measurement (start vs tuned on >= 32 held-out prompts x 4 samples with
-common random numbers, rlcw.rl.heldout) -> export (merged, logits checked) -> report.md.
+common random numbers, rlcw.measure.heldout) -> export (merged, logits checked) -> report.md.
 
 The check PASSES only when the held-out RM change AND the change in the share of stories inside
 the prompt's word range both have a 95% lower bound above 0 (bootstrap over prompts); otherwise
@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlcw.config import assign
+from rlcw.measure.monitors import plot_monitors
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
-from rlcw.recipes.common import ModelConfig, check_overlap, stage_run
+from rlcw.recipes.common.prompts import check_overlap
+from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import ModelConfig
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
-from rlcw.rl.monitors import plot_monitors
 
 
 @dataclass
@@ -44,7 +46,7 @@ class Gates:
 
 @dataclass
 class HeldoutSection:
-    """The one held-out measurement at the end (rlcw.rl.heldout)."""
+    """The one held-out measurement at the end (rlcw.measure.heldout)."""
 
     prompts: str = "bundled"
     # one split or several, in order: [heldout, study] + max_prompts 40 = the 32 `heldout` prompts and the first 8
@@ -166,7 +168,7 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
 
 
 def _measure(cfg: QuickstartConfig, root: str, rows: list[dict]) -> dict:
-    from rlcw.rl.heldout import HeldoutSettings, measure_policies
+    from rlcw.measure.heldout import HeldoutSettings, measure_policies
 
     h = cfg.heldout
     s = HeldoutSettings(
@@ -307,7 +309,7 @@ def smoothed(ys: list[float], window: int = 4) -> list[float]:
 
 
 def _plots(root) -> list:
-    from rlcw.rl.probe import plot_probe, read_probe
+    from rlcw.measure.probe import plot_probe, read_probe
 
     rm_rows = read_metrics(root / "train_rm" / "metrics.jsonl")
     g_rows = read_metrics(root / "grpo" / "metrics.jsonl")
@@ -417,7 +419,7 @@ def gains_and_losses(root: Path, k: int = 3) -> str:
 
 
 def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots: list) -> str:
-    from rlcw.rl.probe import MIN_MOVE, did_not_move, read_probe
+    from rlcw.measure.probe import MIN_MOVE, did_not_move, read_probe
 
     total = sum(timings.values())
     probe = read_probe(root / "grpo" / "probe.jsonl")

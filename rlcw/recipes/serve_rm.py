@@ -22,7 +22,7 @@ import signal
 from dataclasses import dataclass
 
 from rlcw.errors import RlcwError
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_text
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 from rlcw.study.packets import FORMATS, export_packet
 from rlcw.study.power import guidance
 from rlcw.study.selection import all_system_pairs, best_worst_pairs, system_pairs

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json, atomic_write_jsonl
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 from rlcw.report import save_figure
 from rlcw.study.analysis import analyse
 from rlcw.study.blinding import read_key

@@ -41,7 +41,10 @@ from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import atomic_write_jsonl, atomic_write_text
 from rlcw.models import EMBEDDED_ALIAS, load_causal_lm, load_tokenizer, save_lora_checkpoint
-from rlcw.recipes.common import LoraSection, ModelConfig, lora_config, stage_run, stage_tracker, validate_train_keys
+from rlcw.recipes.common.checks import validate_train_keys
+from rlcw.recipes.common.models import lora_config
+from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.sections import LoraSection, ModelConfig
 from rlcw.runs import resume_checkpoint, resume_mode
 
 

@@ -45,20 +45,15 @@ import torch
 from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
+from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, torch_dtype
-from rlcw.recipes.common import (
-    LoraSection,
-    ModelConfig,
-    check_bf16,
-    lora_config,
-    stage_run,
-    stage_tracker,
-    validate_train_keys,
-)
+from rlcw.recipes.common.checks import check_bf16, validate_train_keys
+from rlcw.recipes.common.models import lora_config
+from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.sections import LoraSection, ModelConfig
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
-from rlcw.rl.callbacks import JsonlMetricsCallback
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -81,7 +76,7 @@ class RationaleSection:
     teacher_model: str = "smollm2-135m-instruct"
     max_new_tokens: int = 64
     batch_size: int = 8
-    judge: dict[str, Any] = field(default_factory=dict)  # rlcw.judges.client.ClientConfig fields
+    judge: dict[str, Any] = field(default_factory=dict)  # rlcw.judges.clients.base.ClientConfig fields
 
 
 @dataclass

@@ -19,7 +19,8 @@ from rlcw.data.bundled import bundled_path
 from rlcw.data.records import read_stories, write_stories
 from rlcw.errors import RlcwError
 from rlcw.judges.cache import ReplyCache
-from rlcw.judges.client import ClientConfig, make_client
+from rlcw.judges.clients.base import ClientConfig
+from rlcw.judges.clients.factory import make_client
 from rlcw.judges.serve import LocalServer, free_port
 from rlcw.models import EMBEDDED_ALIAS, resolve
 from rlcw.recipes.judge import JudgeConfig, main

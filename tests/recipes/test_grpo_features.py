@@ -210,7 +210,7 @@ def test_kl_to_start_takes_the_policy_side_from_the_loss_forward(runs_root, rm_r
     from trl import GRPOTrainer
 
     from rlcw.recipes.grpo import main
-    from rlcw.rl.grpo_trainer import RlcwGRPOTrainer
+    from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
 
     forwards, pairs = [0], []
     real_forward, real_kl = GRPOTrainer._get_per_token_logps_and_entropies, RlcwGRPOTrainer.kl_to_start

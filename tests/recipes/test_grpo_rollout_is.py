@@ -18,8 +18,8 @@ def _train(tiny_model_dir, tokenizer, tmp_path, *, seed: int, precision: str, ca
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig
 
-    from rlcw.rl.grpo_trainer import RlcwGRPOTrainer
-    from rlcw.rl.rollout import make_fast_rollout_func
+    from rlcw.rl.grpo.rollout import make_fast_rollout_func
+    from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
     from rlcw.runs import RunDir
 
     # prompts of one token length: TRL's loss forward gives left-padded rows no position ids (positions then

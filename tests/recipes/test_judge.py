@@ -166,7 +166,8 @@ def test_bad_inputs(tmp_path, files):
 
 
 def test_local_client_is_greedy_and_cached(tmp_path, tiny_model_dir):
-    from rlcw.judges.client import ClientConfig, make_client
+    from rlcw.judges.clients.base import ClientConfig
+    from rlcw.judges.clients.factory import make_client
 
     cfg = ClientConfig(kind="local", model=str(tiny_model_dir), max_tokens=4, cache_dir=str(tmp_path / "cache"))
     client = make_client(cfg)
@@ -181,7 +182,8 @@ def test_local_client_is_greedy_and_cached(tmp_path, tiny_model_dir):
 
 
 def test_local_client_batches_uncached_calls(tmp_path, tiny_model_dir):
-    from rlcw.judges.client import ClientConfig, make_client
+    from rlcw.judges.clients.base import ClientConfig
+    from rlcw.judges.clients.factory import make_client
 
     cfg = ClientConfig(
         kind="local", model=str(tiny_model_dir), max_tokens=5, concurrency=3, cache_dir=str(tmp_path / "cache")
@@ -250,7 +252,8 @@ def test_ttcw_original_with_the_users_tests_file(tmp_path, files):
 
 
 def test_ttcw_original_prompt_holds_background_not_the_instructions(tmp_path):
-    from rlcw.judges.client import ClientConfig, make_client
+    from rlcw.judges.clients.base import ClientConfig
+    from rlcw.judges.clients.factory import make_client
     from rlcw.judges.protocols import judge_ttcw
     from rlcw.judges.templates import load_ttcw_tests
 

@@ -1,4 +1,4 @@
-"""PPO clips the policy's and the value model's gradients separately (rlcw.rl.ppo.PPOTrainer.clip_gradients)."""
+"""PPO clips the policy's and the value model's gradients separately (rlcw.rl.ppo.trainer.PPOTrainer.clip_gradients)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rlcw.rl.ppo import PPOSettings, PPOTrainer
+from rlcw.rl.ppo.trainer import PPOSettings, PPOTrainer
 
 
 def test_large_value_gradient_does_not_shrink_the_policy_step():

@@ -8,7 +8,7 @@ import torch
 def test_eos_first_is_sampled_when_the_model_wants_it(tiny_model_dir, tokenizer):
     from transformers import AutoModelForCausalLM
 
-    from rlcw.rl.ppo_rollout import response_logprobs, sample_rollout
+    from rlcw.rl.ppo.rollout import response_logprobs, sample_rollout
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
     eos = tokenizer.eos_token_id

@@ -51,7 +51,7 @@ def nothing_heavy(monkeypatch):
     def too_late(*args, **kwargs):
         raise AssertionError("reached model loading or the run folder before the config was checked")
 
-    monkeypatch.setattr("rlcw.recipes.common.RunDir.create", too_late)
+    monkeypatch.setattr("rlcw.recipes.common.run.RunDir.create", too_late)
     for recipe in RECIPES:
         module = importlib.import_module(f"rlcw.recipes.{recipe}")
         for name in ("load_causal_lm", "load_tokenizer", "load_value_model", "build_reward_funcs"):

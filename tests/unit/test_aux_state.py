@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from rlcw.measure.monitors import MonitorCallback
 from rlcw.rewards.genrm import GenRMReward, group_comparisons
 from rlcw.rl.aux_state import AUX_STATE_FILE, AuxStateCallback, load_aux_state, save_aux_state
-from rlcw.rl.monitors import MonitorCallback
 
 
 def test_monitor_and_genrm_state_round_trip(tmp_path):

@@ -3,7 +3,7 @@
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rl.evaluation import EVALUATORS, LengthEvaluator, RMScoreEvaluator, build_evaluators, run_evaluators
+from rlcw.measure.evaluation import EVALUATORS, LengthEvaluator, RMScoreEvaluator, build_evaluators, run_evaluators
 
 
 class FakeScorer:

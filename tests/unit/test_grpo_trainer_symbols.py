@@ -1,6 +1,6 @@
-"""Every TRL symbol rlcw.rl.grpo_trainer (and the rollout hooks used with it) relies on still exists.
+"""Every TRL symbol rlcw.rl.grpo.trainer (and the rollout hooks used with it) relies on still exists.
 
-The list mirrors the module docstring of rlcw.rl.grpo_trainer; a TRL upgrade that renames or drops
+The list mirrors the module docstring of rlcw.rl.grpo.trainer; a TRL upgrade that renames or drops
 one of these fails here, naming it, instead of deep inside a training step."""
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ CONFIG_FIELDS = [
 
 
 def test_trl_version_is_the_checked_one():
-    from rlcw.rl.grpo_trainer import TRL_VERSION_CHECKED
+    from rlcw.rl.grpo.trainer import TRL_VERSION_CHECKED
 
-    assert version("trl") == TRL_VERSION_CHECKED, "re-check the symbols in rlcw/rl/grpo_trainer.py's docstring"
+    assert version("trl") == TRL_VERSION_CHECKED, "re-check the symbols in rlcw/rl/grpo/trainer.py's docstring"
 
 
 @pytest.mark.parametrize("module, name", TRL_SYMBOLS)
@@ -97,7 +97,7 @@ def test_repeat_sampler_keeps_seed_and_generator():
 
 
 def test_epoch_sampler_is_reseeded_per_epoch():
-    from rlcw.rl.grpo_trainer import EpochRepeatSampler
+    from rlcw.rl.grpo.trainer import EpochRepeatSampler
 
     sampler = EpochRepeatSampler(list(range(8)), mini_repeat_count=1, batch_size=8, seed=0)
     first = list(sampler)

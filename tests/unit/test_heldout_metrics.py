@@ -72,7 +72,7 @@ def test_shapes_are_checked():
 
 
 def test_in_range_counts_only_stories_that_ended():
-    from rlcw.rl.heldout import add_scores, as_arrays
+    from rlcw.measure.heldout import add_scores, as_arrays
 
     class Scorer:
         def score(self, prompts, stories):

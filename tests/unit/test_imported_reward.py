@@ -3,9 +3,9 @@
 import pytest
 
 from rlcw.errors import RlcwError
+from rlcw.measure.probe import did_not_move, logp_change
 from rlcw.rewards.factory import build_rewards
 from rlcw.rewards.length import length_penalty
-from rlcw.rl.probe import did_not_move, logp_change
 
 
 def count_letter(prompts, completions, letter="a", **kwargs):

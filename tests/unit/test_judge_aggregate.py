@@ -14,7 +14,8 @@ from rlcw.judges.aggregate import (
     summarize_judgments,
     win_rates,
 )
-from rlcw.judges.client import ClientConfig, make_client
+from rlcw.judges.clients.base import ClientConfig
+from rlcw.judges.clients.factory import make_client
 from rlcw.judges.protocols import Pair, judge_side_by_side, judge_ttcw, pair_outcomes, ttcw_story_scores
 from rlcw.judges.templates import TTCW_TESTS, load_template
 

@@ -19,7 +19,9 @@ import pytest
 
 from rlcw.errors import RlcwError
 from rlcw.judges.cache import ReplyCache, cache_key
-from rlcw.judges.client import BudgetExceeded, ClientConfig, backoff_seconds, make_client
+from rlcw.judges.clients.base import BudgetExceeded, ClientConfig
+from rlcw.judges.clients.factory import make_client
+from rlcw.judges.clients.openai_compatible import backoff_seconds
 
 MSG = [{"role": "user", "content": "Which is better?"}]
 
@@ -271,7 +273,7 @@ def test_sampled_replies_are_never_cached(tmp_path):
 def test_weights_fingerprint_changes_with_any_weight():
     import torch
 
-    from rlcw.judges.client import weights_fingerprint
+    from rlcw.judges.clients.local import weights_fingerprint
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.judges.client import ClientConfig, make_client
+from rlcw.judges.clients.base import ClientConfig
+from rlcw.judges.clients.factory import make_client
 from rlcw.judges.evaluator import make_judge_evaluator
 from rlcw.judges.pairwise import JudgePairwiseScorer
 from rlcw.judges.templates import LITBENCH_TEMPLATES, builtin_templates, load_template
@@ -108,7 +109,7 @@ def test_judge_evaluator_bad_options():
 
 
 def test_registered_in_the_rl_evaluator_registry(tmp_path):
-    from rlcw.rl.evaluation import build_evaluators, run_evaluators
+    from rlcw.measure.evaluation import build_evaluators, run_evaluators
 
     rules = tmp_path / "rules.jsonl"
     rules.write_text('{"reply": "Preferred: A"}\n')  # always the story shown first

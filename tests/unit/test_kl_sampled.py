@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rlcw.rl.kl import check_full_distribution, cut_after_eos, kl_per_story, kl_to_reference, sampled_logprobs
+from rlcw.measure.kl import check_full_distribution, cut_after_eos, kl_per_story, kl_to_reference, sampled_logprobs
 
 EOS, PAD = 2, 2  # SmolLM-like: the pad id is the EOS id
 

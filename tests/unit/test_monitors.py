@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from rlcw.errors import RlcwError
+from rlcw.measure.monitors import MonitorCallback, check_rules, group_distinct, shared_ngram_share, step_stats
 from rlcw.metrics.agreement import spearman
-from rlcw.rl.monitors import MonitorCallback, check_rules, group_distinct, shared_ngram_share, step_stats
 
 
 def test_shared_ngram_share_by_hand():

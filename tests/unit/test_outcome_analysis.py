@@ -118,7 +118,7 @@ def test_null_results_are_stated_as_null_and_length_can_explain_a_gain():
 def test_stages_reuse_same_config_and_move_a_changed_one_aside(tmp_path):
     from dataclasses import dataclass
 
-    from rlcw.recipes.common import stage_run
+    from rlcw.recipes.common.run import stage_run
     from rlcw.recipes.outcome import Stages
 
     @dataclass

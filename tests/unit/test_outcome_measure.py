@@ -40,8 +40,8 @@ def test_samples_keep_their_ids_and_chunks_read_the_same_noise(tiny):
 def test_sampler_logprobs_equal_a_forward_so_kl_to_itself_is_zero(tiny):
     import torch
 
+    from rlcw.measure.kl import sampled_logprobs
     from rlcw.outcome.measure import add_kl, add_scores, sample_stories
-    from rlcw.rl.kl import sampled_logprobs
 
     model, tok = tiny
     recs = sample_stories(model, tok, ROWS, n_samples=1, max_new_tokens=6, seed=1, system_prompt=None, keep_logps=True)

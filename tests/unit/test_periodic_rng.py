@@ -1,10 +1,10 @@
-"""Periodic evaluation leaves the training RNG stream as it found it (rlcw.rl.periodic.PeriodicEval)."""
+"""Periodic evaluation leaves the training RNG stream as it found it (rlcw.measure.periodic.PeriodicEval)."""
 
 from __future__ import annotations
 
 import torch
 
-from rlcw.rl.periodic import PeriodicEval
+from rlcw.measure.periodic import PeriodicEval
 from rlcw.runs import RunDir
 
 

@@ -1,23 +1,21 @@
-"""rlcw.rl.ppo_math with hand-worked numbers (the arithmetic is in the comments)."""
+"""rlcw.rl.ppo.maths with hand-worked numbers (the arithmetic is in the comments)."""
 
 import math
 
 import pytest
 import torch
 
-from rlcw.rl.ppo_math import (
-    entropy_from_logits,
+from rlcw.rl.ppo.maths import (
     explained_variance,
     gae,
-    kl_per_token,
     last_token_index,
-    logprobs_from_logits,
     masked_mean,
     policy_loss,
     token_rewards,
     value_loss,
     whiten,
 )
+from rlcw.sampling import entropy_from_logits, kl_per_token, logprobs_from_logits
 
 T = torch.tensor
 
@@ -155,7 +153,7 @@ def test_explained_variance():
 
 
 def test_response_mask_stops_after_the_first_eos():
-    from rlcw.rl.ppo_rollout import response_mask
+    from rlcw.rl.ppo.rollout import response_mask
 
     # eos = 9: row 0 ends at t=1 (EOS kept, the rest is padding); row 1 never ends; row 2 ends at t=0
     resp = T([[5, 9, 9, 7], [5, 6, 7, 8], [9, 5, 9, 5]])
@@ -163,7 +161,7 @@ def test_response_mask_stops_after_the_first_eos():
 
 
 def test_prompt_batches_cover_each_pass_once_and_split_ranks():
-    from rlcw.rl.ppo import prompt_batch
+    from rlcw.rl.ppo.trainer import prompt_batch
 
     # 6 prompts, 2 ranks x 3 per step: steps 0 and 1 of rank 0 and 1 together are one pass (a permutation)
     seen = [i for step in (0, 1) for rank in (0, 1) for i in prompt_batch(6, 3, step, seed=0, rank=rank, world=2)]
@@ -177,7 +175,7 @@ def test_prompt_batches_cover_each_pass_once_and_split_ranks():
 def test_whiten_with_summed_moments_is_global():
     """Two ranks' halves whitened with their summed moments equal the whole batch whitened in one process,
     and differ from whitening each half alone (the per-rank bug)."""
-    from rlcw.rl.ppo_math import masked_moments, whiten_with_moments
+    from rlcw.rl.ppo.maths import masked_moments, whiten_with_moments
 
     x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 10.0, 0.0], [-2.0, 5.0, 7.0], [0.5, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 0, 0]])

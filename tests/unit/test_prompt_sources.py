@@ -1,4 +1,4 @@
-"""`data.sources.<name>` with `style: column` in the RL stages (rlcw.recipes.common): options checked with
+"""`data.sources.<name>` with `style: column` in the RL stages (rlcw.recipes.common.prompts): options checked with
 `data.sources.<name>` in the error, column rows mixed with rlcw's bundled rows, conversational cells used
 as the chat prompt as they are, and `eval.column` for held-out prompts."""
 
@@ -9,7 +9,8 @@ import json
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.recipes.common import EvalSection, PromptSection, held_out_prompts, prompt_messages, train_prompts
+from rlcw.recipes.common.prompts import held_out_prompts, prompt_messages, train_prompts
+from rlcw.recipes.common.sections import EvalSection, PromptSection
 
 CONV = [{"role": "system", "content": "Only haiku."}, {"role": "user", "content": "A haiku about frost."}]
 

@@ -1,4 +1,4 @@
-"""Truncated importance-sampling weights of off-policy rollouts (rlcw.rl.rollout_is), hand-worked."""
+"""Truncated importance-sampling weights of off-policy rollouts (rlcw.rl.grpo.is_correction), hand-worked."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.rl.rollout_is import is_stats, truncated_is_weights
+from rlcw.rl.grpo.is_correction import is_stats, truncated_is_weights
 
 
 def test_weights_hand_worked():

@@ -9,7 +9,7 @@ import pytest
 
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_folder
-from rlcw.recipes.common import stage_run
+from rlcw.recipes.common.run import stage_run
 from rlcw.runs import drop_rows_after, prepare_run_folder, purge_tensorboard
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rl.evaluation import Evaluator
+from rlcw.measure.evaluation import Evaluator
 from rlcw.study.blinding import read_key
 from rlcw.study.evaluator import make_study_evaluator
 

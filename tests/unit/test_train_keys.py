@@ -11,7 +11,7 @@ import torch
 from rlcw.config import load_config
 from rlcw.errors import RlcwError
 from rlcw.recipes import dpo, grpo, ppo, train_agents, train_rm
-from rlcw.recipes.common import check_bf16
+from rlcw.recipes.common.checks import check_bf16
 
 RUN = SimpleNamespace(checkpoints=Path("unused-checkpoints"))
 STAGES = [

@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
 from rlcw.generation import chat_messages
-from rlcw.rl.ppo_math import logprobs_from_logits
+from rlcw.sampling import logprobs_from_logits
 
 MIN_MOVE = 0.01  # nats/token of mean |log-prob change| on the probe texts: below it "the policy did not move"
 

@@ -1,4 +1,4 @@
-"""PPO maths as pure tensor functions: KL estimators, per-token rewards, GAE, whitening, losses.
+"""PPO maths as pure tensor functions: per-token rewards, GAE, whitening, losses (KL per token: rlcw.sampling).
 
 No model code here. Shapes: B = sequences, T = response tokens (right-padded), V = vocabulary.
 `mask` is a (B, T) float/bool tensor, 1 on real response tokens (up to and including EOS), 0 on
@@ -61,34 +61,6 @@ def whiten_with_moments(
     if not shift_mean:
         out = out + mean
     return out * mask.to(x.dtype)
-
-
-def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """log p(label) per position: logits (B, T, V), labels (B, T) -> (B, T)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return torch.gather(logp, -1, labels.unsqueeze(-1)).squeeze(-1)
-
-
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of the categorical distribution per position: (B, T, V) -> (B, T), in nats.
-
-    H = logsumexp(z) - sum_i softmax(z)_i z_i."""
-    logits = logits.float()
-    probs = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(-1)
-
-
-def kl_per_token(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k1") -> torch.Tensor:
-    """Per-token estimate of KL(policy || reference) from sampled tokens' log-probs: (B, T) -> (B, T).
-
-    k1 = log p - log q (unbiased, can be negative per token); k3 = (q/p - 1) - log(q/p)
-    (unbiased, always >= 0, lower variance; Schulman's "Approximating KL divergence")."""
-    log_ratio = logp - ref_logp
-    if kind == "k1":
-        return log_ratio
-    if kind == "k3":
-        return torch.expm1(-log_ratio) + log_ratio
-    raise ValueError(f"unknown KL estimator '{kind}' (use k1 or k3)")
 
 
 def last_token_index(mask: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,6 @@
-"""Fast GRPO rollouts on CPU: a merged-weight copy of the LoRA policy and a lean sampling loop.
+"""Fast GRPO rollouts on CPU: a merged-weight copy of the LoRA policy and a lean sampling loop (rlcw.sampling).
 
-    from rlcw.rl.rollout import make_fast_rollout_func
+    from rlcw.rl.grpo.rollout import make_fast_rollout_func
     GRPOTrainer(..., rollout_func=make_fast_rollout_func())     # what `rlcw grpo train.fast_rollout=true` does
 
 What it does differently from TRL's own path (transformers `generate` on the PEFT model), same samples
@@ -34,7 +34,7 @@ rollouts are slightly off-policy: |log p_bf16 - log p_fp32| of the sampled token
 0.20-0.29 nats. TRL 1.16 corrects rollout logprobs by importance sampling only on its vLLM path
 (`use_vllm` and `vllm_importance_sampling_correction`), so the rollout returns each sampled token's
 log-prob and rlcw's GRPO trainer reweights the loss per token by min(pi/mu, train.rollout_is_cap)
-(rlcw.rl.rollout_is).
+(rlcw.rl.grpo.is_correction).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.rl.ppo_rollout import left_pad  # one owner of left padding
+from rlcw.sampling import DRAWS, sample_with_logprobs
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -120,115 +120,12 @@ class MergedPolicy:
         return self.model
 
 
-def logits_processors(cfg):
-    """The sampling transforms `generate` applies for `cfg` (a GenerationConfig), in its order."""
-    from transformers.generation.logits_process import (
-        LogitsProcessorList,
-        MinPLogitsWarper,
-        RepetitionPenaltyLogitsProcessor,
-        TemperatureLogitsWarper,
-        TopKLogitsWarper,
-        TopPLogitsWarper,
-    )
-
-    out = LogitsProcessorList()
-    if cfg.repetition_penalty is not None and cfg.repetition_penalty != 1.0:
-        out.append(RepetitionPenaltyLogitsProcessor(penalty=cfg.repetition_penalty))
-    if cfg.do_sample:
-        if cfg.temperature is not None and cfg.temperature != 1.0:
-            out.append(TemperatureLogitsWarper(cfg.temperature))
-        if cfg.top_k is not None and cfg.top_k != 0:
-            out.append(TopKLogitsWarper(top_k=cfg.top_k, min_tokens_to_keep=1))
-        if cfg.top_p is not None and cfg.top_p < 1.0:
-            out.append(TopPLogitsWarper(top_p=cfg.top_p, min_tokens_to_keep=1))
-        if cfg.min_p is not None:
-            out.append(MinPLogitsWarper(min_p=cfg.min_p, min_tokens_to_keep=1))
-    return out
-
-
-@torch.inference_mode()
-def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_id: int) -> list[list[int]]:
-    """One completion per prompt row (token ids, cut after the first EOS, at most cfg.max_new_tokens)."""
-    return sample_with_logprobs(model, prompt_ids, cfg, eos_ids=eos_ids, pad_id=pad_id)[0]
-
-
-@torch.inference_mode()
-def sample_with_logprobs(
-    model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_id: int, cache: str = "static"
-) -> tuple[list[list[int]], list[list[float]]]:
-    """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
-    the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
-    "processed_logprobs"), one float per completion token. Every tensor lives on the model's device.
-
-    cache: "static" (KV cache allocated once for prompt + max_new_tokens, written in place) or "dynamic"
-    (transformers' DynamicCache, which concatenates every layer's keys and values each step). Same samples."""
-    from transformers import DynamicCache, StaticCache
-
-    if cache not in ("static", "dynamic"):
-        raise ValueError(f"cache must be 'static' or 'dynamic', got {cache!r}")
-    device = model.device
-    unique = list(dict.fromkeys(tuple(r) for r in prompt_ids))  # identical prompts are prefilled once
-    row_of = torch.tensor([unique.index(tuple(r)) for r in prompt_ids], device=device)  # (B,)
-    ids, mask = left_pad([list(u) for u in unique], pad_id, device=device)  # (U, L)
-    pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    width = ids.size(1) + cfg.max_new_tokens
-    with torch.device(device):  # StaticCache makes its length counter without naming a device
-        kv = (
-            StaticCache(config=model.config, max_cache_len=width)
-            if cache == "static"
-            else DynamicCache(config=model.config)
-        )
-    logits = model(
-        input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=kv, use_cache=True, logits_to_keep=1
-    ).logits[:, -1]  # (U, V)
-    if len(unique) < len(prompt_ids):
-        kv.reorder_cache(row_of)
-    # the whole (B, L + max_new_tokens) mask at once: future positions are hidden by causality, and the
-    # attention reads only the first L + t columns of it (transformers slices a longer padding mask)
-    full = torch.cat([mask[row_of], mask.new_ones((len(prompt_ids), cfg.max_new_tokens))], 1)
-    logits, pos = logits[row_of].float(), pos[row_of, -1:]
-    procs = logits_processors(cfg)
-    history = ids[row_of] if procs else None  # (B, L + t): the repetition penalty reads prompt and completion
-    eos = torch.tensor(eos_ids, device=device)
-    done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
-    out, logps = [], []
-    for step in range(cfg.max_new_tokens):
-        scores = procs(history, logits) if procs else logits  # (B, V) fp32
-        if cfg.do_sample:
-            probs = torch.softmax(scores, -1)  # (B, V)
-            nxt = torch.multinomial(probs, num_samples=1).squeeze(1)
-            logp = probs.gather(1, nxt[:, None]).squeeze(1).log()  # (B,): the draw's own probability
-        else:
-            nxt = scores.argmax(-1)
-            logp = torch.log_softmax(scores, -1).gather(1, nxt[:, None]).squeeze(1)
-        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        out.append(nxt)
-        logps.append(logp)
-        done |= torch.isin(nxt, eos)
-        if bool(done.all()) or step == cfg.max_new_tokens - 1:
-            break
-        if history is not None:
-            history = torch.cat([history, nxt[:, None]], 1)
-        pos = pos + 1
-        logits = (
-            model(input_ids=nxt[:, None], attention_mask=full, position_ids=pos, past_key_values=kv, use_cache=True)
-            .logits[:, -1]
-            .float()
-        )
-    tokens = torch.stack(out, 1).tolist()  # (B, T)
-    token_logps = torch.stack(logps, 1).tolist()  # (B, T)
-    result, result_logps = [], []
-    for row, lp in zip(tokens, token_logps, strict=True):
-        cut = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
-        result.append(row[:cut])
-        result_logps.append(lp[:cut])
-    return result, result_logps
-
-
-def make_fast_rollout_func(precision: str = "fp32"):
+def make_fast_rollout_func(precision: str = "fp32", draw: str = "multinomial"):
     """A TRL 1.16 `GRPOTrainer(rollout_func=...)`: TRL's prompts, tokenisation and generation config, fast sampling.
 
     precision: "fp32" (same weights as the policy) or "bf16" (bf16 rollout copy; ~1.7x faster decode here).
+    draw: "multinomial" (torch.multinomial, as `generate`) or "inverse_cdf" (rlcw.sampling.inverse_cdf_draw:
+    the same distribution from one random number a row a step; bf16 decode 1.2-1.7x in scripts/bench_rollout.py).
     """
     state: dict = {}
 
@@ -247,6 +144,7 @@ def make_fast_rollout_func(precision: str = "fp32"):
                 trainer.generation_config,
                 eos_ids=list(trainer.eos_token_ids),
                 pad_id=trainer.generation_config.pad_token_id,
+                draw=draw,
             )
         finally:
             gen_model.train(was_training)
@@ -265,8 +163,17 @@ def check_fast_rollout(
     use_vllm: bool,
     deepspeed: str | None,
     agents_variant: str | None,
+    draw: str = "multinomial",
 ) -> None:
     """Reject fast-rollout settings that cannot work (errors name the `rlcw grpo` keys)."""
+    if draw not in DRAWS:
+        raise RlcwError(f"unknown train.rollout_draw {draw!r}", where="train.rollout_draw", hint=" or ".join(DRAWS))
+    if draw != "multinomial" and not fast_rollout:
+        raise RlcwError(
+            "train.rollout_draw applies to the fast rollout only",
+            where="train.rollout_draw",
+            hint="add train.fast_rollout=true, or leave train.rollout_draw=multinomial",
+        )
     if precision not in ("fp32", "bf16"):
         raise RlcwError(
             f"unknown train.rollout_precision {precision!r}", where="train.rollout_precision", hint="fp32 or bf16"

@@ -24,7 +24,7 @@ import torch
 
 from rlcw.io import atomic_write_json
 from rlcw.models import save_lora_checkpoint
-from rlcw.rl.value import load_trainable, save_trainable
+from rlcw.rl.ppo.value import load_trainable, save_trainable
 
 STATE_FILE = "trainer_state.json"
 

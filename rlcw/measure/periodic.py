@@ -25,7 +25,7 @@ from transformers import TrainerCallback
 
 from rlcw.data.records import read_stories, write_stories
 from rlcw.generation import generate_stories
-from rlcw.rl.evaluation import run_evaluators
+from rlcw.measure.evaluation import run_evaluators
 from rlcw.runs import RunDir
 
 
@@ -98,7 +98,7 @@ def _barrier() -> None:
 class PeriodicEval:
     """Trainer-agnostic periodic evaluation: `begin`, `step_end`, `end` with the global step.
 
-    `sample(model, step) -> story records`; evaluators follow `rlcw.rl.evaluation.Evaluator`.
+    `sample(model, step) -> story records`; evaluators follow `rlcw.measure.evaluation.Evaluator`.
     Used by `PeriodicEvalCallback` (TRL/transformers trainers) and by rlcw's own PPO loop."""
 
     def __init__(self, run: RunDir, sample: Callable, evaluators: list, every_steps: int, tracker=None):

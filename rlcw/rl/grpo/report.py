@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from rlcw.measure.monitors import plot_monitors
+from rlcw.measure.probe import MIN_MOVE, plot_probe, read_probe
 from rlcw.report import plot_lines, read_metrics, series
-from rlcw.rl.monitors import plot_monitors
-from rlcw.rl.probe import MIN_MOVE, plot_probe, read_probe
 
 
 def grpo_plots(run_dir: Path) -> list[Path]:

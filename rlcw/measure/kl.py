@@ -14,7 +14,7 @@ Why these rules (issue 18): a KL estimate is an average over samples FROM the po
   choice of the policy, so its log-ratio counts. Note SmolLM's pad id equals its EOS id: cut each
   generated row after its first EOS (`cut_after_eos`) before passing it here.
 
-Estimators (`rlcw.rl.ppo_math.kl_per_token`, summed over a story's tokens): k1 = sum of log p - log q
+Estimators (`rlcw.sampling.kl_per_token`, summed over a story's tokens): k1 = sum of log p - log q
 (unbiased, can be negative per story); k3 = sum of exp(-r) - 1 + r with r = log p - log q (unbiased,
 never negative, lower variance). One forward per model. For a PEFT policy whose reference is the base,
 call `sampled_logprobs` twice, the second time inside `with model.disable_adapter():`, then `kl_per_story`.
@@ -27,8 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
-from rlcw.rl.ppo_math import kl_per_token, logprobs_from_logits
-from rlcw.rl.ppo_rollout import left_pad  # one owner of left padding
+from rlcw.sampling import kl_per_token, left_pad, logprobs_from_logits
 
 
 def kl_per_story(

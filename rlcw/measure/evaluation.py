@@ -121,9 +121,9 @@ def make_repetition_evaluator(options: dict, context: dict) -> RepetitionEvaluat
 
 
 EVALUATORS: dict[str, str] = {
-    "rm": "rlcw.rl.evaluation:make_rm_evaluator",
-    "length": "rlcw.rl.evaluation:make_length_evaluator",
-    "repetition": "rlcw.rl.evaluation:make_repetition_evaluator",
+    "rm": "rlcw.measure.evaluation:make_rm_evaluator",
+    "length": "rlcw.measure.evaluation:make_length_evaluator",
+    "repetition": "rlcw.measure.evaluation:make_repetition_evaluator",
     "judge": "rlcw.judges.evaluator:make_judge_evaluator",
     "study": "rlcw.study.evaluator:make_study_evaluator",
 }

@@ -1,6 +1,6 @@
 """Truncated importance sampling for rollouts drawn by a sampler that is not the trained policy.
 
-The fast bf16 rollout (rlcw.rl.rollout) samples from a bf16 copy mu of the fp32 policy pi, so the GRPO
+The fast bf16 rollout (rlcw.rl.grpo.rollout) samples from a bf16 copy mu of the fp32 policy pi, so the GRPO
 gradient estimated on its samples is slightly off-policy. Each completion token t is reweighted by
 
     w_t = min(exp(log pi(y_t) - log mu(y_t)), C)        (Ionides 2008; TRL's "token_truncate" vLLM mode)

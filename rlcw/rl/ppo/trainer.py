@@ -1,5 +1,5 @@
 """rlcw's PPO loop (TRL 1.16 has no PPOTrainer): LoRA policy, adapter-disabled reference, a
-separate value model (`rlcw.rl.value`), KL-penalised per-token rewards, GAE, PPO-clip.
+separate value model (`rlcw.rl.ppo.value`), KL-penalised per-token rewards, GAE, PPO-clip.
 
 One step = sample one response per prompt -> score with TRL-signature reward functions ->
 old log-probs, reference log-probs (same model, adapter disabled: no second copy), values ->
@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
+from rlcw.measure.monitors import PREFIX, step_stats
 from rlcw.rl.aux_state import load_aux_state, save_aux_state
-from rlcw.rl.monitors import PREFIX, step_stats
-from rlcw.rl.ppo_checkpoint import (
+from rlcw.rl.ppo.checkpoint import (
     finish_checkpoint,
     latest_checkpoint,
     load_checkpoint,
@@ -35,10 +35,9 @@ from rlcw.rl.ppo_checkpoint import (
     write_model_state,
     write_rng,
 )
-from rlcw.rl.ppo_math import (
+from rlcw.rl.ppo.maths import (
     explained_variance,
     gae,
-    kl_per_token,
     masked_mean,
     masked_moments,
     policy_loss,
@@ -46,8 +45,9 @@ from rlcw.rl.ppo_math import (
     value_loss,
     whiten_with_moments,
 )
-from rlcw.rl.ppo_rollout import Rollout, response_logprobs, response_values, sample_rollout, score_completions
+from rlcw.rl.ppo.rollout import Rollout, response_logprobs, response_values, sample_rollout, score_completions
 from rlcw.runs import RunDir
+from rlcw.sampling import kl_per_token
 
 
 @dataclass
@@ -75,6 +75,10 @@ class PPOSettings:
     kl_coef: float = 0.05
     kl_estimator: str = "k1"
     whiten_advantages: bool = True
+    # early stopping of an update (as Stable-Baselines3's target_kl): once a minibatch's approx KL between the
+    # rollout policy and the current one exceeds 1.5 x target_kl, that minibatch's step and the rest of the
+    # update are skipped; None = every epoch runs (PPO's clip alone does not bound the move)
+    target_kl: float | None = None
     missing_eos_penalty: float | None = None  # added to the score of responses cut at the cap
     save_steps: int = 0  # 0 = only the final checkpoint
     resume: str = (
@@ -113,8 +117,8 @@ class PPOTrainer:
         tracker=None,
     ):
         """`tracker`: rlcw.tracking.Tracker (anything with `log(metrics, step)`) every step's stats also go to;
-        `monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.rl.monitors.MonitorCallback);
-        `monitor_ngram`: n of the reward-hacking statistics (rlcw.rl.monitors) every step, None = off."""
+        `monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.measure.monitors.MonitorCallback);
+        `monitor_ngram`: n of the reward-hacking statistics (rlcw.measure.monitors) every step, None = off."""
         from accelerate import Accelerator
 
         self.s, self.run, self.tokenizer, self.base_spec = settings, run, tokenizer, base_spec
@@ -226,21 +230,29 @@ class PPOTrainer:
         return tuple(torch.cat(parts[k]) for k in ("logp", "ref", "v", "ent"))
 
     def update(self, ro: Rollout, batch: dict) -> dict:
-        """`ppo_epochs` passes of shuffled minibatches; one clipped optimizer step per minibatch."""
+        """`ppo_epochs` passes of shuffled minibatches; one clipped optimizer step per minibatch, until the
+        policy has moved past `target_kl` (then the rest of the update is skipped: `ppo/early_stopped`)."""
         s = self.s
         B = ro.response.shape[0]
         sums: dict[str, float] = {}
-        n_updates = 0
+        n_updates, stopped = 0, False
         gen = torch.Generator().manual_seed(self.seed * 7919 + self.step)
         for _ in range(s.ppo_epochs):
             perm = torch.randperm(B, generator=gen)
             for start in range(0, B, s.minibatch_size):
                 idx = perm[start : start + s.minibatch_size]
                 stats = self._minibatch(ro, batch, idx)
+                stopped = stats.pop("ppo/early_stopped", 0.0) > 0
+                if stopped:
+                    break
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n_updates += 1
-        return {k: v / max(n_updates, 1) for k, v in sums.items()}
+            if stopped:
+                break
+        out = {k: v / max(n_updates, 1) for k, v in sums.items()}
+        out.update({"ppo/updates": float(n_updates), "ppo/early_stopped": float(stopped)})
+        return out
 
     def _minibatch(self, ro: Rollout, batch: dict, idx: torch.Tensor) -> dict:
         s = self.s
@@ -265,9 +277,20 @@ class PPOTrainer:
                 **{f"ppo/{k}": v for k, v in {**pg_stats, **vf_stats}.items()},
             }.items():
                 out[k] = out.get(k, 0.0) + weight * float(v.detach())
+        if self._past_target_kl(out["ppo/approx_kl"]):
+            self.optimizer.zero_grad(set_to_none=True)
+            return {"ppo/early_stopped": 1.0}
         out.update(self.clip_gradients())
         self.optimizer.step()
         return out
+
+    def _past_target_kl(self, approx_kl: float) -> bool:
+        """Whether the policy moved past 1.5 x target_kl (every rank's mean: all ranks stop together)."""
+        if self.s.target_kl is None:
+            return False
+        if self.acc.num_processes > 1:
+            approx_kl = float(self.acc.reduce(torch.tensor(approx_kl, device=self.acc.device), "mean"))
+        return approx_kl > 1.5 * self.s.target_kl
 
     def clip_gradients(self) -> dict[str, float]:
         """Clip the policy's and the value model's gradients each to max_grad_norm, separately (as OpenRLHF
@@ -393,7 +416,7 @@ class PPOTrainer:
         return {**objects, "monitor": self.monitor} if self.monitor is not None else objects
 
     def save(self, path) -> None:
-        """A resumable checkpoint (see `rlcw.rl.ppo_checkpoint`); every rank adds its RNG state."""
+        """A resumable checkpoint (see `rlcw.rl.ppo.checkpoint`); every rank adds its RNG state."""
         acc = self.acc
         acc.wait_for_everyone()
         if acc.is_main_process:

@@ -66,7 +66,7 @@ def crn_completions(
     whatever the other chunks consumed. Completions are sampled ids cut after the first EOS (kept)."""
     from transformers import GenerationConfig
 
-    from rlcw.rl.rollout import sample_with_logprobs
+    from rlcw.sampling import sample_with_logprobs
 
     if not rows or n_samples < 1:
         raise RlcwError(f"{what} sampling needs at least one prompt and one sample", where=where)

@@ -7,9 +7,9 @@
                               samples_every=1, samples_k=2, rollout_is_cap=3.0)
 
 Per generated training batch it logs (into TRL's metrics, so they reach metrics.jsonl and
-TensorBoard with TRL's): the reward-hacking statistics (`monitor/*`, rlcw.rl.monitors), KL to the
+TensorBoard with TRL's): the reward-hacking statistics (`monitor/*`, rlcw.measure.monitors), KL to the
 starting model (`monitor/kl_to_start` = k3, `kl_to_start/k1`, per completion token, via
-rlcw.rl.ppo_math.kl_per_token; even at beta = 0), reward, words and tokens per prompt source
+rlcw.sampling.kl_per_token; even at beta = 0), reward, words and tokens per prompt source
 (`source/<name>/*`); rank 0 writes the sampled prompt order (`samples/data_order.jsonl`) and the
 top and bottom scored stories (`samples/train_step_XXXXXX.jsonl`). The starting model for KL is
 TRL's reference log-probs when beta > 0, else the policy with its LoRA adapter disabled, else
@@ -26,7 +26,7 @@ one exists, so an upgrade that removes one fails there first):
   `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`, optional
   `old_per_token_logps`, `ref_per_token_logps`); `_compute_loss(model, inputs)` (the batch keys
   `sampling_per_token_logps`, `old_per_token_logps`, `completion_mask`, `advantages`: the fast
-  rollout's truncated importance weights scale the advantages per token, rlcw.rl.rollout_is);
+  rollout's truncated importance weights scale the advantages per token, rlcw.rl.grpo.is_correction);
   transformers' `Trainer._run_epoch(..., epoch=...)` (sets the sampler's epoch on a multi-rank resume).
 - GRPOTrainer internals read: `_get_per_token_logps_and_entropies(model, ids, mask, logits_to_keep)[0]`,
   `_metrics["train"]`, `reward_weights`, `reward_func_names`, `num_generations`, `num_iterations`,
@@ -36,7 +36,7 @@ one exists, so an upgrade that removes one fails there first):
   `trl.trainer.grpo_trainer.add_fused_lm_head` (TRL's log-prob helper reads `log_probs` from it).
 - Used elsewhere with this trainer: `GRPOTrainer(rollout_func=...)` (experimental; `RolloutFunc` in
   trl.trainer.grpo_trainer) with `_tokenize_prompts`, `generation_config`, `eos_token_ids`
-  (rlcw.rl.rollout) and `trl.models.unwrap_model_for_generation` (rlcw.agents.rl).
+  (rlcw.rl.grpo.rollout) and `trl.models.unwrap_model_for_generation` (rlcw.agents.rl).
 """
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ from trl.trainer.utils import RepeatSampler
 
 from rlcw.data.records import write_stories
 from rlcw.io import append_jsonl
+from rlcw.measure.monitors import PREFIX, step_stats
 from rlcw.rewards.bt import message_text
-from rlcw.rl.monitors import PREFIX, step_stats
-from rlcw.rl.ppo_math import kl_per_token
 from rlcw.runs import RunDir
+from rlcw.sampling import kl_per_token
 
 TRL_VERSION_CHECKED = "1.16.0"
 
@@ -91,7 +91,7 @@ class RlcwGRPOTrainer(GRPOTrainer):
         `log_kl_every`: KL to the start on step 1 and every N-th step (0 = never); `kl_ref_model`: a
         frozen starting model, needed only without LoRA at beta = 0; `samples_every`: top/bottom
         `samples_k` stories every N steps (0 = never); `rollout_is_cap` > 0: each completion token's loss is
-        weighted by min(pi/mu, cap) when the rollout returned its sampler's log-probs mu (rlcw.rl.rollout_is;
+        weighted by min(pi/mu, cap) when the rollout returned its sampler's log-probs mu (rlcw.rl.grpo.is_correction;
         0 = off). The rest is TRL's GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.run, self.monitor_ngram, self.log_kl_every = run, monitor_ngram, log_kl_every
@@ -165,7 +165,7 @@ class RlcwGRPOTrainer(GRPOTrainer):
         the advantage (grpo, dapo, bnpo, dr_grpo, cispo, sapo) that is the loss times w, and TRL accepts (B, T)
         advantages. logp = the old log-probs when TRL kept them (num_iterations > 1), so the weight is
         pi_old/mu and TRL's own ratio covers pi/pi_old."""
-        from rlcw.rl.rollout_is import is_stats, truncated_is_weights
+        from rlcw.rl.grpo.is_correction import is_stats, truncated_is_weights
 
         mask = inputs["completion_mask"]
         base = inputs.get("old_per_token_logps")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlcw.rl.ppo_math import entropy_from_logits, logprobs_from_logits
+from rlcw.sampling import entropy_from_logits, left_pad, logprobs_from_logits
 
 
 @dataclass
@@ -55,19 +55,6 @@ def response_mask(response: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
-def left_pad(
-    seqs: list[list[int]], pad_id: int, device: torch.device | str = "cpu"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token lists into (B, P) ids and attention mask, on `device`."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long, device=device)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long, device=device)
-        mask[i, width - len(s) :] = 1
-    return ids, mask
 
 
 @torch.no_grad()

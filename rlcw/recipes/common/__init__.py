@@ -1,0 +1,1 @@
+"""What recipes share: config sections, prompts, config checks, the run lifecycle, model helpers."""

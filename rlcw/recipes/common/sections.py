@@ -1,0 +1,100 @@
+"""Config sections every recipe shares: `model.*`, `lora.*`, and for grpo, ppo and dpo `data.*` prompts,
+`reward.*`, `eval.*`, `monitor.*`.
+
+The sections are plain dataclasses; recipes translate them into library arguments in their own builder
+functions. One meaning per key: held-out prompts are `eval.prompts` / `eval.split`, the RM is
+`reward.rm_path` (dpo, which has no reward: `eval.evaluators.rm.rm_path`), resuming is
+`train.resume: false | true | auto` (rlcw.runs.resume_checkpoint), trackers are `train.report_to`
+(`rlcw.recipes.common.run.stage_tracker`; TRL/HF's own `report_to` is always "none"), mixed precision is
+`train.bf16` (`rlcw.recipes.common.checks.check_bf16`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlcw.models import EMBEDDED_ALIAS
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a skilled fiction writer. Write only the story the user asks for: no title, no preamble, "
+    "no notes. Respect the requested length."
+)
+
+
+@dataclass
+class ModelConfig:
+    """The model a stage loads: alias, hub id, local folder, or an rlcw LoRA checkpoint."""
+
+    name: str = EMBEDDED_ALIAS
+    dtype: str = "float32"
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT  # sent as the system message for generation
+    chat_template: str | None = None  # path to a Jinja template file; None = the tokenizer's own
+
+
+@dataclass
+class LoraSection:
+    enabled: bool = True
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: str = "all-linear"  # or comma-separated module names, e.g. "q_proj,v_proj"
+    top_layers: int | None = None  # adapt only the top N transformer layers: backprop stops early (much faster on CPU)
+
+
+@dataclass
+class MonitorSection:
+    """Reward-hacking monitors of the RL stages (`rlcw.measure.monitors`); grpo and ppo share these keys."""
+
+    enabled: bool = True
+    ngram: int = 3
+    warn: dict[str, float] = field(default_factory=dict)  # max_<stat> / min_<stat> -> threshold
+    stop: dict[str, float] = field(default_factory=dict)
+    patience: int = 2  # consecutive logged steps a stop rule must break
+    min_steps: int = 0
+
+
+@dataclass
+class PromptSection:
+    """`data.*` of the online RL stages (grpo, ppo): training prompts, mixed from sources and fitted to the cap."""
+
+    prompts: str = "bundled"  # "bundled" or a jsonl/csv/parquet file of prompt rows (default for every source)
+    train_split: str | None = "train"
+    max_train_prompts: int | None = None  # size of the (mixed) training set; None = every row once
+    # name -> {prompts: file (default data.prompts), style: tmas|wp (keep only that style), weight: float, split};
+    # or {style: column, prompts: jsonl/csv/parquet/HF dataset, column: prompt, id_column, hf_split, weight}: any
+    # prompt column, plain text or a conversation (used as the chat prompt as it is, system turn included)
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fit_to_cap: str = "warn"  # filter | error | warn | ignore: prompts whose max_words cannot fit the completion cap
+    tokens_per_word: float = 1.4
+    no_overlap_with: list[str] = field(default_factory=list)  # files (RM pairs, other prompts) RL must not train on
+
+
+@dataclass
+class RewardSection:
+    """`reward.*` of grpo and ppo: weighted reward functions (rlcw.rewards.factory)."""
+
+    rm_path: str = "runs/train_rm/model"  # default RM of bt/genrm specs, the `rm` evaluator and ppo's value.init=rm
+    rm_batch_size: int = 16
+    # name -> spec ({type: bt|genrm|remote|length_range|overlong, weight, ...options}); weight 0 drops one
+    specs: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {
+            "rm": {"type": "bt", "weight": 1.0},
+            "length_range": {"type": "length_range", "weight": 1.0, "clip": 2.0},
+        }
+    )
+
+
+@dataclass
+class EvalSection:
+    """`eval.*` of grpo, ppo and dpo: held-out prompts sampled every `every_steps` and scored by the evaluators."""
+
+    every_steps: int = 10  # 0 disables periodic evaluation
+    prompts: str | None = None  # held-out prompt file; None = data.prompts (grpo, ppo) or the bundled prompts (dpo)
+    split: str | None = "eval"
+    column: str | None = None  # read eval.prompts as any table/HF dataset with this prompt column (split ignored)
+    num_prompts: int = 8
+    max_new_tokens: int = 96
+    temperature: float = 0.8
+    batch_size: int = 8
+    evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})

@@ -1,0 +1,1 @@
+"""The GRPO extension of TRL: trainer, fast rollout, importance-sampling correction, report."""

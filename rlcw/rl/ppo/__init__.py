@@ -1,0 +1,1 @@
+"""rlcw's own PPO: trainer, maths, rollout, value model, checkpoint."""

@@ -1,0 +1,180 @@
+"""Sampling maths both RL algorithms and every measurement use: left padding, per-token log-probs and
+entropies, KL per token, and a lean sampling loop that returns each sampled token's log-prob.
+
+    ids, mask = left_pad([[1, 2], [3]], pad_id=0)                       # (B, P) ids and attention mask
+    logp = logprobs_from_logits(logits, labels)                          # (B, T)
+    kl = kl_per_token(logp, ref_logp, kind="k3")                         # (B, T)
+    completions, logps = sample_with_logprobs(model, prompt_ids, gen_cfg, eos_ids=[2], pad_id=0)
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def left_pad(
+    seqs: list[list[int]], pad_id: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token lists into (B, P) ids and attention mask, on `device`."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long, device=device)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long, device=device)
+        mask[i, width - len(s) :] = 1
+    return ids, mask
+
+
+def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """log p(label) per position: logits (B, T, V), labels (B, T) -> (B, T)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return torch.gather(logp, -1, labels.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the categorical distribution per position: (B, T, V) -> (B, T), in nats.
+
+    H = logsumexp(z) - sum_i softmax(z)_i z_i."""
+    logits = logits.float()
+    probs = torch.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(-1)
+
+
+def kl_per_token(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k1") -> torch.Tensor:
+    """Per-token estimate of KL(policy || reference) from sampled tokens' log-probs: (B, T) -> (B, T).
+
+    k1 = log p - log q (unbiased, can be negative per token); k3 = (q/p - 1) - log(q/p)
+    (unbiased, always >= 0, lower variance; Schulman's "Approximating KL divergence")."""
+    log_ratio = logp - ref_logp
+    if kind == "k1":
+        return log_ratio
+    if kind == "k3":
+        return torch.expm1(-log_ratio) + log_ratio
+    raise ValueError(f"unknown KL estimator '{kind}' (use k1 or k3)")
+
+
+def logits_processors(cfg):
+    """The sampling transforms `generate` applies for `cfg` (a GenerationConfig), in its order."""
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        MinPLogitsWarper,
+        RepetitionPenaltyLogitsProcessor,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    out = LogitsProcessorList()
+    if cfg.repetition_penalty is not None and cfg.repetition_penalty != 1.0:
+        out.append(RepetitionPenaltyLogitsProcessor(penalty=cfg.repetition_penalty))
+    if cfg.do_sample:
+        if cfg.temperature is not None and cfg.temperature != 1.0:
+            out.append(TemperatureLogitsWarper(cfg.temperature))
+        if cfg.top_k is not None and cfg.top_k != 0:
+            out.append(TopKLogitsWarper(top_k=cfg.top_k, min_tokens_to_keep=1))
+        if cfg.top_p is not None and cfg.top_p < 1.0:
+            out.append(TopPLogitsWarper(top_p=cfg.top_p, min_tokens_to_keep=1))
+        if cfg.min_p is not None:
+            out.append(MinPLogitsWarper(min_p=cfg.min_p, min_tokens_to_keep=1))
+    return out
+
+
+@torch.inference_mode()
+def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_id: int) -> list[list[int]]:
+    """One completion per prompt row (token ids, cut after the first EOS, at most cfg.max_new_tokens)."""
+    return sample_with_logprobs(model, prompt_ids, cfg, eos_ids=eos_ids, pad_id=pad_id)[0]
+
+
+def inverse_cdf_draw(probs: torch.Tensor) -> torch.Tensor:
+    """One token per row of probs (B, V) by inverse-CDF sampling: one uniform per row, the first token whose
+    cumulative probability passes it (a zero-probability token is never drawn). Same distribution as
+    `torch.multinomial(probs, 1)`, which on CPU draws an exponential for every vocabulary entry
+    (B x V random numbers a step; ~20% of a bf16 decode step of the embedded model at batch 16)."""
+    cdf = probs.cumsum(-1)  # (B, V)
+    u = torch.rand((probs.size(0), 1), device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]  # (B, 1)
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=probs.size(1) - 1)
+
+
+DRAWS = ("multinomial", "inverse_cdf")
+
+
+@torch.inference_mode()
+def sample_with_logprobs(
+    model,
+    prompt_ids: list[list[int]],
+    cfg,
+    *,
+    eos_ids: list[int],
+    pad_id: int,
+    cache: str = "dynamic",
+    draw: str = "multinomial",
+) -> tuple[list[list[int]], list[list[float]]]:
+    """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
+    the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
+    "processed_logprobs"), one float per completion token. Every tensor lives on the model's device.
+
+    cache: "dynamic" (transformers' DynamicCache, which concatenates every layer's keys and values each step) or
+    "static" (allocated once for prompt + max_new_tokens, written in place; same samples, no faster at the
+    quickstart's sizes in scripts/bench_rollout.py, what a compiled decode step would need).
+    draw: "multinomial" (`torch.multinomial`, as `generate`) or "inverse_cdf" (`inverse_cdf_draw`: the same
+    distribution from B instead of B x V random numbers a step, so other samples for the same seed)."""
+    from transformers import DynamicCache, StaticCache
+
+    if cache not in ("static", "dynamic") or draw not in DRAWS:
+        raise ValueError(f"cache must be 'static' or 'dynamic' and draw one of {DRAWS}, got {cache!r}, {draw!r}")
+    device = model.device
+    unique = list(dict.fromkeys(tuple(r) for r in prompt_ids))  # identical prompts are prefilled once
+    row_of = torch.tensor([unique.index(tuple(r)) for r in prompt_ids], device=device)  # (B,)
+    ids, mask = left_pad([list(u) for u in unique], pad_id, device=device)  # (U, L)
+    pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    with torch.device(device):  # StaticCache makes its length counter without naming a device
+        kv = (
+            StaticCache(config=model.config, max_cache_len=ids.size(1) + cfg.max_new_tokens)
+            if cache == "static"
+            else DynamicCache(config=model.config)
+        )
+    logits = model(
+        input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=kv, use_cache=True, logits_to_keep=1
+    ).logits[:, -1]  # (U, V)
+    if len(unique) < len(prompt_ids):
+        kv.reorder_cache(row_of)
+    # the whole (B, L + max_new_tokens) mask at once: future positions are hidden by causality, and the
+    # attention reads only the first L + t columns of it (transformers slices a longer padding mask)
+    full = torch.cat([mask[row_of], mask.new_ones((len(prompt_ids), cfg.max_new_tokens))], 1)
+    logits, pos = logits[row_of].float(), pos[row_of, -1:]
+    procs = logits_processors(cfg)
+    history = ids[row_of] if procs else None  # (B, L + t): the repetition penalty reads prompt and completion
+    eos = torch.tensor(eos_ids, device=device)
+    done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
+    out, logps = [], []
+    for step in range(cfg.max_new_tokens):
+        scores = procs(history, logits) if procs else logits  # (B, V) fp32
+        if cfg.do_sample:
+            probs = torch.softmax(scores, -1)  # (B, V)
+            nxt = inverse_cdf_draw(probs) if draw == "inverse_cdf" else torch.multinomial(probs, 1).squeeze(1)
+            logp = probs.gather(1, nxt[:, None]).squeeze(1).log()  # (B,): the draw's own probability
+        else:
+            nxt = scores.argmax(-1)
+            logp = torch.log_softmax(scores, -1).gather(1, nxt[:, None]).squeeze(1)
+        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
+        out.append(nxt)
+        logps.append(logp)
+        done |= torch.isin(nxt, eos)
+        if bool(done.all()) or step == cfg.max_new_tokens - 1:
+            break
+        if history is not None:
+            history = torch.cat([history, nxt[:, None]], 1)
+        pos = pos + 1
+        logits = (
+            model(input_ids=nxt[:, None], attention_mask=full, position_ids=pos, past_key_values=kv, use_cache=True)
+            .logits[:, -1]
+            .float()
+        )
+    tokens = torch.stack(out, 1).tolist()  # (B, T)
+    token_logps = torch.stack(logps, 1).tolist()  # (B, T)
+    result, result_logps = [], []
+    for row, lp in zip(tokens, token_logps, strict=True):
+        cut = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
+        result.append(row[:cut])
+        result_logps.append(lp[:cut])
+    return result, result_logps
