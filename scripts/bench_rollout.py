@@ -85,7 +85,7 @@ def prompts(tok, batch: int, num_generations: int) -> list[list[int]]:
     from rlcw.generation import prompt_token_ids
 
     try:
-        from rlcw.recipes.common import DEFAULT_SYSTEM_PROMPT
+        from rlcw.recipes.common.sections import DEFAULT_SYSTEM_PROMPT
     except ImportError:  # a bare machine without rlcw's dependencies: the tokenizer's default system prompt
         DEFAULT_SYSTEM_PROMPT = None
     rows = load_prompts("bundled", "train")[: batch // num_generations]
