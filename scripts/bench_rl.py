@@ -501,7 +501,7 @@ def main() -> None:
         probe = LearningProbe(tok, probe_texts("bundled", 8), DEFAULT_SYSTEM_PROMPT, every_steps=args.every, out=None)
     machine = [roofline.measure()] if args.roofline else []
     by_sampler = {x: [] for x in args.step_samplers}
-    for i in range(args.repeats):  # interleaved: one step of each sampler per round
+    for i in range(args.repeats):  # interleaved: one step of each sampler per pass
         for name in args.step_samplers:
             r = step(args, tok, model, rows, texts, scorer, optimizer, merged, merged_bf16, name, probe)
             by_sampler[name].append(r)

@@ -11,7 +11,7 @@ sampler with transformers' DynamicCache (`fast ... dynamic`, the sampler as it w
 draw (one uniform a row a step instead of torch.multinomial's exponential per vocabulary entry); `fast int8
 static`: weight-only int8 linear layers (per output channel, bf16 activations, torch's `_weight_int8pack_mm`)
 in the bf16 copy, a candidate. Repeats are
-interleaved (one of each sampler per round) so a shared machine's load falls on all of them. Each row shows the
+interleaved (one of each sampler per pass) so a shared machine's load falls on all of them. Each row shows the
 median completion tokens/s (up to EOS), decode slots/s (rows x steps, ended rows included), the roofline bound
 at the batch and the weights' precision (scripts/roofline.py: triad bandwidth and matmul rates measured in the
 same run) and the share. For bf16 and int8 it also reports what the rollout's importance-sampling correction
@@ -164,12 +164,12 @@ def main() -> None:
     machine = [roofline.measure()]
     runs = {s: [] for s in args.samplers}
     gaps = {}
-    for r in range(args.repeats + 1):  # round 0 warms every sampler up and is not counted
+    for r in range(args.repeats + 1):  # pass 0 warms every sampler up and is not counted
         for s in args.samplers:
             out = run_sampler(s, models, ids, cfg, tok, seed=100 + r)
             if r:
                 runs[s].append(out)
-            print(f"round {r} {s}: {out['seconds']:.2f} s, {out['tokens']} tokens, {out['steps']} steps", flush=True)
+            print(f"pass {r} {s}: {out['seconds']:.2f} s, {out['tokens']} tokens, {out['steps']} steps", flush=True)
             if r == 1 and "logps" in out and not s.startswith("fast fp32"):
                 gaps[s] = is_statistics(
                     models["fp32"], ids, out["comps"], out["logps"], tok.pad_token_id, args.temperature, args.is_cap
