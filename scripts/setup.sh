@@ -24,15 +24,20 @@ fi
 . .venv/bin/activate
 phase venv
 case "$INSTALLER" in
-  uv)
-    python -m pip install -q uv
-    eval "$(python scripts/uv_env.py)"
-    install() { uv pip install -q "$@"; } ;;
-  pip)
-    pip install -q --upgrade pip
-    install() { pip install -q "$@"; } ;;
+  uv|pip) ;;
   *) echo "RLCW_INSTALLER must be uv or pip, got '$INSTALLER'" >&2; exit 2 ;;
 esac
+if [ "$INSTALLER" = uv ] && ! python -m pip install -q uv; then
+  echo "set-up: uv could not be installed from the configured indexes; installing with pip instead" >&2
+  INSTALLER=pip
+fi
+if [ "$INSTALLER" = uv ]; then
+  eval "$(python scripts/uv_env.py)"
+  install() { uv pip install -q "$@"; }
+else
+  pip install -q --upgrade pip
+  install() { pip install -q "$@"; }
+fi
 phase "installer ($INSTALLER)"
 install torch==2.13.0                              # the CPU wheel; an open range would pull CUDA packages
 phase torch
