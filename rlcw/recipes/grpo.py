@@ -57,6 +57,7 @@ from rlcw.recipes.common.sections import (
     RewardSection,
 )
 from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
 from rlcw.rl.grpo.rollout import check_fast_rollout as check_rollout_settings
@@ -397,6 +398,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             samples_every=t.samples_every,
             samples_k=t.samples_k,
             rollout_is_cap=t.rollout_is_cap if t.fast_rollout else 0.0,
+            slop=human_baseline(m.slop_human) if m.enabled else None,
             **extra,
         )
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)

@@ -85,6 +85,7 @@ class RlcwGRPOTrainer(GRPOTrainer):
         samples_every: int = 1,
         samples_k: int = 2,
         rollout_is_cap: float = 0.0,
+        slop=None,
         **kwargs,
     ):
         """`monitor_ngram`: n of the monitors' n-gram statistics (None = no monitor statistics);
@@ -92,12 +93,13 @@ class RlcwGRPOTrainer(GRPOTrainer):
         frozen starting model, needed only without LoRA at beta = 0; `samples_every`: top/bottom
         `samples_k` stories every N steps (0 = never); `rollout_is_cap` > 0: each completion token's loss is
         weighted by min(pi/mu, cap) when the rollout returned its sampler's log-probs mu (rlcw.rl.grpo.is_correction;
-        0 = off). The rest is TRL's GRPOTrainer."""
+        0 = off); `slop`: a rlcw.metrics.slop.SlopBaseline for `monitor/slop` (None = off). The rest is TRL's
+        GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.run, self.monitor_ngram, self.log_kl_every = run, monitor_ngram, log_kl_every
         self.samples_every, self.samples_k = samples_every, samples_k
         self.kl_ref_model = kl_ref_model
-        self.rollout_is_cap = rollout_is_cap
+        self.rollout_is_cap, self.slop = rollout_is_cap, slop
         self._rlcw_sampler: EpochRepeatSampler | None = None
         self._rlcw_is_inputs: dict | None = None  # the batch whose loss forward is being reweighted
         # the loss's forward is caught (its log-probs detached) for the KL to the start; _rlcw_kl_due: this
@@ -238,6 +240,9 @@ class RlcwGRPOTrainer(GRPOTrainer):
             texts, tokens, cut = ([r[k] for r in rows] for k in ("text", "tokens", "truncated"))
             stats = step_stats(texts, tokens, cut, total, self.num_generations, self.monitor_ngram)
             metrics.update({PREFIX + k: v for k, v in stats.items()})
+        if self.slop is not None:  # against the batch's own over-used phrases, one document per prompt
+            scores = self.slop.scores([r["text"] for r in rows], [r["prompt"] for r in rows])
+            metrics[PREFIX + "slop"] = sum(scores) / len(scores)
         kl_due = bool(self.log_kl_every) and (step % self.log_kl_every == 0 or step == 1)
         # TRL kept no old log-probs (on-policy): the loss's forward computes exactly them, so the KL waits for it
         # (_compute_loss) and costs one forward of the start model instead of two; the buffer this generation
