@@ -355,7 +355,9 @@ def base_params(model) -> int:
     return sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
 
 
-def roofline_table(machine: list[dict], results: list[dict], params: int, batch: int) -> list[dict]:
+def roofline_table(
+    machine: list[dict], results: list[dict], params: int, batch: int, step_sampler: str = "trl"
+) -> list[dict]:
     """Print and return each sampler's median tok/s beside the roofline bound at `batch` and its precision.
 
     The machine's figures are the better of the two measurements (before and after the steps): the bound is
@@ -368,7 +370,11 @@ def roofline_table(machine: list[dict], results: list[dict], params: int, batch:
         + f"), {params / 1e6:.1f}M weights read a decode step, batch {batch}"
     )
     rows = []
-    for name, (key, precision) in SAMPLERS.items():
+    samplers = dict(SAMPLERS)
+    if STEP_SAMPLERS[step_sampler] is not None:  # the step's own rollout ran rlcw.sampling, not TRL's generate
+        del samplers["TRL generate (PEFT, fp32)"]
+        samplers[f"step rollout ({step_sampler})"] = ("rollout_tok_per_s", STEP_SAMPLERS[step_sampler][0])
+    for name, (key, precision) in samplers.items():
         if key not in results[0]:
             continue
         tok_s = statistics.median(r[key] for r in results)
@@ -538,7 +544,7 @@ def main() -> None:
         )
     if args.roofline:
         machine.append(roofline.measure())
-        summary["roofline"] = roofline_table(machine, results, base_params(model), args.batch)
+        summary["roofline"] = roofline_table(machine, results, base_params(model), args.batch, args.step_samplers[0])
     last = results[-1]
     print(
         "step split: "
