@@ -9,5 +9,7 @@ RLCW_EXTRAS=${RLCW_EXTRAS-} bash scripts/setup.sh   # what the quickstart runs: 
 # shellcheck disable=SC1091
 . .venv/bin/activate
 echo "set-up took $(( $(date +%s) - start ))s"
-rlcw quickstart --config configs/quickstart/cpu.yaml "$@"
+status=0
+rlcw quickstart --config configs/quickstart/cpu.yaml "$@" || status=$?  # 1: a quality gate failed (see the report)
 echo "quickstart wall time (incl. set-up): $(( $(date +%s) - start ))s; report: runs/quickstart/report.md"
+exit "$status"
