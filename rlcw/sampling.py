@@ -85,29 +85,65 @@ def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_i
     return sample_with_logprobs(model, prompt_ids, cfg, eos_ids=eos_ids, pad_id=pad_id)[0]
 
 
+def inverse_cdf_draw(probs: torch.Tensor) -> torch.Tensor:
+    """One token per row of probs (B, V) by inverse-CDF sampling: one uniform per row, the first token whose
+    cumulative probability passes it (a zero-probability token is never drawn). Same distribution as
+    `torch.multinomial(probs, 1)`, which on CPU draws an exponential for every vocabulary entry
+    (B x V random numbers a step; ~20% of a bf16 decode step of the embedded model at batch 16)."""
+    cdf = probs.cumsum(-1)  # (B, V)
+    u = torch.rand((probs.size(0), 1), device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]  # (B, 1)
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=probs.size(1) - 1)
+
+
+DRAWS = ("multinomial", "inverse_cdf")
+
+
 @torch.inference_mode()
 def sample_with_logprobs(
-    model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_id: int
+    model,
+    prompt_ids: list[list[int]],
+    cfg,
+    *,
+    eos_ids: list[int],
+    pad_id: int,
+    cache: str = "dynamic",
+    draw: str = "multinomial",
 ) -> tuple[list[list[int]], list[list[float]]]:
     """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
     the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
-    "processed_logprobs"), one float per completion token. Every tensor lives on the model's device."""
-    from transformers import DynamicCache
+    "processed_logprobs"), one float per completion token. Every tensor lives on the model's device.
 
+    cache: "dynamic" (transformers' DynamicCache, which concatenates every layer's keys and values each step) or
+    "static" (allocated once for prompt + max_new_tokens, written in place; same samples, no faster at the
+    quickstart's sizes in scripts/bench_rollout.py, what a compiled decode step would need).
+    draw: "multinomial" (`torch.multinomial`, as `generate`) or "inverse_cdf" (`inverse_cdf_draw`: the same
+    distribution from B instead of B x V random numbers a step, so other samples for the same seed)."""
+    from transformers import DynamicCache, StaticCache
+
+    if cache not in ("static", "dynamic") or draw not in DRAWS:
+        raise ValueError(f"cache must be 'static' or 'dynamic' and draw one of {DRAWS}, got {cache!r}, {draw!r}")
     device = model.device
     unique = list(dict.fromkeys(tuple(r) for r in prompt_ids))  # identical prompts are prefilled once
     row_of = torch.tensor([unique.index(tuple(r)) for r in prompt_ids], device=device)  # (B,)
     ids, mask = left_pad([list(u) for u in unique], pad_id, device=device)  # (U, L)
     pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    cache = DynamicCache(config=model.config)
+    with torch.device(device):  # StaticCache makes its length counter without naming a device
+        kv = (
+            StaticCache(config=model.config, max_cache_len=ids.size(1) + cfg.max_new_tokens)
+            if cache == "static"
+            else DynamicCache(config=model.config)
+        )
     logits = model(
-        input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1
+        input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=kv, use_cache=True, logits_to_keep=1
     ).logits[:, -1]  # (U, V)
     if len(unique) < len(prompt_ids):
-        cache.reorder_cache(row_of)
-    logits, mask, pos = logits[row_of].float(), mask[row_of], pos[row_of, -1:]
-    history = ids[row_of]  # (B, L + t): the repetition penalty reads prompt and completion
+        kv.reorder_cache(row_of)
+    # the whole (B, L + max_new_tokens) mask at once: future positions are hidden by causality, and the
+    # attention reads only the first L + t columns of it (transformers slices a longer padding mask)
+    full = torch.cat([mask[row_of], mask.new_ones((len(prompt_ids), cfg.max_new_tokens))], 1)
+    logits, pos = logits[row_of].float(), pos[row_of, -1:]
     procs = logits_processors(cfg)
+    history = ids[row_of] if procs else None  # (B, L + t): the repetition penalty reads prompt and completion
     eos = torch.tensor(eos_ids, device=device)
     done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
     out, logps = [], []
@@ -115,7 +151,7 @@ def sample_with_logprobs(
         scores = procs(history, logits) if procs else logits  # (B, V) fp32
         if cfg.do_sample:
             probs = torch.softmax(scores, -1)  # (B, V)
-            nxt = torch.multinomial(probs, num_samples=1).squeeze(1)
+            nxt = inverse_cdf_draw(probs) if draw == "inverse_cdf" else torch.multinomial(probs, 1).squeeze(1)
             logp = probs.gather(1, nxt[:, None]).squeeze(1).log()  # (B,): the draw's own probability
         else:
             nxt = scores.argmax(-1)
@@ -126,11 +162,11 @@ def sample_with_logprobs(
         done |= torch.isin(nxt, eos)
         if bool(done.all()) or step == cfg.max_new_tokens - 1:
             break
-        history = torch.cat([history, nxt[:, None]], 1)
-        mask = torch.cat([mask, mask.new_ones((mask.size(0), 1))], 1)
+        if history is not None:
+            history = torch.cat([history, nxt[:, None]], 1)
         pos = pos + 1
         logits = (
-            model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+            model(input_ids=nxt[:, None], attention_mask=full, position_ids=pos, past_key_values=kv, use_cache=True)
             .logits[:, -1]
             .float()
         )

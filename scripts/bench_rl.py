@@ -1,6 +1,7 @@
 """Benchmark one GRPO step on the embedded model, split into its parts, at the quickstart sizes.
 
-    OMP_NUM_THREADS=2 python scripts/bench_rl.py                       # configs/grpo/cpu.yaml sizes
+    OMP_NUM_THREADS=2 python scripts/bench_rl.py                       # the quickstart's sizes: 2 prompts x 8, 88 tokens
+    OMP_NUM_THREADS=2 python scripts/bench_rl.py --step-samplers fast-bf16 fast-bf16-cdf --kl --probe --roofline   # step split before/after
     python scripts/bench_rl.py --rm runs/quickstart/train_rm/model --batch 8 --max-new-tokens 80 --repeats 2 --json out.json
     OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --merged-rollout   # candidates vs TRL's path, same run
     OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --bf16-rollout --max-new-tokens 128   # TRL path vs fast vs fast+bf16
@@ -18,6 +19,10 @@ rollouts do, timed in the same run on the same prompts; `--fast-rollout`: rlcw.r
 `train.rollout_precision=bf16`, with the mean/max |logprob| gap of its tokens between the bf16 copy and the fp32 policy) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
 This is a decomposition of the step rlcw's `grpo` runs, not TRL's internal timer: TRL adds its own
 bookkeeping (logging, reward gathering) on top; compare with `rlcw grpo`'s seconds per step.
+`--step-samplers A B ...`: the step's rollout by each (TRL's `generate`, or rlcw.sampling on the fp32/bf16
+rollout copy with the multinomial or inverse-CDF draw), steps interleaved, and each one's median split per part
+with the KL-to-start (`--kl`) and learning-probe (`--probe`) forwards amortised over `--every` steps, as the
+quickstart runs them. `--roofline`: each sampler's tok/s as a share of this machine's roofline (scripts/roofline.py).
 Timings on a shared machine are noisy: run it on a quiet one and repeat.
 """
 
@@ -30,6 +35,7 @@ import statistics
 import time
 from pathlib import Path
 
+import roofline  # scripts/roofline.py (this script's folder is on sys.path)
 import torch
 
 
@@ -118,7 +124,33 @@ def build(args):
     return tok, model, rows, texts
 
 
-def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_bf16=None) -> dict:
+# --step-samplers: what generates the step's rollout -> (rollout copy precision, draw); "trl" is `generate` on the PEFT model
+STEP_SAMPLERS = {
+    "trl": None,
+    "fast-fp32": ("fp32", "multinomial"),
+    "fast-bf16": ("bf16", "multinomial"),
+    "fast-bf16-cdf": ("bf16", "inverse_cdf"),
+}
+
+
+def fast_generate(policy, enc, gen_cfg, tok, draw: str) -> torch.Tensor:
+    """The rollout by rlcw.sampling on a MergedPolicy, laid out as `generate` returns it: (B, P + C), pad after EOS."""
+    from rlcw.sampling import sample_with_logprobs
+
+    rows = [r[m.bool()].tolist() for r, m in zip(enc["input_ids"], enc["attention_mask"], strict=False)]
+    comps, _ = sample_with_logprobs(
+        policy.refresh(), rows, gen_cfg, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, draw=draw
+    )
+    width = max(map(len, comps))
+    completion = torch.full((len(comps), width), tok.pad_token_id, dtype=enc["input_ids"].dtype)  # (B, C)
+    for i, c in enumerate(comps):
+        completion[i, : len(c)] = torch.tensor(c)
+    return torch.cat([enc["input_ids"], completion], 1)
+
+
+def step(
+    args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_bf16=None, sampler="trl", probe=None
+) -> dict:
     from transformers import GenerationConfig
 
     t = {}
@@ -140,8 +172,12 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
     model.eval()
     wall = time.perf_counter()
     start = time.perf_counter()
-    with torch.no_grad():
-        out = model.generate(**enc, generation_config=gen_cfg)  # (B, P + C)
+    if STEP_SAMPLERS[sampler] is None:
+        with torch.no_grad():
+            out = model.generate(**enc, generation_config=gen_cfg)  # (B, P + C)
+    else:
+        precision, draw = STEP_SAMPLERS[sampler]
+        out = fast_generate(merged_bf16 if precision == "bf16" else merged, enc, gen_cfg, tok, draw)
     t["generation_s"] = time.perf_counter() - start
     prompt_len = enc["input_ids"].size(1)
     completion = out[:, prompt_len:]  # (B, C)
@@ -231,6 +267,12 @@ def step(args, tok, model, rows, texts, scorer, optimizer, merged=None, merged_b
         t["kl_speedup"] = t["kl_before_s"] / t["kl_now_s"]
         wall += sum(kl_now.values()) + kl_before["policy"]  # measured apart, not part of the step
 
+    if probe is not None:  # the learning probe's forward on its fixed texts (a `probe.every_steps` step)
+        start = time.perf_counter()
+        probe._logps(model)
+        t["probe_s"] = time.perf_counter() - start
+        wall += t["probe_s"]  # measured apart, reported amortised over probe.every_steps
+
     start = time.perf_counter()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -299,15 +341,88 @@ def real_steps(config: str | None, overrides: list[str]) -> dict:
     return {"status": summary.get("status"), "run": summary.get("run_dir"), "steps": steps}
 
 
+# sampler name in step()'s results -> (its tok/s key, weight precision)
+SAMPLERS = {
+    "TRL generate (PEFT, fp32)": ("rollout_tok_per_s", "fp32"),
+    "merged LoRA generate (fp32)": ("merged_rollout_tok_per_s", "fp32"),
+    "rlcw fast (fp32)": ("fast_rollout_tok_per_s", "fp32"),
+    "rlcw fast (bf16)": ("bf16_rollout_tok_per_s", "bf16"),
+}
+
+
+def base_params(model) -> int:
+    """Parameters a decode step reads: the base model's (tied embeddings once), not the LoRA factors."""
+    return sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
+
+
+def roofline_table(
+    machine: list[dict], results: list[dict], params: int, batch: int, step_sampler: str = "trl"
+) -> list[dict]:
+    """Print and return each sampler's median tok/s beside the roofline bound at `batch` and its precision.
+
+    The machine's figures are the better of the two measurements (before and after the steps): the bound is
+    what the hardware allows, and other load on a shared machine only lowers a measurement."""
+    best = {k: max(m[k] for m in machine) for k in ("bandwidth_gbs", "fp32_gflops", "bf16_gflops")}
+    print(
+        f"roofline: triad {best['bandwidth_gbs']:.1f} GB/s, matmul fp32 {best['fp32_gflops']:.0f} / bf16 "
+        f"{best['bf16_gflops']:.0f} GFLOP/s (best of {len(machine)}: "
+        + "; ".join(f"{m['bandwidth_gbs']:.1f} GB/s, {m['fp32_gflops']:.0f}/{m['bf16_gflops']:.0f}" for m in machine)
+        + f"), {params / 1e6:.1f}M weights read a decode step, batch {batch}"
+    )
+    rows = []
+    samplers = dict(SAMPLERS)
+    if STEP_SAMPLERS[step_sampler] is not None:  # the step's own rollout ran rlcw.sampling, not TRL's generate
+        del samplers["TRL generate (PEFT, fp32)"]
+        samplers[f"step rollout ({step_sampler})"] = ("rollout_tok_per_s", STEP_SAMPLERS[step_sampler][0])
+    for name, (key, precision) in samplers.items():
+        if key not in results[0]:
+            continue
+        tok_s = statistics.median(r[key] for r in results)
+        bound = roofline.decode_bound(params, batch, precision, best["bandwidth_gbs"], best[f"{precision}_gflops"])
+        rows.append(
+            {"sampler": name, "precision": precision, "tok_s": tok_s, **bound, "share": tok_s / bound["bound_tok_s"]}
+        )
+        print(
+            f"  {name:32s} {tok_s:7.1f} tok/s  bound {bound['bound_tok_s']:7.1f} ({bound['limit']})  "
+            f"share {tok_s / bound['bound_tok_s']:.0%}"
+        )
+    return rows
+
+
+def step_splits(by_sampler: dict[str, list[dict]], every: int) -> dict[str, dict]:
+    """Print and return each step sampler's median seconds per part of a quickstart step: generation, reward,
+    loss fwd/bwd, optimizer, other, and the KL-to-start and probe forwards amortised over the steps that run them
+    (`every`: train.log_kl_every and probe.every_steps, 3 in the quickstart), with the ratio to the first sampler."""
+    out = {}
+    for name, steps in by_sampler.items():
+        row = {
+            k: statistics.median(r[f"{k}_s"] for r in steps)
+            for k in ("generation", "reward", "loss_fwd_bwd", "optimizer", "other")
+        }
+        for key, part in (("kl_now_s", "kl"), ("probe_s", "probe")):
+            if key in steps[0]:
+                row[part] = statistics.median(r[key] for r in steps) / every
+        row["step"] = sum(row.values())
+        out[name] = row
+    first = next(iter(out.values()))
+    for name, row in out.items():
+        print(
+            f"step split ({name}): "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in row.items() if k != "step")
+            + f"; step {row['step']:.2f} s ({first['step'] / row['step']:.2f}x the first)"
+        )
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument(
         "--rm", default="runs/quickstart/train_rm/model", help="BT RM folder; absent -> a length stand-in reward"
     )
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--num-generations", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=80)
+    p.add_argument("--batch", type=int, default=16)  # the quickstart's 2 prompts x 8 completions, 88 tokens
+    p.add_argument("--num-generations", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=88)
     p.add_argument("--temperature", type=float, default=0.9)
     p.add_argument("--top-layers", type=int, default=8)
     p.add_argument("--repeats", type=int, default=2)
@@ -331,7 +446,23 @@ def main() -> None:
         action="store_true",
         help="also time a KL-to-the-start step: the start forward alone (now) vs + a policy forward (before)",
     )
+    p.add_argument(
+        "--step-samplers",
+        nargs="+",
+        default=["trl"],
+        choices=list(STEP_SAMPLERS),
+        help="what generates each step's rollout; several: interleaved steps of each, split side by side "
+        "(fast-bf16 = the quickstart's sampler, fast-bf16-cdf = with train.rollout_draw=inverse_cdf)",
+    )
+    p.add_argument("--probe", action="store_true", help="also time the learning probe's forward on its 8 texts")
+    p.add_argument("--every", type=int, default=3, help="steps between KL and probe forwards (quickstart: 3)")
     p.add_argument("--is-cap", type=float, default=3.0, help="train.rollout_is_cap for the bf16 correction statistics")
+    p.add_argument(
+        "--roofline",
+        action="store_true",
+        help="also measure this machine's bandwidth and matmul rates (before and after the steps) and print each "
+        "sampler's tok/s as a share of the roofline bound at its batch and precision (scripts/roofline.py)",
+    )
     p.add_argument("--json", help="write the results here")
     p.add_argument(
         "--real-steps",
@@ -361,22 +492,36 @@ def main() -> None:
     merged = merged_bf16 = None
     if args.bf16_rollout and not args.fast_rollout:
         p.error("--bf16-rollout needs --fast-rollout (it is compared with it in the same run)")
-    if args.fast_rollout:
+    step_fast = [STEP_SAMPLERS[x] for x in args.step_samplers if STEP_SAMPLERS[x]]
+    if args.fast_rollout or step_fast:
         from rlcw.rl.grpo.rollout import MergedPolicy
 
         merged = MergedPolicy(model)
-        merged_bf16 = MergedPolicy(model, "bf16") if args.bf16_rollout else None
-    results = []
-    for i in range(args.repeats):
-        r = step(args, tok, model, rows, texts, scorer, optimizer, merged, merged_bf16)
-        results.append(r)
-        print(f"step {i}: " + ", ".join(f"{k}={v:.3g}" for k, v in r.items()), flush=True)
+        bf16_needed = args.bf16_rollout or any(prec == "bf16" for prec, _ in step_fast)
+        merged_bf16 = MergedPolicy(model, "bf16") if bf16_needed else None
+    probe = None
+    if args.probe:
+        from rlcw.measure.probe import LearningProbe, probe_texts
+        from rlcw.recipes.common.sections import DEFAULT_SYSTEM_PROMPT
+
+        probe = LearningProbe(tok, probe_texts("bundled", 8), DEFAULT_SYSTEM_PROMPT, every_steps=args.every, out=None)
+    machine = [roofline.measure()] if args.roofline else []
+    by_sampler = {x: [] for x in args.step_samplers}
+    for i in range(args.repeats):  # interleaved: one step of each sampler per pass
+        for name in args.step_samplers:
+            r = step(args, tok, model, rows, texts, scorer, optimizer, merged, merged_bf16, name, probe)
+            by_sampler[name].append(r)
+            print(f"step {i} ({name}): " + ", ".join(f"{k}={v:.3g}" for k, v in r.items()), flush=True)
+    results = by_sampler[args.step_samplers[0]]
+    split = step_splits(by_sampler, args.every)
     summary = {
         "threads": torch.get_num_threads(),
         "batch": args.batch,
         "max_new_tokens": args.max_new_tokens,
         "rm": args.rm if scorer else None,
         "steps": results,
+        "step_samplers": by_sampler,
+        "step_split": split,
         "peak_rss_gb": peak_rss_gb(),
     }
     for key in ("fast_speedup", "bf16_speedup", "bf16_over_fast", "merged_speedup", "kl_speedup"):
@@ -397,6 +542,9 @@ def main() -> None:
             f"bf16 rollout importance sampling (cap {args.is_cap}, median over steps): mean |gap| "
             f"{summary[keys[0]]:.4f} nats/token, mean weight {summary[keys[1]]:.4f}, clipped share {summary[keys[2]]:.4f}"
         )
+    if args.roofline:
+        machine.append(roofline.measure())
+        summary["roofline"] = roofline_table(machine, results, base_params(model), args.batch, args.step_samplers[0])
     last = results[-1]
     print(
         "step split: "

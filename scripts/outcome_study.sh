@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-bash scripts/setup.sh
+RLCW_EXTRAS=${RLCW_EXTRAS-} bash scripts/setup.sh   # what the study runs: no test, serving or tracking extras
 # shellcheck disable=SC1091
 . .venv/bin/activate
 echo "set-up took $(( $(date +%s) - start ))s"

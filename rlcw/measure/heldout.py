@@ -5,8 +5,9 @@
                               rows, HeldoutSettings(), out_dir=Path("runs/quickstart/heldout"))
 
 Common random numbers: for sample index k, `torch.manual_seed(seed
-+ k)` once, then ONE batch holds every prompt in a fixed order; on CPU each row's multinomial draw
-then depends only on its own row and step, so the start and the tuned policy read the same noise at
++ k)` once, then ONE batch holds every prompt in a fixed order; on CPU each row's multinomial draw (or,
+with `draw="inverse_cdf"`, its one uniform a step) then depends only on its own row and step, so the start
+and the tuned policy read the same noise at
 (prompt, k), and different k read different noise. Sampling is at temperature 1, top_k 0, top_p 1
 (the policies' own distributions). Start samples are cached in `out_dir/start.jsonl` keyed by the
 settings, so re-measuring another policy against the same start costs one policy's sampling.
@@ -40,6 +41,10 @@ class HeldoutSettings:
     seed: int = 1234
     n_resamples: int = 2000
     system_prompt: str | None = None  # the RL run's (recipes pass cfg.model.system_prompt)
+    # the sampler, the same for the start and the tuned policy: fp32 + multinomial (as `generate`), or the fast
+    # path bf16 + inverse_cdf (bf16 copies of both policies, one random number a row a step; scripts/bench_rollout.py)
+    precision: str = "fp32"
+    draw: str = "multinomial"
 
 
 CHUNK_SEED_STRIDE = 100_003  # chunk c of sample k seeds seed + k + stride * c (chunk 0: seed + k)
@@ -58,6 +63,7 @@ def crn_completions(
     batch_size: int | None = None,
     what: str = "held-out",
     where: str = "heldout",
+    draw: str = "multinomial",
 ):
     """The one CRN sampler (see the module docstring): for each sample index k in first_sample ..
     first_sample + n_samples - 1, yields (k, prompt ids, completions, log-probs), one entry per row. Rows go
@@ -81,7 +87,7 @@ def crn_completions(
         comps, logps = [], []
         for c, start in enumerate(range(0, len(rows), size)):
             torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)
-            chunk = sample_with_logprobs(model, ids[start : start + size], cfg, eos_ids=eos, pad_id=pad)
+            chunk = sample_with_logprobs(model, ids[start : start + size], cfg, eos_ids=eos, pad_id=pad, draw=draw)
             comps, logps = comps + chunk[0], logps + chunk[1]
             bar.update(len(chunk[0]))
         yield k, ids, comps, logps
@@ -89,7 +95,15 @@ def crn_completions(
 
 
 def sample_crn(
-    model, tokenizer, rows: list[dict], *, system_prompt: str | None, n_samples: int, max_new_tokens: int, seed: int
+    model,
+    tokenizer,
+    rows: list[dict],
+    *,
+    system_prompt: str | None,
+    n_samples: int,
+    max_new_tokens: int,
+    seed: int,
+    draw: str = "multinomial",
 ) -> list[dict]:
     """n_samples completions per prompt row with common random numbers (`crn_completions`, one chunk)."""
     eos = [tokenizer.eos_token_id]
@@ -102,6 +116,7 @@ def sample_crn(
         n_samples=n_samples,
         max_new_tokens=max_new_tokens,
         seed=seed,
+        draw=draw,
     ):
         for p, (row, comp) in enumerate(zip(rows, comps, strict=True)):
             out.append(
@@ -156,6 +171,16 @@ def _write_jsonl(path: Path, records: list[dict]) -> None:
     tmp.replace(path)
 
 
+def check_sampler(s: HeldoutSettings) -> None:
+    """Reject an unknown held-out sampler before any sampling (errors name the quickstart's `heldout.*` keys)."""
+    from rlcw.sampling import DRAWS
+
+    if s.precision not in ("fp32", "bf16"):
+        raise RlcwError(f"unknown held-out precision {s.precision!r}", where="heldout.precision", hint="fp32 or bf16")
+    if s.draw not in DRAWS:
+        raise RlcwError(f"unknown held-out draw {s.draw!r}", where="heldout.draw", hint=" or ".join(DRAWS))
+
+
 def policy_samples(
     spec: str, tokenizer, rows: list[dict], s: HeldoutSettings, cache: Path | None = None, key: dict | None = None
 ) -> tuple[list[dict], float]:
@@ -168,7 +193,9 @@ def policy_samples(
         if lines and json.loads(lines[0]) == key:
             return [json.loads(x) for x in lines[1:]], 0.0
     start = time.time()
+    check_sampler(s)
     model = load_causal_lm(spec, merge_lora=True)
+    model = model.to(torch.bfloat16) if s.precision == "bf16" else model  # a sampling copy, dropped below
     recs = sample_crn(
         model,
         tokenizer,
@@ -177,6 +204,7 @@ def policy_samples(
         n_samples=s.n_samples,
         max_new_tokens=s.max_new_tokens,
         seed=s.seed,
+        draw=s.draw,
     )
     del model
     if cache is not None:

@@ -107,6 +107,7 @@ class GRPOTrainSection:
     rollout_precision: str = "fp32"  # fp32 | bf16: the fast rollout's weight copy (bf16: ~1.7x faster decode on AMX/AVX512-BF16 CPUs; loss stays fp32)
     # fast rollout: per-token loss weight min(pi/mu, cap) for the sampler/policy gap (rlcw.rl.grpo.is_correction); 0 = off
     rollout_is_cap: float = 3.0
+    rollout_draw: str = "multinomial"  # multinomial | inverse_cdf: the fast rollout's draw (same distribution; inverse_cdf 1.2-1.7x bf16 decode)
     vllm_mode: str = "colocate"  # colocate | server
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = 0.3
@@ -199,6 +200,7 @@ def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
         use_vllm=t.use_vllm,
         deepspeed=t.deepspeed,
         agents_variant=cfg.agents.variant,
+        draw=t.rollout_draw,
     )
 
 
@@ -324,7 +326,7 @@ def rollout_hooks(cfg: GRPORecipeConfig, tokenizer, funcs: list) -> tuple[list, 
         )
         return [story_reward(f) for f in funcs], {"rollout_func": rollout}
     if cfg.train.fast_rollout:
-        return funcs, {"rollout_func": make_fast_rollout_func(cfg.train.rollout_precision)}
+        return funcs, {"rollout_func": make_fast_rollout_func(cfg.train.rollout_precision, cfg.train.rollout_draw)}
     return funcs, {}
 
 

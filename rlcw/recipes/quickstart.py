@@ -61,6 +61,8 @@ class HeldoutSection:
     seed: int = 1234  # sample k of every prompt uses seed + k, for the start and the tuned policy alike
     n_resamples: int = 2000
     fit_to_cap: bool = True  # leave out prompts whose range the completion cap cannot hold
+    precision: str = "fp32"  # fp32 | bf16: both policies sampled on bf16 copies (the fast path)
+    draw: str = "multinomial"  # multinomial | inverse_cdf: one random number a row a step (same distribution)
 
 
 @dataclass
@@ -106,6 +108,7 @@ def main(cfg: QuickstartConfig) -> dict:
     wire(cfg, root)  # an override clash fails before the run folder is written
     # RL prompts apart from every measured prompt (grpo checks only its own eval split), before any folder is written
     measured = heldout_rows(cfg)
+    heldout_settings(cfg)  # a bad heldout.precision / heldout.draw fails here, before any stage runs
     check_overlap(grpo.train_prompts(cfg.grpo), measured, [])
     with stage_run(cfg, "quickstart") as run:
         timings: dict[str, float] = {}
@@ -174,8 +177,9 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
     return rows
 
 
-def _measure(cfg: QuickstartConfig, root: str, rows: list[dict]) -> dict:
-    from rlcw.measure.heldout import HeldoutSettings, measure_policies
+def heldout_settings(cfg: QuickstartConfig):
+    """The measurement's settings (rlcw.measure.heldout.HeldoutSettings), its sampler checked."""
+    from rlcw.measure.heldout import HeldoutSettings, check_sampler
 
     h = cfg.heldout
     s = HeldoutSettings(
@@ -184,10 +188,20 @@ def _measure(cfg: QuickstartConfig, root: str, rows: list[dict]) -> dict:
         seed=h.seed,
         n_resamples=h.n_resamples,
         system_prompt=cfg.model.system_prompt,
+        precision=h.precision,
+        draw=h.draw,
     )
+    check_sampler(s)
+    return s
+
+
+def _measure(cfg: QuickstartConfig, root: str, rows: list[dict]) -> dict:
+    from rlcw.measure.heldout import measure_policies
+
     tuned = f"{root}/grpo/checkpoints/final"
+    s = heldout_settings(cfg)
     stats = measure_policies(cfg.model.name, tuned, cfg.grpo.reward.rm_path, rows, s, Path(root) / "heldout")
-    stats.update(start_prices(read_jsonl(Path(root) / "heldout" / "start.jsonl"), h.n_resamples))
+    stats.update(start_prices(read_jsonl(Path(root) / "heldout" / "start.jsonl"), s.n_resamples))
     return stats
 
 

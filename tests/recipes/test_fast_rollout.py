@@ -108,6 +108,8 @@ def test_rollout_precision_needs_fast_rollout(runs_root, tiny_model_dir):
     for overrides, msg in (
         (["train.rollout_precision=bf16"], "applies to the fast rollout only"),
         (["train.fast_rollout=true", "train.rollout_precision=int4"], "unknown train.rollout_precision"),
+        (["train.rollout_draw=inverse_cdf"], "rollout_draw applies to the fast rollout only"),
+        (["train.fast_rollout=true", "train.rollout_draw=gumbel"], "unknown train.rollout_draw"),
     ):
         with pytest.raises(RlcwError, match=msg):
             check_fast_rollout(load_config(GRPORecipeConfig, None, [f"model.name={tiny_model_dir}", *overrides]))
@@ -166,7 +168,8 @@ def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
 
 
 def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
-    """`rlcw grpo train.fast_rollout=true train.rollout_precision=bf16` trains end to end; clashing settings fail before any work."""
+    """`rlcw grpo train.fast_rollout=true train.rollout_precision=bf16 train.rollout_draw=inverse_cdf` trains end to
+    end; clashing settings fail before any work."""
     import json
     from pathlib import Path
 
@@ -187,6 +190,7 @@ def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
         "eval.every_steps=0",
         "train.fast_rollout=true",
         "train.rollout_precision=bf16",
+        "train.rollout_draw=inverse_cdf",
     ]
     summary = main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_fast"]))
     assert summary["status"] == "completed", summary.get("error")
@@ -264,3 +268,47 @@ def test_copy_runs_its_own_weights_after_trl_patches_the_forward(policy):
         want = policy(input_ids=ids).logits
     assert got.dtype == torch.bfloat16
     assert (got.float() - want).abs().max() > 0  # bf16 rounding: a different computation from the fp32 policy
+
+
+def test_static_cache_samples_what_the_dynamic_cache_samples(policy, tokenizer):
+    """Same seed, same draws: the in-place KV cache changes where keys and values live, not the samples."""
+    from transformers import GenerationConfig
+
+    from rlcw.sampling import sample_with_logprobs
+
+    texts = ["Once upon a time", "A dragon who could not sleep", "A dragon who could not sleep"]
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    cfg = GenerationConfig(max_new_tokens=10, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id)
+    model = MergedPolicy(policy).refresh()
+    got = {}
+    for cache in ("static", "dynamic"):
+        torch.manual_seed(3)
+        got[cache] = sample_with_logprobs(
+            model, rows, cfg, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id, cache=cache
+        )
+    assert got["static"][0] == got["dynamic"][0]
+    assert max(map(len, got["static"][0])) > 1
+    for a, b in zip(got["static"][1], got["dynamic"][1], strict=True):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="static"):
+        sample_with_logprobs(model, rows, cfg, eos_ids=[0], pad_id=0, cache="paged")
+
+
+def test_inverse_cdf_draw_hand_worked_and_its_distribution():
+    """u scaled by the row's total picks the first token whose cumulative probability passes it; zero-probability
+    tokens are never drawn; frequencies over many draws match the probabilities (as torch.multinomial's)."""
+    from rlcw.sampling import inverse_cdf_draw
+
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.5], [0.2, 0.3, 0.5, 0.0]])
+    torch.manual_seed(0)
+    u = torch.rand((2, 1))  # what the draw reads after the same seed
+    torch.manual_seed(0)
+    got = inverse_cdf_draw(probs).tolist()
+    want = [1 if u[0, 0] < 0.5 else 3, 0 if u[1, 0] < 0.2 else 1 if u[1, 0] < 0.5 else 2]
+    assert got == want
+    torch.manual_seed(1)
+    p = torch.softmax(torch.randn(1, 50), -1)
+    draws = torch.cat([inverse_cdf_draw(p.expand(4000, -1)) for _ in range(5)])  # 20000 draws
+    freq = torch.bincount(draws, minlength=50).float() / draws.numel()
+    assert (freq - p[0]).abs().max() < 0.02
+    assert freq[p[0] < 1e-12].sum() == 0

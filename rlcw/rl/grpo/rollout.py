@@ -35,6 +35,18 @@ rollouts are slightly off-policy: |log p_bf16 - log p_fp32| of the sampled token
 (`use_vllm` and `vllm_importance_sampling_correction`), so the rollout returns each sampled token's
 log-prob and rlcw's GRPO trainer reweights the loss per token by min(pi/mu, train.rollout_is_cap)
 (rlcw.rl.grpo.is_correction).
+
+Against the roofline (`scripts/bench_rollout.py`, a quiet Intel Xeon with AMX pinned to 2 threads, random
+weights of the embedded model's shapes, 2 prompts x 8, 88 tokens; triad 23-24 GB/s, matmul fp32 254-275 and
+bf16 825-958 GFLOP/s, so decoding at batch 16 is memory-bound at ~700 tok/s in fp32 and ~1400 in bf16):
+`generate` fp32 94-101 tok/s (14%), this sampler fp32 105 (15%), bf16 152-169 (11-12%), bf16 with
+`draw="inverse_cdf"` (`train.rollout_draw`) 208 (15%), fp32 with it 141 (20%). What stands in the way, from a
+torch profile of the bf16 sampler: the matmuls (36% of the time) stream the weights at ~8 GB/s, a third of
+the triad (oneDNN's bf16 GEMMs with 16 rows); `torch.multinomial` drew an exponential for each of the
+49152 vocabulary entries of every row (22%: what the inverse-CDF draw removes); dtype casts (10%, RMSNorm
+runs in fp32); attention 6%; the rest is ~200 small operators a token. Tried and not kept: a static KV cache
+(0.9-1.0x), weight-only int8 linear layers (`torch._weight_int8pack_mm`, 0.8x bf16), and torch.compile of the
+decode step (1.2-1.3x after a 154-s compile, more than a quickstart's rollouts would save without a cache).
 """
 
 from __future__ import annotations
@@ -45,7 +57,7 @@ from pathlib import Path
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.sampling import sample_with_logprobs
+from rlcw.sampling import DRAWS, sample_with_logprobs
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -120,10 +132,12 @@ class MergedPolicy:
         return self.model
 
 
-def make_fast_rollout_func(precision: str = "fp32"):
+def make_fast_rollout_func(precision: str = "fp32", draw: str = "multinomial"):
     """A TRL 1.16 `GRPOTrainer(rollout_func=...)`: TRL's prompts, tokenisation and generation config, fast sampling.
 
     precision: "fp32" (same weights as the policy) or "bf16" (bf16 rollout copy; ~1.7x faster decode here).
+    draw: "multinomial" (torch.multinomial, as `generate`) or "inverse_cdf" (rlcw.sampling.inverse_cdf_draw:
+    the same distribution from one random number a row a step; bf16 decode 1.2-1.7x in scripts/bench_rollout.py).
     """
     state: dict = {}
 
@@ -142,6 +156,7 @@ def make_fast_rollout_func(precision: str = "fp32"):
                 trainer.generation_config,
                 eos_ids=list(trainer.eos_token_ids),
                 pad_id=trainer.generation_config.pad_token_id,
+                draw=draw,
             )
         finally:
             gen_model.train(was_training)
@@ -160,8 +175,17 @@ def check_fast_rollout(
     use_vllm: bool,
     deepspeed: str | None,
     agents_variant: str | None,
+    draw: str = "multinomial",
 ) -> None:
     """Reject fast-rollout settings that cannot work (errors name the `rlcw grpo` keys)."""
+    if draw not in DRAWS:
+        raise RlcwError(f"unknown train.rollout_draw {draw!r}", where="train.rollout_draw", hint=" or ".join(DRAWS))
+    if draw != "multinomial" and not fast_rollout:
+        raise RlcwError(
+            "train.rollout_draw applies to the fast rollout only",
+            where="train.rollout_draw",
+            hint="add train.fast_rollout=true, or leave train.rollout_draw=multinomial",
+        )
     if precision not in ("fp32", "bf16"):
         raise RlcwError(
             f"unknown train.rollout_precision {precision!r}", where="train.rollout_precision", hint="fp32 or bf16"
