@@ -101,8 +101,9 @@ def main(cfg: QuickstartConfig) -> dict:
     root = str(Path(cfg.output_dir) / cfg.run_name)
     wire(cfg, root)  # an override clash fails before the run folder is written
     # RL prompts apart from every measured prompt (grpo checks only its own eval split), before any folder is written
-    measured = heldout_rows(cfg)
-    check_overlap(grpo.train_prompts(cfg.grpo), measured, [])
+    rollout = grpo.rollout_seam(cfg.grpo)  # its story cap fits both prompt sets and caps the held-out stories
+    measured = heldout_rows(cfg, rollout.story_cap)
+    check_overlap(grpo.train_prompts(cfg.grpo, rollout), measured, [])
     with stage_run(cfg, "quickstart") as run:
         timings: dict[str, float] = {}
         results: dict[str, dict] = {}
@@ -124,7 +125,7 @@ def main(cfg: QuickstartConfig) -> dict:
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)
         stage("grpo", grpo.main, cfg.grpo)
-        stage("heldout", lambda c: _measure(c, root, measured), cfg)
+        stage("heldout", lambda c: _measure(c, root, measured, rollout.story_cap), cfg)
         stage("export", export.main, cfg.export)
         metrics, checks, verdict = _gate(cfg, results)
         plots = _plots(run.path)
@@ -145,8 +146,8 @@ def main(cfg: QuickstartConfig) -> dict:
         )
 
 
-def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
-    """The held-out prompt rows (fitted to the completion cap when asked)."""
+def heldout_rows(cfg: QuickstartConfig, cap: int) -> list[dict]:
+    """The held-out prompt rows (fitted to the story cap `cap` when asked)."""
     from rlcw.data.prompts import load_prompts
     from rlcw.errors import RlcwError
     from rlcw.rewards.length import range_fits_cap
@@ -159,7 +160,7 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
                 seen.add(row["id"])
                 rows.append(row)
     if h.fit_to_cap:
-        cap, tpw = cfg.grpo.train.max_completion_length, cfg.grpo.data.tokens_per_word
+        tpw = cfg.grpo.data.tokens_per_word
         rows = [r for r in rows if range_fits_cap(r.get("max_words"), cap, tpw)]
     rows = rows[: h.max_prompts or None]
     if len(rows) < 2:
@@ -167,13 +168,13 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
     return rows
 
 
-def _measure(cfg: QuickstartConfig, root: str, rows: list[dict]) -> dict:
+def _measure(cfg: QuickstartConfig, root: str, rows: list[dict], cap: int) -> dict:
     from rlcw.measure.heldout import HeldoutSettings, measure_policies
 
     h = cfg.heldout
     s = HeldoutSettings(
         n_samples=h.n_samples,
-        max_new_tokens=cfg.grpo.train.max_completion_length,
+        max_new_tokens=cap,
         seed=h.seed,
         n_resamples=h.n_resamples,
         system_prompt=cfg.model.system_prompt,

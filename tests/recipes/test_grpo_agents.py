@@ -46,8 +46,10 @@ def agents_run(runs_root, tiny_model_dir, rm_run, monkeypatch_module):
     seen: list[dict] = []
     real = grpo.build_rewards
 
-    def spying_rewards(cfg):  # record what a reward receives (main wraps it with story_reward like the others)
-        funcs, weights = real(cfg)
+    def spying_rewards(
+        cfg, rollout
+    ):  # record what a reward receives (main wraps it with story_reward like the others)
+        funcs, weights = real(cfg, rollout)
 
         def spy(prompts, completions, **kw):
             seen.append(
@@ -128,11 +130,14 @@ def test_plain_grpo_unchanged_by_the_agents_section():
     cfg = GRPORecipeConfig()
     assert (
         cfg.agents.variant is None
-        and grpo.completion_cap(cfg) == grpo.story_cap(cfg) == cfg.train.max_completion_length
+        and grpo.rollout_seam(cfg).completion_cap
+        == grpo.rollout_seam(cfg).story_cap
+        == cfg.train.max_completion_length
     )
     cfg.agents.variant, cfg.agents.train_agent = "plan_write", "cycle"
     cfg.agents.caps.planning, cfg.agents.caps.writing = 32, 64
-    assert grpo.completion_cap(cfg) == 64 and grpo.story_cap(cfg) == 5 * 64  # five writers of 64 tokens
+    rollout = grpo.rollout_seam(cfg)
+    assert rollout.completion_cap == 64 and rollout.story_cap == 5 * 64  # five writers of 64 tokens
 
 
 def test_one_agents_adapter_and_agents_room_evaluation(runs_root, tiny_model_dir, rm_run):
