@@ -36,7 +36,7 @@ from rlcw.measure.periodic import PeriodicEvalCallback
 from rlcw.measure.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
-from rlcw.recipes.common.models import lora_config, rm_scorer
+from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import check_overlap, held_out_prompts, prompt_messages
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
 from rlcw.recipes.common.run import stage_run, stage_tracker
@@ -48,7 +48,7 @@ from rlcw.recipes.common.sections import (
     PromptSection,
     RewardSection,
 )
-from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.factory import RewardSet, build_reward_set
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
 from rlcw.rl.grpo.seam import AgentsRoomSettings, PlainRollout, RolloutSettings, build_rollout
@@ -165,10 +165,9 @@ def rollout_seam(cfg: GRPORecipeConfig) -> PlainRollout:
         system_prompt=cfg.model.system_prompt,
         lora_enabled=cfg.lora.enabled,
     )
-    room = (
-        AgentsRoomSettings(a.variant, a.train_agent, a.policy_plays, a.caps, a.context_tokens) if a.variant else None
+    return build_rollout(
+        settings, AgentsRoomSettings(a.variant, a.train_agent, a.policy_plays, a.caps, a.context_tokens)
     )
-    return build_rollout(settings, room)
 
 
 def check_vllm(t: GRPOTrainSection) -> None:
@@ -205,7 +204,7 @@ def build_dataset(rows: list[dict], system_prompt: str):
 # ---------------------------------------------------------------- build: rewards, TRL args, rollouts, evaluation
 
 
-def build_rewards(cfg: GRPORecipeConfig, rollout: PlainRollout) -> tuple[list, list[float]]:
+def build_rewards(cfg: GRPORecipeConfig, rollout: PlainRollout) -> RewardSet:
     defaults = {
         "rm_path": cfg.reward.rm_path,
         "num_generations": cfg.train.num_generations,
@@ -213,7 +212,7 @@ def build_rewards(cfg: GRPORecipeConfig, rollout: PlainRollout) -> tuple[list, l
         "max_tokens": rollout.completion_cap,
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_funcs(cfg.reward.specs, defaults, key="reward.specs")
+    return build_reward_set(cfg.reward.specs, defaults, key="reward.specs")
 
 
 def build_args(cfg: GRPORecipeConfig, run, weights: list[float], rollout: PlainRollout):
@@ -276,24 +275,18 @@ def main(cfg: GRPORecipeConfig) -> dict:
     rollout = validate(cfg)
     check_vllm(cfg.train)  # this machine, not the config (rlcw plan validates a vLLM config on a CPU box)
     check_bf16(cfg.train.bf16)
-    train_rows, held_out = (
-        train_prompts(cfg, rollout),
-        eval_prompts(cfg, rollout),
-    )  # prompt files only: before the run folder
+    # prompt files only: before the run folder
+    train_rows, held_out = train_prompts(cfg, rollout), eval_prompts(cfg, rollout)
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
     with stage_run(cfg, "grpo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
-        funcs, weights = build_rewards(cfg, rollout)  # before the policy loads: a bad reward spec fails fast
+        rewards = build_rewards(cfg, rollout)  # before the policy loads: a bad reward spec fails fast
+        funcs, weights = rewards.funcs, rewards.weights
         lc_lines = length_control_lines(funcs)  # the resolved auto | true | false of every bt reward
-        context = {
-            "rm_path": cfg.reward.rm_path,
-            "run_dir": run.path,
-            "seed": cfg.seed,
-            "scorer": rm_scorer(funcs, cfg.reward.rm_path),
-        }
-        evaluators = build_evaluators(cfg.eval.evaluators, context)
         e = cfg.eval
+        context = {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": rewards.scorer}
+        evaluators = build_evaluators(e.evaluators, context)
         sampler = rollout.eval_sampler(
             tokenizer,
             held_out[: e.num_prompts],

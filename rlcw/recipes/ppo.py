@@ -41,7 +41,7 @@ from rlcw.measure.monitors import MonitorCallback, plot_monitors
 from rlcw.measure.periodic import PeriodicEval
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
-from rlcw.recipes.common.models import lora_config, rm_scorer
+from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages, train_prompts
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import (
@@ -53,7 +53,7 @@ from rlcw.recipes.common.sections import (
     RewardSection,
 )
 from rlcw.report import plot_lines, read_metrics, series
-from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.factory import RewardSet, build_reward_set
 from rlcw.rl.ppo.trainer import PPOSettings, PPOTrainer
 from rlcw.rl.ppo.value import load_value_model
 from rlcw.runs import resume_checkpoint, resume_mode
@@ -145,14 +145,14 @@ def value_source(cfg: PPORecipeConfig) -> str:
     return cfg.reward.rm_path
 
 
-def build_rewards(cfg: PPORecipeConfig) -> tuple[list, list[float]]:
+def build_rewards(cfg: PPORecipeConfig) -> RewardSet:
     defaults = {
         "rm_path": cfg.reward.rm_path,
         "seed": cfg.seed,
         "max_tokens": cfg.train.max_new_tokens,
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_funcs(cfg.reward.specs, defaults, key="reward.specs")
+    return build_reward_set(cfg.reward.specs, defaults, key="reward.specs")
 
 
 def build_value(cfg: PPORecipeConfig, vocab_size: int):
@@ -183,10 +183,11 @@ def main(cfg: PPORecipeConfig) -> dict:
     with stage_run(cfg, "ppo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
-        funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        rewards = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        funcs, weights = rewards.funcs, rewards.weights
         policy = build_policy(cfg)
         value = build_value(cfg, policy.get_input_embeddings().num_embeddings)
-        scorer = rm_scorer(funcs, cfg.reward.rm_path)
+        scorer = rewards.scorer
         evaluators = build_evaluators(
             cfg.eval.evaluators,
             {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer},

@@ -1,6 +1,7 @@
 """grpo with Agents' Room rollouts on a tiny policy with the tiny RM: whole stories are rewarded,
 one agent's call is trained and respects its cap; bad combinations fail before anything loads."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def agents_run(runs_root, tiny_model_dir, rm_run, monkeypatch_module):
     def spying_rewards(
         cfg, rollout
     ):  # record what a reward receives (main wraps it with story_reward like the others)
-        funcs, weights = real(cfg, rollout)
+        built = real(cfg, rollout)
 
         def spy(prompts, completions, **kw):
             seen.append(
@@ -62,7 +63,7 @@ def agents_run(runs_root, tiny_model_dir, rm_run, monkeypatch_module):
             return [0.0] * len(completions)
 
         spy.__name__ = "spy"
-        return [*funcs, spy], [*weights, 1.0]
+        return dataclasses.replace(built, funcs=[*built.funcs, spy], weights=[*built.weights, 1.0])
 
     monkeypatch_module.setattr(grpo, "build_rewards", spying_rewards)
     return grpo.main(_cfg(runs_root, tiny_model_dir, rm_run, "run_name=grpo_agents")), seen

@@ -57,9 +57,9 @@ class RolloutSettings:
 
 @dataclass(frozen=True)
 class AgentsRoomSettings:
-    """The `agents.*` keys of an Agents' Room run (rlcw.agents.rl)."""
+    """The `agents.*` keys of an Agents' Room run (rlcw.agents.rl); `variant` None = no Agents' Room."""
 
-    variant: str
+    variant: str | None = None
     train_agent: str = "climax"
     policy_plays: str = "all"
     caps: AgentCaps = field(default_factory=AgentCaps)
@@ -67,7 +67,8 @@ class AgentsRoomSettings:
 
 
 def build_rollout(s: RolloutSettings, agents: AgentsRoomSettings | None = None) -> PlainRollout:
-    """The checked rollout of these settings: Agents' Room when `agents` is given, else fast or plain."""
+    """The checked rollout of these settings: Agents' Room when `agents` names a variant, else fast or plain."""
+    agents = agents if agents and agents.variant else None
     if s.vllm_mode not in VLLM_MODES:
         raise RlcwError(f"unknown vllm_mode '{s.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
     check_fast_rollout(
