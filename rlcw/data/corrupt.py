@@ -7,7 +7,7 @@ win by measuring length, and `corrupt` closes a corrupted text the way the origi
 (`match_ending`), so it cannot win by looking at the last character either: length-matched
 splices and repeats stop at a word count, mid-sentence, and an RM trained on them learned
 "a story that stops mid-sentence is the worse one" (58% of the quickstart's pairs carried that
-cue), which it then paid GRPO ~2 RM units for ending at any length (issue 14). `truncate` is the
+cue), which it then paid GRPO ~2 RM units for ending at any length. `truncate` is the
 one kind whose point is the unfinished ending. All functions are pure given the `random.Random` passed in; each
 returns the corrupted text or None when the text is too short for that corruption.
 """

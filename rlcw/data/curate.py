@@ -10,7 +10,7 @@ Per split, in this order (each step's count is reported):
 5. pairs: within a post, every pair with (hi - lo) / hi >= min_gap (0.25) and the higher-voted story
    posted strictly later; optionally at most `max_pairs_per_post`, chosen at random under the seed;
 6. length balancing: word differences d = chosen - rejected are binned by |d| into `bins / 2` equal
-   bins on each side of zero (100 bins symmetric around 0, width max|d| / 50); in every mirrored
+   bins on each side of zero (100 bins symmetric about zero, width max|d| / 50); in every mirrored
    bin pair the larger side loses random pairs (seeded) until both sides are equal. Pairs with
    d = 0 are kept. Afterwards chosen is longer in exactly half of the unequal-length pairs.
 

@@ -4,7 +4,7 @@
     result = measure_policies("smollm2-135m-instruct", "runs/grpo/checkpoints/final", "runs/train_rm/model",
                               rows, HeldoutSettings(), out_dir=Path("runs/quickstart/heldout"))
 
-Common random numbers (field notes, "GRPO calibration"): for sample index k, `torch.manual_seed(seed
+Common random numbers: for sample index k, `torch.manual_seed(seed
 + k)` once, then ONE batch holds every prompt in a fixed order; on CPU each row's multinomial draw
 then depends only on its own row and step, so the start and the tuned policy read the same noise at
 (prompt, k), and different k read different noise. Sampling is at temperature 1, top_k 0, top_p 1

@@ -4,7 +4,7 @@
     kl = kl_to_reference(policy, start_model, prompt_ids, completions, pad_id=pad, estimator="k3")  # (B,)
     d = kl.mean().sqrt()                                                  # Gao et al.'s axis
 
-Why these rules (issue 18): a KL estimate is an average over samples FROM the policy, so
+Why these rules: a KL estimate is an average over samples FROM the policy, so
 - the samples must come from the distribution whose log-probs are used: sample with `top_k=0,
   top_p=1` (transformers' `generate` applies top_k=50 when top_k is unset), and the log-probs here use
   the same temperature (default 1); `sampled_logprobs` refuses truncated samplers, whose support differs

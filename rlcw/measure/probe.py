@@ -20,7 +20,7 @@ still compares with the true start). Logged (rank 0, `probe.jsonl`, and plotted 
 No sampling is involved, so the numbers say whether the weights changed what the model predicts,
 not whether one seeded sample happened to flip a token. `did_not_move(history)` is true when the
 last `abs_logp_change` is below MIN_MOVE (0.01 nats/token): at that size the log-prob of a 60-token
-story changes by under 0.6 nats and sampled stories stay nearly the same (the issue-14 run with lr
+story changes by under 0.6 nats and sampled stories stay nearly the same (a quickstart GRPO run with lr
 3e-4 reached KL 0.0005/token and 5 of 8 before/after samples were identical).
 """
 

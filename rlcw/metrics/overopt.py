@@ -4,7 +4,7 @@
     test = split_half_peak(gold_by_checkpoint, order=[0, 50, 100])  # peak chosen on one half, fall tested on the other
     fit = fit_gao_rl(d, gold_change)                                # R(d) = d (a - b log d), d = sqrt(KL)
 
-Design note: how the outcome study (issue 18) should use these pieces, stage by stage.
+Design note: how the outcome study (`rlcw outcome`) uses these pieces, stage by stage.
 
 1. Gold. A fixed scorer RL never trains against (an RM folder or hub id). Score k completions per RL
    prompt sampled from the start policy with `top_k=0, top_p=1, temperature=1`.

@@ -45,7 +45,7 @@ from rlcw.metrics.proxy_gain import SurfaceExplanation, explain_proxy_gain
 from rlcw.metrics.text import distinct_n
 from rlcw.rewards.best_of_n import best_index, best_of_weights, kl_best_of
 
-KL_TARGET = 2.0  # nats per story the study tries to reach (issue 18)
+KL_TARGET = 2.0  # nats per story the study tries to reach
 StoryKey = tuple[str, int]
 
 

@@ -6,7 +6,7 @@
     add_scores(recs, {"gold": gold, "proxy_large": proxy})                      # scores[name], words, rep
     points = checkpoints_of("runs/outcome/grpo")                                   # [(4, .../checkpoint-4), ...]
 
-Sampling (issue 18): temperature 1, top_k 0, top_p 1, so the samples come from the distribution whose
+Sampling: temperature 1, top_k 0, top_p 1, so the samples come from the distribution whose
 log-probs the KL uses (`rlcw.measure.kl.check_full_distribution`); `rlcw.sampling.sample` keeps the
 sampled ids, cut after the first EOS (kept). Common random numbers by `rlcw.measure.heldout.crn_completions`:
 rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after

@@ -1,6 +1,6 @@
 """Outcome study: does optimising a learned reward make better stories, or only a higher reward?
 
-Gao, Schulman & Hilton (2022)'s over-optimisation design at small scale (issue 18; the maths and its
+Gao, Schulman & Hilton (2022)'s over-optimisation design at small scale (the maths and its
 design note: `rlcw.metrics.overopt`), every training stage a real rlcw recipe in its own folder:
 1. Gold, a fixed scorer RL never trains against: `gold.rm_path` (any RM folder or hub id), or by
    default one trained here: the start model writes `gold.samples_per_prompt` stories for every TELL ME

@@ -213,7 +213,7 @@ def plan_grpo(cfg, opts: PlanOptions) -> Plan:
         plan_precision(cfg, opts),
         zero_stage(t.deepspeed),
     )
-    if stage == 3 and cfg.eval.every_steps > 0:  # measured on 2 CPU ranks (FIELD-NOTES): the step-0 baseline hangs
+    if stage == 3 and cfg.eval.every_steps > 0:  # measured on 2 CPU ranks: the step-0 baseline hangs
         raise RlcwError(
             "periodic evaluation samples on rank 0 only, which hangs under ZeRO-3 (a sharded forward needs every rank)",
             where="eval.every_steps",

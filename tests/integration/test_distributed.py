@@ -165,7 +165,7 @@ def test_grpo_two_cpu_ranks_deepspeed(zero, tiny_model_dir, tiny_rm, tmp_path):
 
 def test_train_rm_two_cpu_ranks_deepspeed_zero2(tiny_model_dir, tmp_path):
     """The BT reward model trains on 2 ranks with ZeRO-2: both ranks see world size 2 and end
-    with the same trainable parameters (issue 3: multi-GPU via accelerate/DeepSpeed)."""
+    with the same trainable parameters (multi-GPU via accelerate/DeepSpeed)."""
     hook, hashes = write_hook(tmp_path / "hook"), tmp_path / "hashes"
     hashes.mkdir()
     env = {

@@ -1,4 +1,4 @@
-"""An RL run with the judge and the human-study evaluators enabled, end to end (issue 5, item 7).
+"""An RL run with the judge and the human-study evaluators enabled, end to end.
 
 A scripted judge that always answers "Preferred: A" must give the candidate exactly half the
 verdicts (each pair is judged in both orders) and zero order consistency; the study evaluator

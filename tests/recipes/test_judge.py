@@ -200,7 +200,7 @@ def test_local_client_batches_uncached_calls(tmp_path, tiny_model_dir):
     assert replies == [single.chat(m) for m in msgs]  # left padding does not change greedy replies
 
 
-# --- the original TTCW protocol, replay, logprob verdicts (issue 17 items 1-2) ---------------
+# --- the original TTCW protocol, replay, logprob verdicts -----------------------------
 
 
 def _tests_file(tmp_path):

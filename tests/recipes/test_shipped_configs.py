@@ -1,4 +1,4 @@
-"""The shipped configs users start from (issue 13, item 6): every one of train_rm, build_pairs, eval_rm,
+"""The shipped configs users start from: every one of train_rm, build_pairs, eval_rm,
 generate, train_agents and export whose inputs exist offline runs `main()` on the tiny model, with
 overrides only for size and paths; the ones that need a hub, a server or a dataset not in the repository
 are listed with the reason and only validated."""

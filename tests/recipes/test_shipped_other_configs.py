@@ -1,4 +1,4 @@
-"""The remaining shipped configs (issue 13, item 6): judge, curate, study_export, study_ingest, serve_rm,
+"""The remaining shipped configs: judge, curate, study_export, study_ingest, serve_rm,
 prepare_model, sweeps, outcome and quickstart. Each one whose inputs exist offline runs `main()` on the
 tiny model, the scripted judge or a small file written here, with overrides only for size and paths;
 the ones that need a hub, a server or a dataset not in the repository are listed with the reason and

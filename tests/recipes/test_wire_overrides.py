@@ -1,4 +1,4 @@
-"""outcome's and quickstart's wire(): a key the user set is never reset silently (issue 13, item 3)."""
+"""outcome's and quickstart's wire(): a key the user set is never reset silently."""
 
 from __future__ import annotations
 

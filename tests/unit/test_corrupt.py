@@ -221,7 +221,7 @@ def test_match_ending_closes_a_cut_corruption_like_the_original_and_keeps_its_wo
 @pytest.mark.parametrize("kind", ["shuffle", "splice", "substitute", "repeat"])
 def test_no_kind_but_truncate_lets_the_ending_tell_chosen_from_rejected(kind):
     # length-matched splices and repeats stop at a word count, mid-sentence: before the fix the RM learned
-    # "stops mid-sentence = rejected" from them (issue 14); every rejected side must close like the chosen one
+    # "stops mid-sentence = rejected" from them; every rejected side must close like the chosen one
     for seed in range(20):
         chosen, rejected = corrupt(kind, TEXT, OTHER, random.Random(seed), True)
         assert ending(rejected) == ending(chosen) == ".", (kind, seed, rejected[-30:])

@@ -1,6 +1,6 @@
 """Judge clients: cache, budget, scripted replies, retries (429 with Retry-After, 5xx) against a
 tiny in-process HTTP server, errors that do not retry, and no API key in anything written.
-Also (issue 16 item 4): the cache key covers the server and every request parameter, sampled
+Also: the cache key covers the server and every request parameter, sampled
 replies are never cached, no key over plain http to another host, a damaged cache file is a clear
 error, WAL falls back to the default journal; and the pass-through of max_completion_tokens,
 response_format, extra_body and logprob verdicts from an OpenAI-compatible server."""
@@ -228,7 +228,7 @@ def test_cache_is_safe_for_concurrent_writers(tmp_path):
     assert len(ReplyCache(tmp_path)) == 80 and caches[0].get("1-39") == "reply 1 39"
 
 
-# --- issue 16 item 4 -------------------------------------------------------------------------
+# --- cache key: server and request parameters -----------------------------------------------
 
 
 def _openai(url, tmp_path=None, **kw):

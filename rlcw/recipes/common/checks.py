@@ -45,8 +45,8 @@ def check_bf16(bf16: bool) -> None:
     """This machine against `train.bf16=true` (run in main, not validate: `rlcw plan` checks GPU configs on CPU boxes).
 
     A CUDA device without bf16 is an error (the HF trainer would refuse later, after loading the model); without
-    CUDA it is a warning: the HF trainer autocasts to bf16 on CPU, which runs but was slower than fp32 on this
-    project's CPUs (FIELD-NOTES), and is emulated on CPUs without AVX512-BF16/AMX."""
+    CUDA it is a warning: the HF trainer autocasts to bf16 on CPU, which runs but was slower than fp32 on the
+    2-core CPUs the CPU configs were measured on, and is emulated on CPUs without AVX512-BF16/AMX."""
     import torch
 
     if not bf16:
