@@ -4,8 +4,8 @@ Reads config -> validate (every config check, before the run folder is written o
 (prompts mixed from `data.sources` and checked against held-out and RM data; rewards from `reward.specs`,
 rlcw.rewards.factory; evaluators, monitors, the learning probe; the policy) -> train (rlcw.rl.grpo.trainer:
 TRL's trainer plus KL to the start even at beta = 0, monitor statistics, per-source reward and length, the
-prompt order, top/bottom stories; the fast rollout with its importance-sampling correction, or Agents' Room
-rollouts, rlcw.agents.rl) -> save (`checkpoints/final`, report and plots, rlcw.rl.grpo.report). Evaluation
+prompt order, top/bottom stories; plain, fast or Agents' Room rollouts from the rollout seam, rlcw.rl.grpo.seam)
+-> save (`checkpoints/final`, report and plots, rlcw.rl.grpo.report). Evaluation
 every `eval.every_steps` samples the held-out prompts on every rank (rlcw.measure.periodic). `train.resume`:
 false | true (the newest complete checkpoint; an error when there is none) | auto. Metrics reach
 `train.report_to` (tensorboard | wandb | trackio | none) through rlcw.tracking; `train.bf16` is the
