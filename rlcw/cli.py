@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "serve-rm": ("rlcw.recipes.serve_rm", "ServeRMConfig", "serve a reward model over HTTP for RL jobs"),
     "grpo": ("rlcw.recipes.grpo", "GRPORecipeConfig", "GRPO with learned rewards + length control (TRL GRPOTrainer)"),
     "ppo": ("rlcw.recipes.ppo", "PPORecipeConfig", "PPO with a learned reward (policy + value model, GAE)"),
+    "rloo": ("rlcw.recipes.rloo", "RLOORecipeConfig", "RLOO with learned rewards (TRL RLOOTrainer)"),
     "dpo": ("rlcw.recipes.dpo", "DPORecipeConfig", "offline DPO on preference pairs (TRL DPOTrainer)"),
     "generate": ("rlcw.recipes.generate", "GenerateConfig", "sample stories for prompts into story records"),
     "judge": ("rlcw.recipes.judge", "JudgeConfig", "LLM judges (Agents' Room, LitBench, TTCW) over story files"),

@@ -8,6 +8,15 @@ A pair is judged in both orders (LitBench protocol, 2 calls). Three runs on the 
 from its cache. Prints pairs/s and the ratios; targets: the cached run makes zero calls and is
 >= 100x faster than run 2, and run 2 is never slower than run 1. A warm-up call comes first.
 `--json FILE` also writes the numbers.
+
+`--rubric`: the rubric reward (rlcw.rewards.rubric) over one GRPO batch of `--stories` stories x
+`--criteria` TTCW criteria, timed as a step's reward latency and verdicts per second, each judge
+batched/concurrent against the same judge one verdict at a time, in the same run: (a) the local
+model with logprob verdicts (`--concurrency` conversations per forward vs one), (b) the served model
+(`transformers serve`, text verdicts: it returns no logprobs) with `--concurrency` requests in
+flight vs one; then (b) again from its cache.
+
+    python scripts/bench_judge.py --rubric --stories 16 --criteria 2 --concurrency 8
 """
 
 from __future__ import annotations
@@ -94,6 +103,87 @@ def bench(base_url: str, model: str, n_pairs: int, concurrency: int, max_tokens:
     }
 
 
+def rubric_step(judge, verdict: str, stories: list[dict], criteria: list, max_tokens: int) -> dict:
+    """One reward call of the rubric over the batch: seconds, verdicts/s, invalid share, calls."""
+    from rlcw.rewards.rubric import RubricReward
+
+    reward = RubricReward(criteria=criteria, verdict=verdict, max_tokens=max_tokens, judge=judge)
+    start = time.perf_counter()
+    scores = reward.score([s["prompt"] for s in stories], [s["story"] for s in stories])
+    seconds = time.perf_counter() - start
+    n = len(stories) * len(criteria)
+    return {
+        "concurrency": judge.cfg.concurrency,
+        "seconds": seconds,
+        "verdicts_per_s": n / seconds,
+        "verdicts": n,
+        "calls": judge.stats["calls"],
+        "cache_hits": judge.stats["cache_hits"],
+        "invalid": reward.last_stats["invalid"],
+        # NaN when no story got a valid verdict (text replies that never reach "Answer: Yes|No")
+        "mean_reward": sum(valid) / len(valid) if (valid := [x for x in scores if x == x]) else float("nan"),
+    }
+
+
+def bench_rubric(model: str, base_url: str | None, n_stories: int, n_criteria: int, concurrency: int, args) -> dict:
+    from rlcw.rewards.rubric import ttcw_criteria
+
+    recs = read_stories(bundled_path("stories.jsonl"))
+    stories = [
+        {"prompt": r["prompt"], "story": " ".join(r["story"].split()[: args.words])}
+        for r in (recs[i % len(recs)] for i in range(n_stories))
+    ]
+    criteria = [{"name": c.name, "question": c.question, "dimension": c.dimension} for c in ttcw_criteria()]
+    criteria = criteria[:n_criteria]
+    out: dict = {"stories": n_stories, "criteria": n_criteria, "words": args.words, "max_tokens": args.max_tokens}
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.served_only:
+            local = {"kind": "local", "model": model}
+            judge_one = make_client(ClientConfig(**local, concurrency=1, cache_dir=f"{tmp}/l1"))
+            judge_many = make_client(ClientConfig(**local, concurrency=concurrency, cache_dir=f"{tmp}/lk"))
+            warm = [{"prompt": "Warm-up.", "story": "A short warm-up story."}]  # not in the timed batch: no cache hit
+            rubric_step(judge_one, "logprobs", warm, criteria[:1], 1)
+            out["local_one"] = rubric_step(judge_one, "logprobs", stories, criteria, 1)
+            out["local_batched"] = rubric_step(judge_many, "logprobs", stories, criteria, 1)
+            out["local_speedup"] = out["local_one"]["seconds"] / out["local_batched"]["seconds"]
+            del judge_one, judge_many
+
+        def served(url: str) -> None:
+            http = {"base_url": url, "model": model, "api_key_env": None, "timeout_s": 600}
+            one = make_client(ClientConfig(**http, concurrency=1, cache_dir=f"{tmp}/s1", max_tokens=args.max_tokens))
+            many = make_client(
+                ClientConfig(**http, concurrency=concurrency, cache_dir=f"{tmp}/sk", max_tokens=args.max_tokens)
+            )
+            one.chat([{"role": "user", "content": "Hello"}], max_tokens=4)  # warm-up
+            out["served_one"] = rubric_step(one, "text", stories, criteria, args.max_tokens)
+            out["served_concurrent"] = rubric_step(many, "text", stories, criteria, args.max_tokens)
+            out["served_cached"] = rubric_step(many, "text", stories, criteria, args.max_tokens)
+            out["served_speedup"] = out["served_one"]["seconds"] / out["served_concurrent"]["seconds"]
+
+        if base_url:
+            served(base_url)
+        else:
+            with LocalServer(model, continuous_batching=not args.no_continuous_batching) as server:
+                served(server.base_url)
+    return out
+
+
+def print_rubric(result: dict) -> bool:
+    for name in ("local_one", "local_batched", "served_one", "served_concurrent", "served_cached"):
+        if name not in result:
+            continue
+        r = result[name]
+        print(
+            f"{name:>17}: concurrency {r['concurrency']}, {r['seconds']:.2f} s per step, {r['verdicts_per_s']:.2f} "
+            f"verdicts/s, calls {r['calls']}, cache hits {r['cache_hits']}, invalid {r['invalid']:.2f}, "
+            f"mean reward {r['mean_reward']:.3f}"
+        )
+    if "local_speedup" in result:
+        print(f"local logprob judge, batched / one at a time: {result['local_speedup']:.2f}x")
+    print(f"served text judge, concurrent / one at a time: {result['served_speedup']:.2f}x")
+    return result["served_cached"]["calls"] == result["served_concurrent"]["calls"]  # the cached step called nothing
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=6)
@@ -108,8 +198,18 @@ def main(argv: list[str] | None = None) -> int:
         "--no-continuous-batching", action="store_true", help="start the server without continuous batching"
     )
     ap.add_argument("--json", default=None)
+    ap.add_argument("--rubric", action="store_true", help="time the rubric reward over one GRPO batch instead")
+    ap.add_argument("--stories", type=int, default=16, help="--rubric: stories in the batch (quickstart: 2 x 8)")
+    ap.add_argument("--criteria", type=int, default=2, help="--rubric: the first N TTCW criteria")
+    ap.add_argument("--served-only", action="store_true", help="--rubric: skip the local-model judge")
     args = ap.parse_args(argv)
     model = args.model or resolve(EMBEDDED_ALIAS)
+    if args.rubric:
+        result = bench_rubric(model, args.base_url, args.stories, args.criteria, args.concurrency, args)
+        ok = print_rubric(result)
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        return 0 if ok else 1
     if args.base_url:
         result = bench(args.base_url, model, args.pairs, args.concurrency, args.max_tokens, args.words)
     else:

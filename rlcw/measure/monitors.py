@@ -16,7 +16,9 @@ What each statistic catches (all logged as `monitor/<name>`):
   batch (mean over stories): the same stock phrases everywhere;
 - `reward_length_corr`: Spearman correlation of the total reward with words in the batch: the
   reward is paying for length;
-- `kl_to_start`: KL of the policy to the starting model (computed by the trainer).
+- `kl_to_start`: KL of the policy to the starting model (computed by the trainer);
+- `slop`: mean share (%) of a story's words inside phrases the batch over-uses against a human
+  baseline (rlcw.metrics.slop; computed by the trainer when `monitor.slop_human` is set).
 
 A rule is `max_<stat>` or `min_<stat>` with a threshold. `MonitorCallback` warns when a warn
 rule breaks, and stops the run (with `stop_reason`) when a stop rule breaks on `patience`
@@ -49,6 +51,7 @@ STATS = (
     "shared_ngrams",
     "reward_length_corr",
     "kl_to_start",
+    "slop",
 )
 PREFIX = "monitor/"
 
@@ -208,5 +211,6 @@ def plot_monitors(rows: list[dict], path: Path) -> Path:
         ("diversity", {"distinct-3 group": s("distinct_group"), "distinct-3 batch": s("distinct_batch")}),
         ("reward-length correlation", {"spearman(reward, words)": s("reward_length_corr")}),
         ("KL to the starting model (nats/token)", {"KL to start": s("kl_to_start")}),
+        ("slop (% of words in phrases over-used against human text)", {"slop": s("slop")}),
     ]
     return plot_lines(panels, path)

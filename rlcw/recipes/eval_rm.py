@@ -9,6 +9,12 @@ wins) on the same pairs, and
 - pairwise scorers (genrm, judge): each pair is asked in both orders; accuracy uses
   P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2, consistency = share of pairs whose
   verdict flips with the order, first-position rate, invalid verdicts counted (and excluded).
+A two-head RM (`rm.length_head=true`) is scored with `scorer.head` (default quality) and every head also
+gets its own column (`head/<quality|length|sum>/...`: accuracy, chosen-longer/shorter accuracy, Pearson
+and Spearman with words).
+`ending.samples=FILE` (scored or unscored policy samples with `prompt`, `story`, `finished` and the
+prompt's `min_words`/`max_words`, e.g. a quickstart's `heldout/start.jsonl`) adds what the RM pays for
+ending, for ending short and per 10 words within ended stories, per head (`rlcw.metrics.ending`).
 `length_control.fit_on=FILE` (story records, or pairs: both sides) first fits score ~ a + b f(words)
 on that reference set and writes `rlcw_length_control.json` into the run folder; with
 `length_control.install=true` also into the RM folder (then BTScorer's length_control auto|true apply it).
@@ -17,6 +23,7 @@ Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
 
     rlcw eval-rm scorer.path=runs/train_rm/model data.file=runs/build_pairs/pairs/eval.jsonl
     rlcw eval-rm --config configs/eval_rm/bt.yaml length_control.fit_on=runs/build_pairs/pairs/train.jsonl
+    rlcw eval-rm scorer.path=runs/qs/train_rm/model ending.samples=runs/qs/heldout/start.jsonl
     rlcw eval-rm scorer.kind=judge scorer.judge_client.base_url=http://127.0.0.1:8000/v1 scorer.judge_client.model=m
 """
 
@@ -33,6 +40,8 @@ from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
 from rlcw.metrics import pairwise as pw
 from rlcw.metrics.bootstrap import bootstrap_ci
+from rlcw.metrics.ending import KEYS as ENDING_KEYS
+from rlcw.metrics.ending import ending_prices
 from rlcw.metrics.text import count_words
 from rlcw.recipes.common.run import stage_run
 from rlcw.report import save_figure
@@ -47,6 +56,7 @@ class ScorerSection:
     batch_size: int = 16
     device: str | None = None
     length_control: bool = True  # bt: also report scores with the folder's length-control fit
+    head: str = "quality"  # bt with a length head (rm.length_head=true): quality | length | sum
     judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.clients.base.ClientConfig keys
     judge_template: str = "writerly"
 
@@ -70,10 +80,17 @@ class LengthControlSection:
 
 
 @dataclass
+class EndingSection:
+    samples: str | None = None  # policy samples (prompt, story, finished, min_words, max_words) -> ending prices
+    n_resamples: int = 1000  # bootstrap over prompts for their intervals
+
+
+@dataclass
 class EvalRMConfig:
     scorer: ScorerSection = field(default_factory=ScorerSection)
     data: EvalDataSection = field(default_factory=EvalDataSection)
     length_control: LengthControlSection = field(default_factory=LengthControlSection)
+    ending: EndingSection = field(default_factory=EndingSection)
     bootstrap_resamples: int = 1000
     output_dir: str = "runs"
     run_name: str = "eval_rm"
@@ -129,14 +146,24 @@ def accuracy_block(outcomes: list[float], split: dict[str, list[int]], prefix: s
     return out
 
 
+def scored_heads(scorer, prompts: list[str], stories: list[str]) -> dict[str, list[float]]:
+    """Raw scores in one pass: "" = the scorer's head, and with several heads `head/<name>/` for each."""
+    heads = scorer.score_heads(prompts, stories)
+    if len(heads) == 1:
+        return {"": heads["score"]}
+    return {"": heads[scorer.head]} | {f"head/{h}/": v for h, v in heads.items()}
+
+
 def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     prompts = [p["prompt"] for p in pairs]
-    chosen = scorer.score(prompts, [p["chosen"] for p in pairs], raw=True)
-    rejected = scorer.score(prompts, [p["rejected"] for p in pairs], raw=True)
+    c_heads = scored_heads(scorer, prompts, [p["chosen"] for p in pairs])
+    r_heads = scored_heads(scorer, prompts, [p["rejected"] for p in pairs])
+    chosen, rejected = c_heads.pop(""), r_heads.pop("")
     versions = {"": (chosen, rejected)}
     fit = getattr(scorer, "length_fit", None) if cfg.scorer.length_control else None
     if fit is not None:
         versions["length_controlled/"] = (fit.residuals(chosen, cw), fit.residuals(rejected, rw))
+    versions.update({h: (c_heads[h], r_heads[h]) for h in c_heads})  # every head and their sum, a column each
     metrics: dict = {}
     for prefix, (c, r) in versions.items():
         metrics.update(accuracy_block(pw.pair_outcomes(c, r), split, prefix, cfg.bootstrap_resamples, cfg.seed))
@@ -181,6 +208,35 @@ def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     return metrics, rows
 
 
+def load_samples(path: str) -> list[dict]:
+    """Policy samples for the ending prices; a row without its fields is an error naming the row and key."""
+    rows = []
+    for line, row in read_table(path):
+        for key, kind in (("story", str), ("finished", bool)):
+            if not isinstance(row.get(key), kind):
+                raise RlcwError(
+                    f"ending samples need a {kind.__name__} '{key}' in every row, got {row.get(key)!r}",
+                    where=location(path, line, key),
+                    hint="give scored policy samples, e.g. a quickstart's heldout/start.jsonl",
+                )
+        rows.append({**row, "prompt": str(row.get("prompt") or ""), "prompt_index": row.get("prompt_id", line)})
+    if not rows:
+        raise RlcwError("no samples", where=path, hint="give scored policy samples, e.g. heldout/start.jsonl")
+    return rows
+
+
+def eval_ending(scorer, cfg: EvalRMConfig) -> dict:
+    """What the RM pays for ending, ending short and words (`rlcw.metrics.ending`), per head (raw scores)."""
+    rows = load_samples(cfg.ending.samples)
+    prompts, stories = [r["prompt"] for r in rows], [r["story"] for r in rows]
+    out = {"ending/samples": float(len(rows))}
+    for prefix, scores in scored_heads(scorer, prompts, stories).items():
+        recs = [{**r, "score": s, "words": count_words(r["story"])} for r, s in zip(rows, scores, strict=True)]
+        prices = ending_prices(recs, cfg.ending.n_resamples, cfg.seed)
+        out.update({f"{prefix}ending/{k}": v for k, v in prices.items()})
+    return out
+
+
 def validate(cfg: EvalRMConfig) -> None:
     """Every config check, before the run folder is written and before anything loads."""
     from rlcw.rewards.scorers import KINDS
@@ -196,6 +252,14 @@ def validate(cfg: EvalRMConfig) -> None:
     check_at_least("bootstrap_resamples", cfg.bootstrap_resamples, 1)
     check_at_least("data.max_pairs", cfg.data.max_pairs, 1)
     check_choice("length_control.feature", cfg.length_control.feature, ("words", "log_words"))
+    check_choice("scorer.head", s.head, ("quality", "length", "sum"))
+    check_at_least("ending.n_resamples", cfg.ending.n_resamples, 1)
+    if s.kind in ("genrm", "judge") and (s.head != "quality" or cfg.ending.samples):
+        raise RlcwError(
+            "heads and ending prices apply to pointwise (bt) scorers",
+            where="scorer.head" if s.head != "quality" else "ending.samples",
+            hint="use scorer.kind=bt, or drop the key",
+        )
     if cfg.length_control.fit_on and s.kind in ("genrm", "judge"):
         raise RlcwError(
             "length control applies to pointwise (bt) scorers",
@@ -215,6 +279,7 @@ def main(cfg: EvalRMConfig) -> dict:
             batch_size=s.batch_size,
             device=s.device,
             length_control="auto" if s.length_control else False,  # true here: the fit when there is one
+            head=s.head,
             judge_client=s.judge_client,
             judge_template=s.judge_template,
         )
@@ -231,6 +296,10 @@ def main(cfg: EvalRMConfig) -> dict:
         evaluate = eval_pairwise if pairwise else eval_pointwise
         scored, rows = evaluate(scorer, pairs, cw, rw, split, cfg)
         metrics.update(scored)
+        if cfg.ending.samples:
+            if pairwise:
+                raise RlcwError("ending prices apply to pointwise (bt) scorers", where="ending.samples")
+            metrics.update(eval_ending(scorer, cfg))
         metrics.update(
             accuracy_block(
                 pw.pair_outcomes([float(w) for w in cw], [float(w) for w in rw]),
@@ -308,6 +377,14 @@ def _fmt(v, count: bool = False) -> str:
     return str(int(v)) if count else f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
+def _fmt_ci(metrics: dict, key: str) -> str:
+    """`value [lo, hi]` where the metrics hold an interval for key, else `_fmt`."""
+    v, lo, hi = metrics.get(key), metrics.get(f"{key}_lo"), metrics.get(f"{key}_hi")
+    if v is None or lo is None or hi is None:
+        return _fmt(v)
+    return f"{v:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
 def report(metrics: dict, info: dict) -> str:
     lines = [
         f"# Reward-model evaluation: {info['kind']}",
@@ -317,9 +394,11 @@ def report(metrics: dict, info: dict) -> str:
         f"shorter {_fmt(metrics['pairs_chosen_shorter'], True)}, equal {_fmt(metrics['pairs_equal_length'], True)})",
         "",
     ]
+    heads = [h for h in ("quality", "length", "sum") if f"head/{h}/accuracy" in metrics]
     cols = (
         {"scorer": ""}
         | ({"length-controlled": "length_controlled/"} if "length_controlled/accuracy" in metrics else {})
+        | {f"{h} head" if h != "sum" else "sum of heads": f"head/{h}/" for h in heads}
         | {"longer wins": "length_baseline/"}
     )
     lines += ["| metric | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
@@ -332,19 +411,32 @@ def report(metrics: dict, info: dict) -> str:
         "score_length_pearson",
         "score_length_spearman",
         "mean_margin",
+        *[f"ending/{k}" for k in ENDING_KEYS],
+        "ending/words_pearson",
     ):
         if any(p + key in metrics for p in cols.values()):
-            lines.append(f"| {key} | " + " | ".join(_fmt(metrics.get(p + key)) for p in cols.values()) + " |")
+            cells = [_fmt_ci(metrics, p + key) for p in cols.values()]
+            lines.append(f"| {key} | " + " | ".join(cells) + " |")
     extra = [
         k
         for k in metrics
-        if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/"))
+        if k.startswith(("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/", "ending/"))
+        and not k.startswith(tuple(f"ending/{e}" for e in (*ENDING_KEYS, "words_pearson")))
     ]
-    counts = ("invalid_", "pairs_scored", "length_control/n")
+    counts = ("invalid_", "pairs_scored", "length_control/n", "ending/n_", "ending/samples")
     lines += [""] + [f"- {k}: {_fmt(metrics[k], k.startswith(counts))}" for k in extra]
     lines += [
         "",
         "A scorer that does not beat `longer wins` may be a length detector.",
+        *(
+            [
+                "Ending prices (95% CI over prompts): `ended_minus_cut` is what the RM pays for a story that ends "
+                "over one cut at the cap, `short_minus_inside` for an ending below the asked range over one inside "
+                "it (> 0 pays for stopping early), `per_10_words_ended` per 10 words among ended stories."
+            ]
+            if "ending/samples" in metrics
+            else []
+        ),
         "",
         "![evaluation](eval_rm.png)",
         "",

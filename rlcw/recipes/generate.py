@@ -80,6 +80,7 @@ class BestOfSection:
     sizes: list[int] = field(default_factory=list)  # k of each best_of_<k>.jsonl; [] = powers of two up to n, and n
     batch_size: int = 16  # RM scoring batch
     length_control: bool = True  # use the RM folder's length-control fit when it has one
+    head: str = "quality"  # an RM with a length head (rm.length_head=true): quality | length | sum
 
 
 @dataclass
@@ -172,6 +173,7 @@ def check_best_of(cfg: GenerateConfig) -> list[int]:
             where="best_of.rm_path",
             hint="e.g. best_of.rm_path=runs/train_rm/model",
         )
+    check_choice("best_of.head", b.head, ("quality", "length", "sum"))
     return check_sizes(list(b.sizes), b.n) if b.sizes else default_sizes(b.n)
 
 
@@ -203,7 +205,7 @@ def best_of_outputs(
 
     b, n = cfg.best_of, cfg.best_of.n
     scorer = load_scorer(
-        "bt", b.rm_path, batch_size=b.batch_size, length_control="auto" if b.length_control else False
+        "bt", b.rm_path, batch_size=b.batch_size, length_control="auto" if b.length_control else False, head=b.head
     )
     scorer.progress = True
     scores = scorer.score([c["prompt"] for c in cands], [c["story"] for c in cands])

@@ -49,6 +49,7 @@ from rlcw.recipes.common.sections import (
     RewardSection,
 )
 from rlcw.rewards.factory import RewardSet, build_reward_set
+from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
 from rlcw.rl.grpo.seam import AgentsRoomSettings, PlainRollout, RolloutSettings, build_rollout
@@ -328,6 +329,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             kl_ref_model=kl_reference(cfg),
             samples_every=t.samples_every,
             samples_k=t.samples_k,
+            slop=human_baseline(m.slop_human) if m.enabled else None,
             **rollout.trainer_kwargs(tokenizer),
         )
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)

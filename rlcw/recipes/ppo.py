@@ -54,6 +54,7 @@ from rlcw.recipes.common.sections import (
 )
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import RewardSet, build_reward_set
+from rlcw.rewards.slop import human_baseline
 from rlcw.rl.ppo.trainer import PPOSettings, PPOTrainer
 from rlcw.rl.ppo.value import load_value_model
 from rlcw.runs import resume_checkpoint, resume_mode
@@ -209,6 +210,7 @@ def main(cfg: PPORecipeConfig) -> dict:
             seed=cfg.seed,
             monitor_ngram=cfg.monitor.ngram if cfg.monitor.enabled else None,
             tracker=tracker,
+            slop=human_baseline(cfg.monitor.slop_human) if cfg.monitor.enabled else None,
         )
 
         def encode(row: dict) -> list[int]:

@@ -9,7 +9,8 @@ the prompt's word range both have a 95% lower bound above 0 (bootstrap over prom
 the report says what was and was not shown (`gates.heldout=false` turns this gate off, for the
 tiny-model test). The report opens with the training reward (raw and smoothed) and the learning
 probe, then the held-out table with the decomposition of the RM change (both ended / both cut /
-explained by ending more often / length-controlled), then before/after samples: the largest RM
+explained by ending more often / length-controlled) and what the RM pays on the start samples for ending,
+for ending short and per 10 words within ended stories (`rlcw.metrics.ending`), then before/after samples: the largest RM
 gains and the largest losses. Each stage is the real recipe with its own run folder under
 `<output_dir>/<run_name>/`; override any of them by prefix, e.g. `grpo.train.max_steps=20`.
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlcw.config import assign
+from rlcw.io import read_jsonl
 from rlcw.measure.monitors import plot_monitors
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
 from rlcw.recipes.common.prompts import check_overlap
@@ -180,7 +182,28 @@ def _measure(cfg: QuickstartConfig, root: str, rows: list[dict], cap: int) -> di
         system_prompt=cfg.model.system_prompt,
     )
     tuned = f"{root}/grpo/checkpoints/final"
-    return measure_policies(cfg.model.name, tuned, cfg.grpo.reward.rm_path, rows, s, Path(root) / "heldout")
+    stats = measure_policies(cfg.model.name, tuned, cfg.grpo.reward.rm_path, rows, s, Path(root) / "heldout")
+    stats.update(start_prices(read_jsonl(Path(root) / "heldout" / "start.jsonl"), h.n_resamples))
+    return stats
+
+
+# rlcw.metrics.ending's names -> the held-out keys (on the start samples, scored as RL scores)
+ENDING_NAMES = {
+    "ended_minus_cut": "rm_pays_ending",
+    "short_minus_inside": "rm_pays_ending_short",
+    "per_10_words_ended": "rm_per_10_words_ended",
+}
+
+
+def start_prices(records: list[dict], n_resamples: int) -> dict[str, float]:
+    """What the RM pays on the start samples for ending, ending short and words, with intervals over prompts,
+    and Pearson(RM score, words)."""
+    from rlcw.metrics.ending import ending_prices
+
+    p = ending_prices(records, n_resamples)
+    out = {new + end: p[old + end] for old, new in ENDING_NAMES.items() for end in ("", "_lo", "_hi")}
+    out["rm_words_pearson_start"] = p["words_pearson"]
+    return out
 
 
 SUMMARY_KEYS = (
@@ -211,6 +234,8 @@ SUMMARY_KEYS = (
     "rm_delta_length_controlled",
     "rm_delta_length_controlled_lo",
     "rm_delta_length_controlled_hi",
+    *[k + end for k in ENDING_NAMES.values() for end in ("", "_lo", "_hi")],
+    "rm_words_pearson_start",
     "words_start",
     "words_final",
     "rep_start",
@@ -395,7 +420,49 @@ def heldout_table(h: dict) -> list[str]:
         f"effects: {h['prompts_needed']:.0f} (RM), {h['in_range_prompts_needed']:.0f} (in range) (used: "
         f"{h['n_prompts']:.0f} x {h['n_samples']:.0f} samples)",
     ]
+    if "rm_pays_ending" in h:  # ending is not length: each price on its own
+        lines += [
+            "",
+            "What the RM pays on the start samples (95% CI over prompts):",
+            "",
+            f"- for ending (ended minus cut at the cap): {_ci(h, 'rm_pays_ending', empty='no ended or no cut story')}",
+            f"- for ending short (ended below the range minus ended inside it): "
+            f"{_ci(h, 'rm_pays_ending_short', empty='no story of one kind')}",
+            f"- per 10 words within ended stories: {_ci(h, 'rm_per_10_words_ended', empty='too few ended stories')}",
+            f"- Pearson(RM score, words) over all start samples: {h['rm_words_pearson_start']:+.2f}",
+        ]
     return lines
+
+
+def slop_lines(root: Path, n_resamples: int, k: int = 8) -> list[str]:
+    """Slop of the held-out samples against the bundled human stories (rlcw.metrics.slop): score start vs
+    tuned with a CI over prompts, and each model's most over-represented phrases."""
+    import json
+
+    from rlcw.metrics.slop import SlopBaseline, slop_change
+    from rlcw.rewards.slop import load_human_texts
+
+    start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
+    tuned = [json.loads(x) for x in (root / "heldout" / "tuned.jsonl").read_text().splitlines()]
+    c = slop_change(
+        SlopBaseline(load_human_texts("bundled")),
+        [r["story"] for r in start],
+        [r["story"] for r in tuned],
+        [r["prompt_id"] for r in start],
+        n_resamples=n_resamples,
+    )
+
+    def top(phrases) -> str:
+        return ", ".join(f"'{p.text}' ({p.ratio:.0f}x, {p.model_count} uses)" for p in phrases[:k]) or "none"
+
+    return [
+        f"Slop (% of words inside phrases over-used against the bundled human stories; {len(c['phrases'])} phrases "
+        f"from start and tuned samples pooled): start {c['slop_start']:.2f}, tuned {c['slop_final']:.2f}, change "
+        f"{c['slop_delta']:+.2f} [{c['slop_delta_lo']:+.2f}, {c['slop_delta_hi']:+.2f}] over {c['n_prompts']} prompts.",
+        "",
+        f"- most over-represented in the start model's samples: {top(c['top_start'])}",
+        f"- most over-represented in the tuned model's samples: {top(c['top_tuned'])}",
+    ]
 
 
 def gains_and_losses(root: Path, k: int = 3) -> str:
@@ -455,6 +522,8 @@ def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots
         f"{cfg.heldout.n_resamples})",
         "",
         *heldout_table(h),
+        "",
+        *slop_lines(root, cfg.heldout.n_resamples),
         "",
         "## Checks",
         "",

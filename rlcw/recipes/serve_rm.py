@@ -41,6 +41,7 @@ class ServeRMConfig:
     limit_concurrency: int = 512  # uvicorn: open connections + tasks before it answers 503
     idempotency_ttl_s: float = 600.0  # how long a scored Idempotency-Key is remembered
     scorer_batch_size: int = 16  # the scorer's own forward batch (length-bucketed)
+    head: str = "quality"  # an RM with a length head (rm.length_head=true): quality | length | sum
     device: str | None = None  # None = the model's default (cpu here, cuda when available)
     log_level: str = "info"
     output_dir: str = "runs"
@@ -68,7 +69,7 @@ def build_app(cfg: ServeRMConfig):
     if min(cfg.max_batch, cfg.max_request_items, cfg.max_chars, cfg.max_queue, cfg.limit_concurrency) < 1:
         raise RlcwError("max_batch, max_request_items, max_chars, max_queue and limit_concurrency must be at least 1")
     token = read_token(cfg.token_env)
-    scorer = BTScorer(cfg.rm_path, batch_size=cfg.scorer_batch_size, device=cfg.device)
+    scorer = BTScorer(cfg.rm_path, batch_size=cfg.scorer_batch_size, device=cfg.device, head=cfg.head)
     limits = ServerLimits(
         cfg.max_batch,
         cfg.max_wait_ms,

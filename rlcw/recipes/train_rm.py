@@ -4,7 +4,9 @@
 `rlcw.rewards.render.encode_for_rm` (never dropped for length) and fed to TRL pre-tokenized.
 Options: prompt in the input or not (`rm.include_prompt`), a margin per pair (`rm.margin=column`
 reads `meta.<rm.margin_key>`; `rm.margin=upvotes` uses `rm.margin_scale * ln((c+1)/(r+1))` of
-the meta upvotes), reward centering (`rm.center_rewards_coefficient`).
+the meta upvotes), reward centering (`rm.center_rewards_coefficient`). `rm.length_head=true` trains a length-disentangled RM
+(ODIN, `rlcw.rewards.odin`: a quality and a length head, the loss and its `rm.odin.*` weights are stated
+there); every scorer then uses the quality head unless told otherwise (`head: quality|length|sum`).
 
 `genrm`: a causal LM fine-tuned (LoRA or full) to answer `Preferred: A|B` for a pair shown as
 Story A / Story B, on BOTH orders of every pair so position is not learnt (LitBench's GenRM).
@@ -47,12 +49,14 @@ from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
+from rlcw.metrics.text import count_words
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, torch_dtype
 from rlcw.recipes.common.checks import check_bf16, validate_train_keys
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import LoraSection, ModelConfig
 from rlcw.rewards.bt import BTScorer
+from rlcw.rewards.odin import HEADS, OdinWeights
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
 from rlcw.runs import resume_checkpoint, resume_mode
 
@@ -92,6 +96,8 @@ class RMSection:
     margin_key: str = "margin"  # meta key read by margin=column
     upvote_keys: list[str] = field(default_factory=lambda: ["chosen_upvotes", "rejected_upvotes"])
     margin_scale: float = 1.0
+    length_head: bool = False  # bt: quality + length heads, ODIN loss (rlcw.rewards.odin); scorers use quality
+    odin: OdinWeights = field(default_factory=OdinWeights)  # bt, length_head: weights of the ODIN loss terms
     cot: bool = False  # genrm: rationale before the verdict
     max_rationale_tokens: int = 96  # genrm-cot: cap when training and when scoring
     instruction: str | None = None  # genrm: replaces the default instruction
@@ -134,6 +140,8 @@ def build_spec(cfg: TrainRMConfig, tokenizer) -> RMSpec:
     rm = cfg.rm
     extra: dict[str, Any] = {}
     system = rm.system_prompt
+    if rm.type == "bt" and rm.length_head:
+        extra = {"heads": list(HEADS)}  # the score layer's rows, in order
     if rm.type == "genrm":
         extra = {"cot": rm.cot, "max_rationale_tokens": rm.max_rationale_tokens}
         if rm.instruction:
@@ -196,14 +204,22 @@ def build_dataset(pairs: list[dict], spec: RMSpec, tokenizer, margins: list[floa
     }
     if margins is not None:
         data["margin"] = margins
+    if "heads" in spec.extra:  # the ODIN loss ties the length head to words
+        data["chosen_words"] = [count_words(p["chosen"]) for p in pairs]
+        data["rejected_words"] = [count_words(p["rejected"]) for p in pairs]
     return Dataset.from_dict(data)
 
 
 def build_model(cfg: TrainRMConfig, tokenizer):
     from transformers import AutoModelForSequenceClassification
 
+    heads = list(HEADS) if cfg.rm.length_head else ["score"]
     model = AutoModelForSequenceClassification.from_pretrained(
-        resolve(cfg.model.name), num_labels=1, dtype=torch_dtype(cfg.model.dtype)
+        resolve(cfg.model.name),
+        num_labels=len(heads),
+        id2label=dict(enumerate(heads)),
+        label2id={h: i for i, h in enumerate(heads)},
+        dtype=torch_dtype(cfg.model.dtype),
     )
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
         model.resize_token_embeddings(len(tokenizer))
@@ -273,26 +289,39 @@ def resume_point(resume: str, checkpoints: Path) -> str | None:
 
 
 def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
-    prompts = [p["prompt"] for p in pairs]
-    chosen = scorer.score(prompts, [p["chosen"] for p in pairs])
-    rejected = scorer.score(prompts, [p["rejected"] for p in pairs])
-    return {
+    """Held-out accuracy of the scorer's head (a two-head RM: quality), and of every head as `eval/<head>/accuracy`."""
+    prompts, stories = [p["prompt"] for p in pairs], {k: [p[k] for p in pairs] for k in ("chosen", "rejected")}
+    heads = {k: scorer.score_heads(prompts, v) for k, v in stories.items()}  # one pass scores every head
+    chosen, rejected = (heads[k]["score" if len(scorer.heads) == 1 else scorer.head] for k in ("chosen", "rejected"))
+    out = {
         "eval/accuracy": pairwise_accuracy(chosen, rejected),
         "eval/length_baseline_accuracy": length_baseline_accuracy(pairs),
         "eval/mean_margin": sum(c - r for c, r in zip(chosen, rejected, strict=False)) / len(pairs),
         "eval/pairs": float(len(pairs)),
     }
+    if len(scorer.heads) > 1:
+        out.update(
+            {
+                f"eval/{h}/accuracy": pairwise_accuracy(heads["chosen"][h], heads["rejected"][h])
+                for h in heads["chosen"]
+            }
+        )
+    return out
 
 
 def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict], tracker=None):
     from trl import RewardTrainer
+
+    from rlcw.rewards.odin_trainer import OdinRewardTrainer
 
     margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)  # bad margins fail before any model loads
     start = resume_point(cfg.train.resume, run.checkpoints)
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
     spec = build_spec(cfg, tokenizer)
     model = build_model(cfg, tokenizer)
-    trainer = RewardTrainer(
+    odin = {"odin_weights": cfg.rm.odin} if cfg.rm.length_head else {}
+    trainer = (OdinRewardTrainer if cfg.rm.length_head else RewardTrainer)(
+        **odin,
         model=model,
         args=build_args(cfg, run, bool(eval_pairs)),
         processing_class=tokenizer,
@@ -422,6 +451,17 @@ def validate(cfg: TrainRMConfig) -> None:
     check_choice("rm.truncation_side", rm.truncation_side, ("left", "right"))
     if rm.type == "bt":
         check_choice("rm.margin", rm.margin, ("none", "column", "upvotes"))
+    if rm.length_head:
+        if rm.type != "bt":
+            raise RlcwError("rm.length_head needs rm.type=bt", where="rm.length_head", hint="set rm.type=bt")
+        if rm.center_rewards_coefficient is not None:
+            raise RlcwError(
+                "rm.center_rewards_coefficient is not supported with rm.length_head",
+                where="rm.center_rewards_coefficient",
+                hint="leave it unset (null)",
+            )
+        for key in ("length", "decorrelation", "orthogonality", "quality_bt"):
+            check_at_least(f"rm.odin.{key}", getattr(rm.odin, key), 0)
     if rm.type == "genrm" and rm.cot:
         check_choice("rm.rationales.source", rm.rationales.source, ("teacher", "file", "judge"))
         if rm.rationales.source == "file" and not rm.rationales.file:
@@ -500,7 +540,11 @@ def save_rm(model, tokenizer, spec: RMSpec, path):
 
 
 def _report(cfg: TrainRMConfig, metrics: dict, model_dir) -> str:
-    kind = cfg.rm.type + ("-cot" if cfg.rm.type == "genrm" and cfg.rm.cot else "")
+    kind = (
+        cfg.rm.type
+        + ("-cot" if cfg.rm.type == "genrm" and cfg.rm.cot else "")
+        + (" + length head" if cfg.rm.length_head else "")
+    )
     lines = [f"# Reward model ({kind})", "", f"- base: `{cfg.model.name}`", f"- model: `{model_dir}`", ""]
     lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {v:.4g} |" for k, v in metrics.items()]
     return "\n".join(lines) + "\n"

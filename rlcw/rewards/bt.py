@@ -12,6 +12,8 @@ so long stories never form huge (B, T) blocks and CPU time is not spent on paddi
 (auto | true | false, see `rlcw.rewards.length_control`) decides whether `score` returns the residual
 after removing what length explains with the RM folder's installed fit; `raw=True` always gives raw
 scores, and `scorer.length_fit` (None = raw) is what a run reports as its resolved choice.
+A two-head RM (`rm.length_head=true`, `rlcw.rewards.odin`) scores with its quality head unless `head`
+says `length` or `sum`; `score_heads` gives every head's raw scores.
 A failure raises: a reward function never returns a silent default.
 """
 
@@ -25,6 +27,7 @@ from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
 from rlcw.rewards.length_control import LengthFit, resolve_length_control
+from rlcw.rewards.odin import check_head, select_head
 from rlcw.rewards.render import RMSpec, encode_for_rm, load_spec
 
 
@@ -87,6 +90,7 @@ class BTScorer:
         max_padding: float | None = None,
         length_control: bool | str = "auto",
         spec: RMSpec | None = None,
+        head: str = "quality",
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -98,6 +102,8 @@ class BTScorer:
                 where=str(self.rm_dir),
                 hint="load it with rlcw.rewards.scorers.load_scorer(kind='auto', ...)",
             )
+        self.heads: list[str] = list(self.spec.extra.get("heads", ["score"]))  # the score layer's rows
+        self.head = check_head(head, self.heads)  # what `score` returns: quality | length | sum
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.rm_dir)
         self.model = model or AutoModelForSequenceClassification.from_pretrained(self.rm_dir)
         self.device = device or next(self.model.parameters()).device
@@ -112,9 +118,9 @@ class BTScorer:
         self.__name__ = f"rm_{self.rm_dir.parent.name or self.rm_dir.name}"
 
     @torch.inference_mode()
-    def score_ids(self, encoded: list[list[int]]) -> list[float]:
-        """Raw scores of already-encoded inputs (what `score` runs after `encode_for_rm`)."""
-        scores = [0.0] * len(encoded)
+    def head_logits(self, encoded: list[list[int]]) -> torch.Tensor:
+        """(N, heads) raw outputs of already-encoded inputs, in input order."""
+        out = torch.zeros((len(encoded), len(self.heads)))
         pad_id = self.tokenizer.pad_token_id
         batches = length_batches([len(e) for e in encoded], self.batch_size, self.token_budget, self.max_padding)
         if self.progress and len(batches) > 1:
@@ -123,12 +129,29 @@ class BTScorer:
             batches = tqdm(batches, desc=f"scoring {len(encoded)} stories", unit="batch")
         for idx in batches:
             ids, mask = pad_batch([encoded[i] for i in idx], pad_id)
-            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits  # (B, 1)
-            for i, v in zip(idx, logits.squeeze(-1).float().cpu().tolist(), strict=False):
-                if v != v:  # NaN
-                    raise RlcwError("reward model returned NaN", where=str(self.rm_dir))
-                scores[i] = v
-        return scores
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits  # (B, H)
+            if logits.isnan().any():
+                raise RlcwError("reward model returned NaN", where=str(self.rm_dir))
+            if logits.shape[-1] != len(self.heads):
+                raise RlcwError(
+                    f"the RM returns {logits.shape[-1]} scores but its rlcw_rm.json names heads {self.heads}",
+                    where=str(self.rm_dir),
+                    hint="re-save the RM with `rlcw train-rm`",
+                )
+            out[idx] = logits.float().cpu()
+        return out
+
+    def score_ids(self, encoded: list[list[int]]) -> list[float]:
+        """Raw scores of `self.head` for already-encoded inputs (what `score` runs after `encode_for_rm`)."""
+        return select_head(self.head_logits(encoded), self.heads, self.head).tolist()
+
+    def score_heads(self, prompts: list[str], stories: list[str]) -> dict[str, list[float]]:
+        """Raw scores of every head (a one-head RM: {"score": ...}), and of their sum when there are two."""
+        logits = self.head_logits(encode_for_rm(self.spec, self.tokenizer, prompts, stories))
+        out = {name: logits[:, i].tolist() for i, name in enumerate(self.heads)}
+        if len(self.heads) > 1:
+            out["sum"] = logits.sum(-1).tolist()
+        return out
 
     def score(self, prompts: list[str], stories: list[str], raw: bool = False) -> list[float]:
         """One score per (prompt, story); the length-controlled residual when a fit is loaded and not raw."""

@@ -37,6 +37,8 @@ REWARD_TYPES: dict[str, tuple[str, str | None]] = {
     "length_range": ("rlcw.rewards.length:LengthReward", None),
     "overlong": ("rlcw.rewards.length:OverlongReward", None),
     "python": ("rlcw.rewards.imported:python_reward", "target"),  # {target: "pkg.mod:fn", ...kwargs}
+    "rubric": ("rlcw.rewards.rubric:RubricReward", None),  # a judge's yes/no criteria, weighted mean
+    "slop": ("rlcw.rewards.slop:SlopReward", None),  # % of words in over-used phrases: weight < 0
 }
 _COMMON = ("type", "weight", "name")
 # recipe-wide defaults that fill a constructor argument of the same name when a spec leaves it out

@@ -52,6 +52,7 @@ def load_scorer(
     length_control: bool | str = "auto",
     judge_client: dict[str, Any] | None = None,
     judge_template: str = "writerly",
+    head: str = "quality",
 ):
     """A pointwise (bt) or pairwise (genrm, judge) scorer; imports each kind's module only when asked."""
     if kind not in KINDS:
@@ -68,7 +69,7 @@ def load_scorer(
     if found == "bt":
         from rlcw.rewards.bt import BTScorer
 
-        return BTScorer(path, batch_size=batch_size, device=device, length_control=length_control)
+        return BTScorer(path, batch_size=batch_size, device=device, length_control=length_control, head=head)
     try:
         from rlcw.rewards.genrm import GenRMScorer
     except ImportError as exc:

@@ -155,3 +155,38 @@ def test_unreachable_server_is_a_clear_error():
     with pytest.raises(RlcwError, match="cannot reach the judge server after 2 attempts"):
         client.chat([{"role": "user", "content": "hi"}])
     assert time.time() - start < 10 and client.stats["requests"] == 2 and client.stats["retries"] == 1
+
+
+def test_rubric_reward_through_the_server(judge_server, tmp_path):
+    """The rubric reward with text verdicts from the real server: every reply parsed by the same parser the
+    reward uses, invalid ones counted and left out; a re-run comes from the cache; a logprob verdict is
+    refused by transformers serve (it returns no logprobs) with a clear error."""
+    from rlcw.judges.parsing import parse_yes_no
+    from rlcw.rewards.rubric import RubricReward
+
+    cfg = {
+        "kind": "openai",
+        "base_url": judge_server.base_url,
+        "model": judge_server.model,
+        "api_key_env": None,
+        "concurrency": 4,
+        "max_tokens": 12,
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    criteria = ["Does the story have a clear ending?", "Is the story written in the past tense?"]
+    reward = RubricReward(client=cfg, criteria=criteria, verdict="text", max_tokens=12)
+    recs = read_stories(bundled_path("stories.jsonl"))[:3]
+    prompts, stories = [r["prompt"] for r in recs], [" ".join(r["story"].split()[:30]) for r in recs]
+    logged = {}
+    scores = reward(prompts, stories, log_metric=lambda k, v: logged.__setitem__(k, v))
+    replies = reward.client.chat_many(
+        reward.conversations(prompts, stories), max_tokens=12, cache_tag=reward.template.version
+    )
+    verdicts = [parse_yes_no(r) for r in replies]
+    assert reward.client.stats["calls"] == 6 and reward.client.stats["cache_hits"] == 6  # the re-read was cached
+    assert logged["rubric/rubric/invalid"] == pytest.approx(sum(not v.valid for v in verdicts) / 6)
+    for i, score in enumerate(scores):
+        mine = [1.0 if v.value == "Yes" else 0.0 for v in verdicts[2 * i : 2 * i + 2] if v.valid]
+        assert (score != score and not mine) or score == pytest.approx(sum(mine) / len(mine))
+    with pytest.raises(RlcwError, match="HTTP 422"):
+        RubricReward(client=cfg, criteria=criteria, verdict="logprobs")(prompts[:1], stories[:1])

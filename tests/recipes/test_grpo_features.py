@@ -80,6 +80,7 @@ def test_per_step_extras_are_logged(stopped_run):
         "monitor/shared_ngrams",
         "monitor/words_mean",
         "monitor/kl_to_start",
+        "monitor/slop",
         "entropy",
         "rewards/rm/mean",
         "rewards/length_range/mean",
@@ -89,6 +90,7 @@ def test_per_step_extras_are_logged(stopped_run):
     # before the first update the LoRA B matrices are zero: the policy is the starting model exactly
     assert train[0]["monitor/kl_to_start"] == pytest.approx(0.0, abs=1e-7)
     assert train[1]["monitor/kl_to_start"] > 1e-6
+    assert all(0.0 <= r["monitor/slop"] <= 100.0 for r in train)  # % of words in over-used phrases
     # 8-token cap: a completion is either cut by the cap or ended by EOS; batch 4 with samples_k=2 writes
     # every completion of step 1 into its samples, so the share cut by the cap is countable by hand
     recs = read_stories(Path(stopped_run["artifacts"]["samples"]) / "train_step_000001.jsonl")

@@ -80,6 +80,7 @@ def test_ppo_logs_the_monitors_every_step(ppo_runs):
         "monitor/kl_to_start",
         "monitor/distinct_batch",
         "monitor/cap_share",
+        "monitor/slop",
     }
     assert keys <= set(train[0])
     assert train[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # LoRA B starts at 0: policy == reference at step 1

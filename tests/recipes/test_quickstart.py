@@ -52,6 +52,8 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert "### Largest RM losses" in report and "| start model | after GRPO |" in report
     assert "PASS: GRPO steps: 2" in report and "PASS: GRPO reward-hacking monitors in range" in report
     assert "(gate off: gates.heldout=false)" in report and "Learning probe: mean |log-prob change|" in report
+    assert "Slop (% of words inside phrases over-used against the bundled human stories" in report
+    assert "most over-represented in the tuned model's samples:" in report
     for png in ("rm_accuracy.png", "training_reward.png", "probe.png"):
         data = (root / "plots" / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -59,6 +61,7 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert {"time/train_rm_s", "time/grpo_s", "time/heldout_s", "rm/accuracy"} <= set(m)
     named = ["rm_delta", "rm_delta_lo", "rm_delta_hi", "win_rate", "win_rate_lo", "win_rate_hi", "in_range_start"]
     named += ["in_range_final", "in_range_delta_lo", "finished_start", "finished_final", "rm_delta_both_finished"]
+    named += ["rm_pays_ending", "rm_pays_ending_short", "rm_per_10_words_ended", "rm_words_pearson_start"]
     assert all(isinstance(m[f"heldout/{k}"], float) for k in named)
     start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
     assert len(start) == 8 and {r["sample_index"] for r in start} == {0, 1}
@@ -139,3 +142,29 @@ def test_heldout_table_says_when_no_pair_of_a_kind_exists():
     text = "\n".join(heldout_table(h))
     assert "both stories end before the cap: no such pair" in text and "nan" not in text
     assert "both are cut at the cap: -0.01 [-0.15, +0.15]" in text
+
+
+def test_start_prices_are_reported_with_their_intervals():
+    from rlcw.recipes.quickstart import heldout_table, start_prices
+
+    def rec(p, score, words, finished):
+        return {
+            "prompt_index": p,
+            "score": score,
+            "words": words,
+            "finished": finished,
+            "min_words": 10,
+            "max_words": 20,
+        }
+
+    # ended 2, 1, 3 | cut 0, -1: ending pays 2.5; short 1 | inside 2, 3: ending short pays -1.5
+    recs = [rec(0, 2.0, 15, True), rec(0, 1.0, 5, True), rec(0, 0.0, 30, False), rec(1, 3.0, 12, True)]
+    recs.append(rec(1, -1.0, 25, False))
+    p = start_prices(recs, n_resamples=200)
+    assert p["rm_pays_ending"] == 2.5 and p["rm_pays_ending_short"] == -1.5
+    assert p["rm_pays_ending_lo"] <= 2.5 <= p["rm_pays_ending_hi"] and -1 <= p["rm_words_pearson_start"] <= 1
+    h = {**_heldout(0.1, 0.05), **p}
+    text = "\n".join(heldout_table(h))
+    assert f"- for ending (ended minus cut at the cap): +2.50 [{p['rm_pays_ending_lo']:+.2f}," in text
+    assert "- for ending short (ended below the range minus ended inside it): -1.50" in text
+    assert "per 10 words within ended stories: +1.33" in text

@@ -1,9 +1,9 @@
-"""Every shipped grpo, ppo and dpo config runs main() on the tiny model: the YAML users start from,
+"""Every shipped grpo, ppo, rloo and dpo config runs main() on the tiny model: the YAML users start from,
 with overrides only for size (steps, batch, caps, prompt counts) and paths (model, RM, pairs, output).
 
 The CPU configs' inputs exist offline (bundled prompts, the pairs and RM the session fixtures
 build), so they run; the cluster configs name hub models, GPUs and LitBench prompt files, so they
-are only validated (`validate(cfg)`, no model). A new file under configs/grpo|ppo|dpo must be added
+are only validated (`validate(cfg)`, no model). A new file under configs/grpo|ppo|rloo|dpo must be added
 to SIZE or HUB_ONLY."""
 
 from __future__ import annotations
@@ -25,6 +25,15 @@ SIZE = {
         "eval.every_steps=2",
         "eval.num_prompts=2",
     ],
+    "grpo/rubric_cpu.yaml": [
+        "train.max_steps=2",
+        "train.batch_size=4",
+        "train.num_generations=2",
+        "data.max_train_prompts=8",
+        "eval.every_steps=2",
+        "eval.num_prompts=2",
+        "reward.specs.rubric.criteria=ttcw:1",  # the embedded judge, one criterion
+    ],
     "grpo/agents_room_cpu.yaml": [
         "train.max_steps=2",
         "data.max_train_prompts=8",
@@ -45,6 +54,14 @@ SIZE = {
         "eval.num_prompts=2",
         "eval.max_new_tokens=8",
     ],
+    "rloo/cpu.yaml": [
+        "train.max_steps=2",
+        "train.batch_size=4",
+        "train.num_generations=2",
+        "data.max_train_prompts=8",
+        "eval.every_steps=2",
+        "eval.num_prompts=2",
+    ],
     "dpo/cpu.yaml": [
         "train.max_steps=2",
         "train.batch_size=4",
@@ -59,12 +76,19 @@ SIZE = {
 }
 CONFIGS = sorted(SIZE)
 HUB_ONLY = ["grpo/litbench_1node.yaml", "grpo/litbench_2node.yaml", "ppo/litbench_1node.yaml"]
-RECIPE_CLASS = {"grpo": "GRPORecipeConfig", "ppo": "PPORecipeConfig", "dpo": "DPORecipeConfig"}
+RECIPE_CLASS = {
+    "grpo": "GRPORecipeConfig",
+    "ppo": "PPORecipeConfig",
+    "dpo": "DPORecipeConfig",
+    "rloo": "RLOORecipeConfig",
+}
 
 
 def test_every_shipped_rl_config_is_run_or_validated_here():
     shipped = {
-        f"{p.parent.name}/{p.name}" for d in ("grpo", "ppo", "dpo") for p in (ROOT / "configs" / d).glob("*.yaml")
+        f"{p.parent.name}/{p.name}"
+        for d in ("grpo", "ppo", "dpo", "rloo")
+        for p in (ROOT / "configs" / d).glob("*.yaml")
     }
     assert shipped == set(CONFIGS) | set(HUB_ONLY)
 

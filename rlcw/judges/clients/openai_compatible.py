@@ -9,6 +9,7 @@ import math
 import os
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -132,7 +133,11 @@ class OpenAIClient(ChatClient):
             raise self._user_error(exc) from None
 
     def _label_probs(self, batch, prefix, labels):
-        return [self._retrying(self._one_label_probs, m, prefix, labels) for m in batch]
+        """The chunk's requests in flight at once (verdict_probs cuts chunks of `concurrency`)."""
+        if len(batch) == 1:
+            return [self._retrying(self._one_label_probs, batch[0], prefix, labels)]
+        with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+            return list(pool.map(lambda m: self._retrying(self._one_label_probs, m, prefix, labels), batch))
 
     def _one_label_probs(self, messages, prefix, labels) -> dict[str, float] | None:
         """The server continues an assistant message holding the prefix for one token and returns its

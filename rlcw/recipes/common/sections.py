@@ -52,6 +52,8 @@ class MonitorSection:
     stop: dict[str, float] = field(default_factory=dict)
     patience: int = 2  # consecutive logged steps a stop rule must break
     min_steps: int = 0
+    # human stories the `slop` series is measured against: bundled | a story jsonl | null (off)
+    slop_human: str | None = "bundled"
 
 
 @dataclass

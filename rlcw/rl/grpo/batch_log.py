@@ -3,7 +3,8 @@
     log = BatchLog(run, monitor_ngram=3, samples_every=1, samples_k=2)
     metrics = log(step, rows, num_generations, is_main_process=True)   # rows: one per completion, all ranks
 
-Returns the batch's metrics (the reward-hacking statistics `monitor/*`, rlcw.measure.monitors, and
+Returns the batch's metrics (the reward-hacking statistics `monitor/*`, rlcw.measure.monitors, with
+`monitor/slop` when a slop baseline is given, and
 reward, words and tokens per prompt source `source/<name>/*`); on the main process it appends the
 sampled prompt order to `samples/data_order.jsonl` and writes the top and bottom scored stories to
 `samples/train_step_XXXXXX.jsonl`. A row holds `text`, `tokens`, `truncated`, `reward` (weighted
@@ -21,11 +22,14 @@ from rlcw.runs import RunDir
 
 class BatchLog:
     """`monitor_ngram`: n of the monitors' n-gram statistics (None = none); `samples_every`: top/bottom
-    `samples_k` stories every N steps (0 = never)."""
+    `samples_k` stories every N steps (0 = never); `slop`: a rlcw.metrics.slop.SlopBaseline for `monitor/slop`
+    (None = off)."""
 
-    def __init__(self, run: RunDir, monitor_ngram: int | None = 3, samples_every: int = 1, samples_k: int = 2):
+    def __init__(
+        self, run: RunDir, monitor_ngram: int | None = 3, samples_every: int = 1, samples_k: int = 2, slop=None
+    ):
         self.run, self.monitor_ngram = run, monitor_ngram
-        self.samples_every, self.samples_k = samples_every, samples_k
+        self.samples_every, self.samples_k, self.slop = samples_every, samples_k, slop
 
     def __call__(self, step: int, rows: list[dict], num_generations: int, *, is_main_process: bool) -> dict:
         metrics: dict[str, float] = {}
@@ -33,6 +37,9 @@ class BatchLog:
             texts, tokens, cut, total = ([r[k] for r in rows] for k in ("text", "tokens", "truncated", "reward"))
             stats = step_stats(texts, tokens, cut, total, num_generations, self.monitor_ngram)
             metrics.update({PREFIX + k: v for k, v in stats.items()})
+        if self.slop is not None:  # against the batch's own over-used phrases, one document per prompt
+            scores = self.slop.scores([r["text"] for r in rows], [r["prompt"] for r in rows])
+            metrics[PREFIX + "slop"] = sum(scores) / len(scores)
         metrics.update(per_source(rows))
         if is_main_process:
             order = {"step": step, "prompt_ids": [r["prompt_id"] for r in rows]}

@@ -7,7 +7,7 @@
 
 Plots: reward per step (total and per reward), reward and words per prompt source, held-out RM
 score, the reward-hacking monitors, the rollout importance-sampling weights (fast rollout with the
-correction only) and the learning probe (when it ran).
+correction only), a rubric reward's per-criterion means (when one ran) and the learning probe (when it ran).
 """
 
 from __future__ import annotations
@@ -45,6 +45,22 @@ def grpo_plots(run_dir: Path) -> list[Path]:
         keys = ("mean_abs_gap", "mean_weight", "clipped_share")
         panels = [(f"rollout IS: {k.replace('_', ' ')}", {k: series(rows, f"rollout_is/{k}")}) for k in keys]
         plots.append(plot_lines(panels, run_dir / "plots" / "rollout_is.png"))
+    rubric = sorted({k for r in rows for k in r if k.startswith("rubric/")})
+    if rubric:  # rlcw.rewards.rubric: per-criterion batch means, invalid share, criteria without signal
+        names = sorted({k.split("/")[1] for k in rubric})
+        panels = [
+            (
+                f"rubric '{n}': mean P(yes) per criterion",
+                {
+                    k.split("/", 2)[2]: series(rows, k)
+                    for k in rubric
+                    if k.startswith(f"rubric/{n}/") and k.split("/", 2)[2] not in ("invalid", "no_signal")
+                },
+            )
+            for n in names
+        ]
+        panels += [(f"rubric '{n}': invalid share", {"invalid": series(rows, f"rubric/{n}/invalid")}) for n in names]
+        plots.append(plot_lines(panels, run_dir / "plots" / "rubric.png"))
     probe = read_probe(run_dir / "probe.jsonl")
     if probe:
         plots.append(plot_probe(probe, run_dir / "plots" / "probe.png"))

@@ -116,6 +116,7 @@ class RlcwGRPOTrainer(GRPOTrainer):
         samples_every: int = 1,
         samples_k: int = 2,
         rollout_is_cap: float = 0.0,
+        slop=None,
         **kwargs,
     ):
         """`monitor_ngram`: n of the monitors' n-gram statistics (None = no monitor statistics);
@@ -123,10 +124,11 @@ class RlcwGRPOTrainer(GRPOTrainer):
         frozen starting model, needed only without LoRA at beta = 0; `samples_every`: top/bottom
         `samples_k` stories every N steps (0 = never); `rollout_is_cap` > 0: each completion token's loss is
         weighted by min(pi/mu, cap) when the rollout returned its sampler's log-probs mu (rlcw.rl.grpo.is_correction;
-        0 = off). The rest is TRL's GRPOTrainer."""
+        0 = off); `slop`: a rlcw.metrics.slop.SlopBaseline for `monitor/slop` (None = off). The rest is TRL's
+        GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.run, self.log_kl_every = run, log_kl_every
-        self.batch_log = BatchLog(run, monitor_ngram, samples_every, samples_k)
+        self.batch_log = BatchLog(run, monitor_ngram, samples_every, samples_k, slop)
         self.kl_ref_model = kl_ref_model
         self.rollout_is_cap = rollout_is_cap
         self._rlcw_sampler: EpochRepeatSampler | None = None

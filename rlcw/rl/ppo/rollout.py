@@ -123,7 +123,8 @@ def score_completions(
     total = torch.zeros(len(completions))
     stats: dict[str, float] = {}
     for func, weight in zip(reward_funcs, weights, strict=False):
-        values = func(prompts=prompts, completions=completions, **columns)
+        # log_metric as TRL passes it: a reward's own statistics (e.g. a rubric's per-criterion means) join stats
+        values = func(prompts=prompts, completions=completions, log_metric=stats.__setitem__, **columns)
         if len(values) != len(completions) or any(v is None for v in values):
             name = getattr(func, "__name__", type(func).__name__)
             raise ValueError(

@@ -115,14 +115,16 @@ class PPOTrainer:
         seed: int = 0,
         monitor_ngram: int | None = 3,
         tracker=None,
+        slop=None,
     ):
         """`tracker`: rlcw.tracking.Tracker (anything with `log(metrics, step)`) every step's stats also go to;
         `monitor`: an object with `observe(step, stats) -> stop reason | None` (rlcw.measure.monitors.MonitorCallback);
-        `monitor_ngram`: n of the reward-hacking statistics (rlcw.measure.monitors) every step, None = off."""
+        `monitor_ngram`: n of the reward-hacking statistics (rlcw.measure.monitors) every step, None = off; `slop`: a
+        rlcw.metrics.slop.SlopBaseline for `monitor/slop` (None = off)."""
         from accelerate import Accelerator
 
         self.s, self.run, self.tokenizer, self.base_spec = settings, run, tokenizer, base_spec
-        self.seed, self.monitor_ngram = seed, monitor_ngram
+        self.seed, self.monitor_ngram, self.slop = seed, monitor_ngram, slop
         self.funcs, self.weights = reward_funcs, reward_weights
         self.acc = accelerator or Accelerator(cpu=not torch.cuda.is_available())
         groups = [
@@ -208,6 +210,9 @@ class PPOTrainer:
             lengths = ro.lengths.long().tolist()
             mon = step_stats(texts, lengths, (~ro.ended).tolist(), scores.tolist(), len(texts), self.monitor_ngram)
             mon["kl_to_start"] = masked_mean(kl_per_token(logp, ref_logp, "k3"), mask)  # nats per token
+            if self.slop is not None:  # each prompt's completions are one document
+                groups = [str(p) for p in prompts] if prompts else None
+                mon["slop"] = sum(self.slop.scores(texts, groups)) / len(texts)
             stats.update({PREFIX + k: v for k, v in mon.items()})
         self._last_texts, self._last_scores = texts, scores.cpu().tolist()
         return ro, {"batch": batch, "stats": stats}

@@ -7,7 +7,8 @@ Both starts load a folder as `AutoModelForSequenceClassification` and split it i
 backbone (`model.<base_model_prefix>`) and the `score` head (hidden -> 1):
 - from a BT reward model (`rlcw train-rm`'s `<run>/model`): the head already reads "how good is
   this story" from a hidden state, so per-token values start as the RM's opinion of each prefix
-  (its reading at the last token is exactly the RM score). This is the default.
+  (its reading at the last token is exactly the RM score). This is the default. A two-head RM
+  (`rm.length_head=true`) gives its quality head.
 - from the policy's base model: same backbone as the policy, a fresh head (values near 0).
 
 Training the backbone: LoRA (default; `lora=None` freezes it and trains only the head, cheaper
@@ -47,9 +48,17 @@ def load_value_model(
     """A value model from a sequence-classification folder (RM) or a causal LM folder (fresh head).
 
     `lora`: a peft LoraConfig for the backbone (task type is set here), or None to freeze it."""
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    seqcls = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1, dtype=dtype)
+    labels = list(AutoConfig.from_pretrained(source).id2label.values())
+    two_head = "quality" in labels  # a length-disentangled RM: start from its quality head
+    seqcls = AutoModelForSequenceClassification.from_pretrained(
+        source, dtype=dtype, **({} if two_head else {"num_labels": 1})
+    )
+    if two_head and isinstance(getattr(seqcls, "score", None), nn.Linear):
+        row = seqcls.score.weight.data[labels.index("quality")]  # (hidden,)
+        seqcls.score = nn.Linear(row.numel(), 1, bias=False, dtype=row.dtype)
+        seqcls.score.weight.data.copy_(row[None])
     head = getattr(seqcls, "score", None)
     if not isinstance(head, nn.Linear) or head.out_features != 1:
         raise RlcwError(

@@ -1,0 +1,1 @@
+"""RLOO on TRL's RLOOTrainer with rlcw's per-step extras."""
