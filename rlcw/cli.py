@@ -1,22 +1,28 @@
 """`rlcw <command> [--config FILE] [key=value ...]`.
 
     rlcw --help                    list commands
-    rlcw grpo --help               list keys with defaults
+    rlcw grpo --help               list keys with defaults and comments (reward types, monitor keys, ...)
+    rlcw configs grpo              the shipped configs of a command; `rlcw configs --copy grpo/cpu mine.yaml`
     rlcw grpo --config configs/grpo/cpu.yaml train.max_steps=20
 
 Analysis commands (agreement, surface, summarize) take input paths as positional arguments
-and `--json`. A user error prints one clear message and exits with status 2.
+and `--json`. A user error prints one clear message and exits with status 2, before any run folder is
+written; config keys are checked against the dataclass source before the recipe's heavy imports. A finished
+command prints its report's path and first line; one whose quality gate failed (`gates.exit_on_fail`) exits 1.
+`--key value` (TRL style) is read as the one config key ending in `key` (aliases: lr, steps, bs).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import sys
+from pathlib import Path
 
-from rlcw.config import describe, load_config
+from rlcw.config import KEY_ALIASES, check_keys_early, close_keys, describe, flat_keys, load_config
+from rlcw.config_static import static_keys
 from rlcw.errors import RlcwError
+from rlcw.logs import quiet_libraries
 
 # command -> (module, config class, one-line help). A command whose module does not exist yet
 # is listed as "not built yet". A config class of None means the module parses its own
@@ -63,6 +69,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "summarize": ("rlcw.recipes.summarize", None, "collect runs' summary.json into one table"),
     "export": ("rlcw.recipes.export", "ExportConfig", "merge LoRA, save for serving, check logits"),
     "plan": ("rlcw.recipes.plan", None, "check a training config for a world size: batch geometry, memory per GPU"),
+    "configs": ("rlcw.recipes.configs", None, "list the shipped configs (first comment line); --copy NAME DEST"),
     "quickstart": (
         "rlcw.recipes.quickstart",
         "QuickstartConfig",
@@ -74,6 +81,28 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
         "outcome study: proxy vs gold reward over RL runs and baselines, with a report",
     ),
 }
+
+
+def dict_sections() -> dict[str, str]:
+    """Docs of the dict-valued keys, by leaf name (`reward.specs`, `monitor.warn|stop`, `data.sources`,
+    `eval.evaluators`), read from the modules that own each schema."""
+    from rlcw.data.prompts import COLUMN_OPTIONS
+    from rlcw.measure.evaluation import EVALUATORS
+    from rlcw.measure.monitors import STATS
+    from rlcw.rewards.factory import describe_types
+
+    rules = (
+        f"max_<stat> | min_<stat> -> threshold; stats: {', '.join(STATS)}\n"
+        "e.g. monitor.warn.max_rep_intra=0.15 monitor.stop.min_distinct_batch=0.3"
+    )
+    return {
+        "specs": describe_types(),
+        "warn": rules + "\n(warn: an [rlcw] alert line; stop: ends the run after `patience` logged steps)",
+        "stop": rules,
+        "sources": f"name -> {{{', '.join(COLUMN_OPTIONS)}}}\n"
+        "style: tmas | wp (the bundled prompts of that style) | column (any table or HF dataset column)",
+        "evaluators": f"name -> options; names: {', '.join(EVALUATORS)}; or options.factory='module:function'",
+    }
 
 
 def is_built(name: str) -> bool:
@@ -96,7 +125,27 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def _split_args(args: list[str]) -> tuple[str | None, list[str]]:
+def _flag_key(flag: str, keys: list[str]) -> str:
+    """The config key a `--name` flag means (HF/TRL habit, `--learning_rate 1e-5`): a full dotted key, or the one
+    key whose leaf is `name` or its alias; an error naming the candidates otherwise."""
+    name = flag.lstrip("-").replace("-", "_")
+    if name in keys:
+        return name
+    leaf = KEY_ALIASES.get(name.lower(), name)
+    hits = [k for k in keys if k.rpartition(".")[2] == leaf]
+    if len(hits) == 1:
+        return hits[0]
+    hint = (
+        f"several keys end in '{leaf}': {', '.join(hits)}; write one as key=value"
+        if hits
+        else "options: --config FILE, --help; everything else is key=value"
+        + (f" (did you mean {', '.join(close_keys(name, keys))}?)" if close_keys(name, keys) else "")
+    )
+    raise RlcwError(f"unknown option '{flag}'", hint=hint)
+
+
+def _split_args(args: list[str], keys: list[str] | None = None) -> tuple[str | None, list[str]]:
+    """(config file, key=value overrides); `--key value` / `--key=value` become `key=value` when `keys` names one."""
     config, overrides, i = None, [], 0
     while i < len(args):
         arg = args[i]
@@ -108,9 +157,16 @@ def _split_args(args: list[str]) -> tuple[str | None, list[str]]:
         if arg.startswith("--config="):
             config = arg.split("=", 1)[1]
         elif arg.startswith("-"):
-            raise RlcwError(
-                f"unknown option '{arg}'", hint="options: --config FILE, --help; everything else is key=value"
-            )
+            flag, eq, value = arg.partition("=")
+            key = _flag_key(flag, keys or [])
+            if not eq:
+                if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                    raise RlcwError(f"{flag} needs a value", hint=f"{key}=VALUE")
+                value, i = args[i + 1], i + 1
+            print(f"[rlcw] {flag} read as {key}={value}", file=sys.stderr, flush=True)
+            overrides.append(f"{key}={value}")
+        elif "=" not in arg and arg.lower().endswith((".yaml", ".yml")):
+            raise RlcwError(f"'{arg}' looks like a config file", hint=f"use --config {arg}")
         else:
             overrides.append(arg)
         i += 1
@@ -136,25 +192,50 @@ def run(argv: list[str]) -> int:
             f"'rlcw {name}' is not built yet", hint="see the project's issues; built commands: " + ", ".join(built)
         )
     module_name, cls_name, text = COMMANDS[name]
+    asks_help = any(a in ("-h", "--help") for a in rest)
+    static = static_keys(module_name, cls_name) if cls_name and not asks_help else None
+    split = None
+    if static is not None:  # key errors answer before torch and TRL are imported
+        split = _split_args(rest, [k for k, section in static.items() if not section])
+        check_keys_early(static, *split)
+    quiet_libraries()  # before the libraries load: their set-up chatter stays out of the log
     module = importlib.import_module(module_name)
+    quiet_libraries()  # torch is loaded now: DeepSpeed's accelerator can be named
     if cls_name is None:
         return int(module.cli(rest) or 0)
     cls = getattr(module, cls_name)
     if any(a in ("-h", "--help") for a in rest):
+        keys = describe(cls, dict_sections())
         print(
-            f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default):\n{describe(cls)}"
+            f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default  # comment):\n{keys}"
         )
         return 0
-    config, overrides = _split_args(rest)
+    config, overrides = split or _split_args(rest, list(flat_keys(cls)))
     cfg = load_config(cls, config, overrides)
     summary = module.main(cfg)
-    if isinstance(summary, dict):
-        print(
-            json.dumps(
-                {k: summary.get(k) for k in ("command", "status", "metrics", "artifacts")}, indent=2, default=str
-            )
-        )
-    return 0
+    if not isinstance(summary, dict):
+        return 0
+    print(ending(summary, Path(cfg.output_dir) / cfg.run_name if hasattr(cfg, "output_dir") else None), flush=True)
+    gates = getattr(cfg, "gates", None)
+    return 1 if summary.get("status") == "failed" and getattr(gates, "exit_on_fail", False) else 0
+
+
+def ending(summary: dict, run_dir: Path | None) -> str:
+    """What a finished command prints: its status and folder, the report's path and first line (else a few
+    headline metrics); the full summary is in <run>/summary.json."""
+    lines = [f"[rlcw] {summary.get('command')}: {summary.get('status')}" + (f" -> {run_dir}" if run_dir else "")]
+    report = run_dir / "report.md" if run_dir else None
+    if report is not None and report.is_file():
+        first = report.read_text(encoding="utf-8").split("\n", 1)[0].lstrip("# ").strip()
+        lines.append(f"[rlcw] report: {report}")
+        lines.append(f"[rlcw] {first}")
+    else:
+        metrics = summary.get("metrics") or {}
+        head = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in list(metrics.items())[:6])
+        lines.append(f"[rlcw] {head or 'no metrics'} (all: {run_dir / 'summary.json' if run_dir else 'summary.json'})")
+    if summary.get("error"):
+        lines.append(f"[rlcw] error: {summary['error']}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

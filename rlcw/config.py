@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -80,21 +81,103 @@ def _bad_keys(cls: type, data: dict, prefix: str = "") -> tuple[list[str], list[
     return unknown, scalars
 
 
+# Short names people type for a key (HF/TRL/PyTorch habits) -> the leaf name they mean.
+KEY_ALIASES = {
+    "lr": "learning_rate",
+    "steps": "max_steps",
+    "bs": "batch_size",
+    "batch": "batch_size",
+    "per_device_train_batch_size": "batch_size",
+    "wd": "weight_decay",
+    "grad_accum": "gradient_accumulation_steps",
+    "epochs": "num_train_epochs",
+    "warmup": "warmup_steps",
+}
+
+
+def close_keys(key: str, keys: list[str], n: int = 3) -> list[str]:
+    """Valid keys close to a misspelt `key`: the alias's key first (`train.lr` -> train.learning_rate, in the
+    most similar section), then keys whose leaf name is close, then the closest whole keys."""
+    section, _, leaf = key.rpartition(".")
+    ranked: list[str] = []
+
+    def by_section(k: str) -> float:
+        return -difflib.SequenceMatcher(None, section, k.rpartition(".")[0]).ratio()
+
+    alias = KEY_ALIASES.get(leaf.lower())
+    if alias:
+        ranked += sorted((k for k in keys if k.rpartition(".")[2] == alias), key=by_section)
+    leaves = {k.rpartition(".")[2] for k in keys}
+    for near in difflib.get_close_matches(leaf, list(leaves), n=n, cutoff=0.75):
+        ranked += sorted((k for k in keys if k.rpartition(".")[2] == near and k not in ranked), key=by_section)[:1]
+    ranked += [k for k in difflib.get_close_matches(key, keys, n=n, cutoff=0.5) if k not in ranked]
+    return ranked[:n]
+
+
 def _check_keys(cls: type, data: dict, source: str) -> None:
     unknown, scalars = _bad_keys(cls, data)
+    _raise_bad_keys(unknown, scalars, list(flat_keys(cls)), source)
+
+
+def _static_bad_keys(keys: dict[str, bool], data: dict, prefix: str = "") -> tuple[list[str], list[str]]:
+    """`_bad_keys` against `rlcw.config_static.static_keys` (dotted key -> is a section)."""
+    unknown, scalars = [], []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if dotted not in keys:
+            unknown += _leaves(value, dotted + ".") if isinstance(value, dict) and value else [dotted]
+        elif keys[dotted] and isinstance(value, dict):
+            u, sc = _static_bad_keys(keys, value, dotted + ".")
+            unknown, scalars = unknown + u, scalars + sc
+        elif keys[dotted] and value is not None:
+            scalars.append(dotted)
+    return unknown, scalars
+
+
+def check_keys_early(keys: dict[str, bool], config_file: str | Path | None, overrides: list[str]) -> None:
+    """The key checks of `load_config` (file, YAML, unknown keys with hints, scalars for sections) against keys
+    read from source (`rlcw.config_static`), so they answer before the recipe's heavy imports."""
+    leaves = [k for k, section in keys.items() if not section]
+    if config_file is not None:
+        path = Path(config_file)
+        _raise_bad_keys(*_static_bad_keys(keys, read_yaml(path)), leaves, str(path))
+    if overrides:
+        _raise_bad_keys(*_static_bad_keys(keys, parse_overrides(overrides)), leaves, "command line")
+
+
+def _raise_bad_keys(unknown: list[str], scalars: list[str], all_keys: list[str], source: str) -> None:
     if unknown:
-        close = difflib.get_close_matches(unknown[0], list(flat_keys(cls)), n=3, cutoff=0.5)
+        close = close_keys(unknown[0], all_keys)
         hint = (
             f"did you mean {', '.join(repr(c) for c in close)}?" if close else "`rlcw <command> --help` lists the keys"
         )
         raise RlcwError(f"unknown config key '{unknown[0]}'", where=source, hint=hint)
     if scalars:
-        example = next((k for k in flat_keys(cls) if k.startswith(scalars[0] + ".")), scalars[0] + ".<key>")
+        example = next((k for k in all_keys if k.startswith(scalars[0] + ".")), scalars[0] + ".<key>")
         raise RlcwError(
             f"wrong type for '{scalars[0]}': expected a section (mapping), got a single value",
             where=source,
             hint=f"set its keys, e.g. {example}=...",
         )
+
+
+def _is_list_type(tp: Any) -> bool:
+    return typing.get_origin(tp) is list or any(typing.get_origin(a) is list for a in typing.get_args(tp))
+
+
+def _wrap_scalars(cls: type, data: dict) -> dict:
+    """A single value given for a list key is a one-element list (`train.report_to=wandb`, as HF/TRL accept)."""
+    types = _field_types(cls)
+    out = {}
+    for key, value in data.items():
+        tp = types.get(key)
+        sub = _dataclass_of(tp) if tp is not None else None
+        if sub is not None and isinstance(value, dict):
+            value = _wrap_scalars(sub, value)
+        elif tp is not None and _is_list_type(tp) and isinstance(value, str | int | float | bool):
+            value = [value]
+        out[key] = value
+    return out
 
 
 def _type_name(tp: Any) -> str:
@@ -170,28 +253,74 @@ def load_config(cls: type[T], config_file: str | Path | None = None, overrides: 
     keys: set[str] = set()
     if config_file is not None:
         path = Path(config_file)
-        if not path.is_file():
-            raise RlcwError("config file not found", where=str(path), hint="configs live under configs/<command>/")
-        try:
-            data = OmegaConf.to_container(OmegaConf.load(path)) or {}
-        except Exception as exc:  # yaml errors carry their own line numbers
-            raise RlcwError(f"cannot parse YAML: {exc}", where=str(path)) from None
-        if not isinstance(data, dict):
-            raise RlcwError("top level must be a mapping of keys", where=str(path))
+        data = read_yaml(path)
         _check_keys(cls, data, str(path))
+        data = _wrap_scalars(cls, data)
         base = _merge(base, data, cls, str(path))
         keys.update(_leaves(data, ""))
     if overrides:
         data = parse_overrides(overrides)
         _check_keys(cls, data, "command line")
+        data = _wrap_scalars(cls, data)
         base = _merge(base, data, cls, "command line")
         keys.update(_leaves(data, ""))
     try:
         cfg = OmegaConf.to_object(base)
     except OmegaConfBaseException as exc:
         raise RlcwError(f"invalid config: {exc}") from None
+    _check_finite(cfg)
     object.__setattr__(cfg, _USER_KEYS, frozenset(keys))
     return cfg
+
+
+def _check_finite(cfg: Any) -> None:
+    """Every number of a config is finite: nan or inf (`weight: .nan`, `lr=inf`) is an error naming the key."""
+    for key, value in _leaf_values(cfg, "").items():
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise RlcwError(
+                f"'{key.lstrip('.')}' must be a finite number, got {value!r}",
+                where=key.lstrip("."),
+                hint="give a number",
+            )
+
+
+def read_yaml(path: Path) -> dict:
+    """A YAML config file as a dict: missing file (closest files named), parse errors (tabs named) and a top
+    level that is not a mapping are errors naming the file."""
+    if not path.is_file():
+        raise RlcwError("config file not found", where=str(path), hint=_closest_file_hint(path))
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    except Exception as exc:  # yaml errors carry their own line numbers
+        raise RlcwError(f"cannot parse YAML: {exc}", where=str(path), hint=_yaml_hint(path)) from None
+    if not isinstance(data, dict):
+        raise RlcwError("top level must be a mapping of keys", where=str(path))
+    return data
+
+
+def _closest_file_hint(path: Path) -> str:
+    """Did-you-mean for a missing config file: YAML files in its folder (or the nearest folder that exists)."""
+    folder = path.parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    found = sorted(str(p) for p in folder.rglob("*.y*ml"))[:500] if folder.is_dir() else []
+    close = difflib.get_close_matches(str(path), found, n=2, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(close)}? (`rlcw configs` lists the shipped configs)"
+    return "`rlcw configs` lists the shipped configs (configs/<command>/*.yaml)"
+
+
+def _yaml_hint(path: Path) -> str | None:
+    """Name a tab in a YAML file's indentation (PyYAML says only "found character that cannot start any token")."""
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    tabs = [i for i, line in enumerate(lines, start=1) if "\t" in line[: len(line) - len(line.lstrip())]]
+    if tabs:
+        return f"line {tabs[0]} is indented with a tab: YAML indents with spaces only (replace the tab by spaces)"
+    return None
 
 
 def to_yaml(cfg: Any) -> str:
@@ -203,11 +332,62 @@ def to_dict(cfg: Any) -> dict:
     return dataclasses.asdict(cfg)
 
 
-def describe(cls: type) -> str:
-    """One line per key, `key: type = default`, for `rlcw <command> --help`."""
+def field_comments(cls: type) -> dict[str, str]:
+    """Each field's comment in the dataclass source: the comment lines right above it and the one beside it."""
+    import ast
+    import inspect
+    import io
+    import textwrap
+    import tokenize
+
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    comments = {
+        tok.start[0]: (tok.string.lstrip("#").strip(), tok.line.strip().startswith("#"))
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    out: dict[str, str] = {}
+    body = ast.parse(source).body[0].body
+    for node in body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        above, line = [], node.lineno - 1
+        while line in comments and comments[line][1]:
+            above.insert(0, comments[line][0])
+            line -= 1
+        beside = [text for n, (text, whole) in comments.items() if node.lineno <= n <= node.end_lineno and not whole]
+        text = " ".join(above + beside)
+        if text:
+            out[node.target.id] = text
+    return out
+
+
+def _all_comments(cls: type, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):  # a subclass's comment wins over its base's
+        if dataclasses.is_dataclass(klass):
+            out.update({f"{prefix}{k}": v for k, v in field_comments(klass).items()})
+    for name, tp in _field_types(cls).items():
+        sub = _dataclass_of(tp)
+        if sub is not None:
+            out.update(_all_comments(sub, f"{prefix}{name}."))
+    return out
+
+
+def describe(cls: type, sections: dict[str, str] | None = None) -> str:
+    """One line per key, `key: type = default  # its comment in the dataclass`, for `rlcw <command> --help`;
+    `sections` maps a dict-valued key's leaf name to a text that documents the mapping it holds."""
+    comments = _all_comments(cls)
     lines = []
     for key, (tp, default) in flat_keys(cls).items():
-        lines.append(f"  {key}: {_type_name(tp)} = {default!r}")
+        line = f"  {key}: {_type_name(tp)} = {default!r}"
+        lines.append(f"{line}  # {comments[key]}" if key in comments else line)
+        doc = (sections or {}).get(key.rpartition(".")[2]) if isinstance(default, dict) else None
+        if doc:
+            lines += [f"      {row}" for row in doc.splitlines()]
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ class RlcwError(Exception):
     """An error caused by input or set-up that the user can fix."""
 
     def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+        self.message = message
         self.where = where
         self.hint = hint
         text = f"{where}: {message}" if where else message

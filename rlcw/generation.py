@@ -41,7 +41,7 @@ def apply_chat_template_file(tokenizer, path: str | None) -> None:
             raise RlcwError(
                 "chat template file not found", where=path, hint="model.chat_template takes a path to a .jinja file"
             )
-        tokenizer.chat_template = file.read_text(encoding="utf-8")
+        tokenizer.chat_template = file.read_text(encoding="utf-8-sig")  # a BOM is not template text
 
 
 @torch.no_grad()

@@ -104,6 +104,7 @@ def _read_utf8(path: Path) -> str:
             where=location(path, line),
             hint="re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 IN > OUT`",
         ) from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark (spreadsheet exports): not part of the first header/key
     if not text.strip():
         raise RlcwError("file is empty", where=str(path), hint="expected at least one record")
     return text
@@ -173,3 +174,19 @@ def read_table(path: str | Path) -> list[tuple[int, dict]]:
     raise RlcwError(
         f"unsupported file type '{suffix}'", where=str(path), hint=f"use one of {', '.join(TABLE_SUFFIXES)}"
     )
+
+
+def check_unique(rows: Iterable[tuple[int, Any]], path: str | Path, what: str = "id") -> None:
+    """An error naming both lines when two `(line, key)` rows share a key (id-keyed joins would pair the wrong
+    rows); keys that are None are skipped."""
+    seen: dict[Any, int] = {}
+    for line, key in rows:
+        if key is None:
+            continue
+        if key in seen:
+            raise RlcwError(
+                f"duplicate {what} {key!r}: also on line {seen[key]}",
+                where=location(path, line, what),
+                hint=f"give every row its own {what} (joins by {what} would pair the wrong rows)",
+            )
+        seen[key] = line

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -30,20 +32,67 @@ def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
     return steps, [by_step[s] for s in steps]
 
 
-def plot_lines(panels: list[tuple[str, dict[str, tuple[list, list]]]], path: Path, xlabel: str = "step") -> Path:
-    """One subplot per (title, {label: (xs, ys)}) panel, saved as PNG."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
-    for ax, (title, lines) in zip(axes[0], panels, strict=False):
-        for label, (xs, ys) in lines.items():
+@dataclass
+class Panel:
+    """One axis of a figure: a title saying what is drawn, one quantity (`ylabel`, with its unit), its lines,
+    horizontal threshold lines (label -> y) and marked points (x, y, label), e.g. alerts."""
+
+    title: str
+    lines: dict[str, tuple[list, list]]
+    ylabel: str = ""
+    thresholds: dict[str, float] = field(default_factory=dict)
+    marks: list[tuple[float, float, str]] = field(default_factory=list)
+
+
+def _panel(item) -> Panel:
+    return item if isinstance(item, Panel) else Panel(*item)
+
+
+def plot_lines(panels: list, path: Path, xlabel: str = "step", title: str | None = None, ncols: int = 3) -> Path:
+    """Panels (`Panel`, or `(title, {label: (xs, ys)}[, ylabel])`) in a grid of at most `ncols` columns, so an
+    embedded figure stays readable; thresholds drawn as dashed lines, marks as red crosses; saved as PNG."""
+    return save_figure(line_figure(panels, xlabel, title, ncols), path)
+
+
+def line_figure(panels: list, xlabel: str = "step", title: str | None = None, ncols: int = 3):
+    """The matplotlib figure `plot_lines` saves."""
+    panels = [_panel(p) for p in panels]
+    cols = max(1, min(ncols, len(panels)))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
+    for ax, panel in zip(axes.flat, panels, strict=False):
+        for label, (xs, ys) in panel.lines.items():
             if xs:
                 ax.plot(xs, ys, marker="o", markersize=3, label=label)
-        ax.set_title(title)
+        for (label, y), style in zip(panel.thresholds.items(), ("--", ":", "-."), strict=False):
+            ax.axhline(y, color="tab:red" if "stop" in label else "tab:orange", linestyle=style, lw=1.2, label=label)
+        if panel.marks:
+            ax.scatter(
+                [m[0] for m in panel.marks],
+                [m[1] for m in panel.marks],
+                marker="x",
+                s=60,
+                color="red",
+                zorder=5,
+                label=panel.marks[0][2],
+            )
+        ax.set_title(panel.title, fontsize=10)
         ax.set_xlabel(xlabel)
+        ax.set_ylabel(panel.ylabel)
+        if xlabel == "step":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-        if len(lines) > 1:
+        if not any(xs for xs, _ in panel.lines.values()):
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="grey")
+        labelled = ax.get_legend_handles_labels()[0]  # an empty series draws nothing to name
+        if labelled and (len(panel.lines) > 1 or panel.thresholds or panel.marks):
             ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title, fontsize=12)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return fig
 
 
 def save_figure(fig, path: Path, dpi: int = 110) -> Path:

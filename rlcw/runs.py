@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -88,6 +89,46 @@ def resume_checkpoint(value: str | bool, folder: str | Path) -> Path | None:
             "when there is none, or train.resume=false",
         )
     return last
+
+
+def check_resume_target(value: str | bool, run_path: str | Path) -> None:
+    """`train.resume=true` needs a complete checkpoint in `<run_path>/checkpoints`: an error before any folder
+    is made or model loads (false and auto never fail here)."""
+    if resume_mode(value) == "true":
+        resume_checkpoint("true", Path(run_path) / "checkpoints")
+
+
+# What `RunDir.create` and a tracker write before step 0: a folder holding nothing else is unused.
+_CREATED_AT_START = ("config.yaml", "summary.json")
+_TRACKER_DIRS = ("tensorboard",)
+
+
+def holds_only_start_files(path: str | Path) -> bool:
+    """True when `path` holds nothing but what a run writes before its first step (config.yaml, summary.json,
+    TensorBoard's event files, empty files and folders): removing it loses no result, cache or checkpoint."""
+    path = Path(path)
+    for file in path.rglob("*"):
+        if file.is_dir():
+            continue
+        rel = file.relative_to(path)
+        if rel.parts == (rel.name,) and rel.name in _CREATED_AT_START:
+            continue
+        if rel.parts[0] in _TRACKER_DIRS and rel.name.startswith("events.out.tfevents"):
+            continue
+        if file.is_file() and file.stat().st_size == 0:
+            continue
+        return False
+    return True
+
+
+def remove_unused_run_folder(path: str | Path) -> bool:
+    """Remove a run folder this command created when a user error stopped it before it produced anything
+    (`holds_only_start_files`); rank 0 only. True when it was removed."""
+    path = Path(path)
+    if not is_main_process() or not path.is_dir() or not holds_only_start_files(path):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return not path.exists()
 
 
 def checkpoint_step(path: str | Path) -> int:
@@ -303,5 +344,19 @@ class RunDir:
             atomic_write_json(self.path / "summary.json", summary)
         return summary
 
-    def write_report(self, text: str) -> Path:
-        return atomic_write_text(self.path / "report.md", text)
+    def write_report(self, text: str, headline: str | None = None) -> Path:
+        """report.md; `headline` (PASS/FAIL or DONE with the headline numbers, `done_line`) becomes its first line."""
+        return atomic_write_text(self.path / "report.md", f"# {headline}\n\n{text}" if headline else text)
+
+
+def done_line(metrics: dict, keys: dict[str, str], word: str = "DONE", more: int = 0) -> str:
+    """`DONE: label value, ...` from `metrics` (label -> key, 4 significant digits; missing or NaN keys are left
+    out), then up to `more` other metrics in their order."""
+
+    def number(v) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and v == v
+
+    parts = [f"{label} {metrics[k]:.4g}" for label, k in keys.items() if number(metrics.get(k))]
+    rest = [k for k, v in metrics.items() if k not in keys.values() and number(v)][:more]
+    parts += [f"{k} {metrics[k]:.4g}" for k in rest]
+    return f"{word}: {', '.join(parts)}" if parts else word

@@ -54,6 +54,23 @@ def parse_report_to(value: str | list[str] | tuple[str, ...] | None) -> list[str
     return [n for n in dict.fromkeys(names) if n != "none"]
 
 
+# tracker -> the module it needs (checked before a run folder is written)
+_TRACKER_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
+
+
+def check_trackers(report_to: str | list[str] | tuple[str, ...] | None) -> None:
+    """Every tracker `report_to` names is installed (an RlcwError naming the package otherwise); imports nothing."""
+    import importlib.util
+
+    for name in parse_report_to(report_to):
+        if importlib.util.find_spec(_TRACKER_MODULES[name]) is None:
+            raise RlcwError(
+                f"report_to={name} needs the '{_TRACKER_MODULES[name]}' package",
+                where="train.report_to",
+                hint='pip install "rlcw[tracking]", or train.report_to=none',
+            )
+
+
 def _strings(value: Any) -> list[str]:
     """Every string (keys included) inside nested dicts/lists/tuples."""
     if isinstance(value, str):

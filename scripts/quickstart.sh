@@ -9,5 +9,7 @@ bash scripts/setup.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
 echo "set-up took $(( $(date +%s) - start ))s"
-rlcw quickstart --config configs/quickstart/cpu.yaml "$@"
+status=0
+rlcw quickstart --config configs/quickstart/cpu.yaml "$@" || status=$?  # 1: a quality gate failed (see the report)
 echo "quickstart wall time (incl. set-up): $(( $(date +%s) - start ))s; report: runs/quickstart/report.md"
+exit "$status"

@@ -120,8 +120,19 @@ def load_shape(path: str | Path) -> ModelShape:
     return shape_from_config(json.loads(path.read_text()), str(path))
 
 
+# Hand-written config.json shapes of the models the shipped cluster configs name (folder = hub id, `/` -> `--`).
+SHAPES_DIR = Path(__file__).resolve().parents[2] / "tests" / "assets" / "model_shapes"
+
+
+def committed_shape(name: str) -> Path | None:
+    """The committed config.json of hub id `name` under SHAPES_DIR (offline planning), or None."""
+    path = SHAPES_DIR / name.replace("/", "--") / "config.json"
+    return path if "/" in name and path.is_file() else None
+
+
 def find_config(name: str) -> Path | None:
-    """config.json of a model: a local folder (or rlcw LoRA checkpoint's base), else the hub cache; None if absent."""
+    """config.json of a model: a local folder (or rlcw LoRA checkpoint's base), else the hub cache, else the
+    committed shapes of the shipped configs' models (`committed_shape`); None if absent."""
     local = Path(name)
     if (local / "config.json").is_file():
         return local / "config.json"
@@ -135,8 +146,8 @@ def find_config(name: str) -> Path | None:
 
         hit = try_to_load_from_cache(name, "config.json")
     except Exception:  # a malformed id: not in the cache
-        return None
-    return Path(hit) if isinstance(hit, str) else None
+        hit = None
+    return Path(hit) if isinstance(hit, str) else committed_shape(name)
 
 
 @dataclass(frozen=True)

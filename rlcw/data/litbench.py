@@ -237,21 +237,36 @@ def _regroup(posts: list[Post]) -> list[Post]:
     return list(merged.values())
 
 
+EXAMPLES = 3  # rows named per drop reason
+
+
 def read_posts(
     rows: Iterable[tuple[int, dict]],
     where: str,
     layout: str = "auto",
     drops: Counter | None = None,
     regroup_pairs: bool = False,
+    examples: dict[str, list[str]] | None = None,
 ) -> tuple[list[Post], str]:
-    """Posts of parseable stories from raw rows, and the layout used; drops are counted in `drops`."""
+    """Posts of parseable stories from raw rows, and the layout used; drops are counted in `drops`, and the
+    first `EXAMPLES` rows of each reason are named in `examples` (reason -> ["file:line", ...])."""
     drops = drops if drops is not None else Counter()
+    examples = examples if examples is not None else {}
     rows = list(rows)
     if not rows:
         raise RlcwError("no rows", where=where)
     found = detect_layout(rows[0][1], where, layout)
     read = _post_row if found == "posts" else _pair_row
-    posts = [p for p in (read(row, where, line, drops) for line, row in rows) if p is not None]
+    posts = []
+    for line, row in rows:
+        before = Counter(drops)
+        post = read(row, where, line, drops)
+        for reason in drops - before:
+            named = examples.setdefault(reason, [])
+            if len(named) < EXAMPLES:
+                named.append(f"{where}:{line}")
+        if post is not None:
+            posts.append(post)
     if found == "pairs" and regroup_pairs:
         posts = _regroup(posts)
     return posts, found

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rlcw.data.bundled import resolve_data_path
 from rlcw.errors import RlcwError, location
-from rlcw.io import read_table
+from rlcw.io import check_unique, read_table
 
 _NUM = r"(\d{1,3}(?:[,.]\d{3})+|\d+)"  # "1,300", "1300"; "1.250" (a typo in TMAS) reads as 1250
 _WORDS = r"\s*-?\s*words?\b"
@@ -89,7 +89,9 @@ def load_prompts(
     path = resolve_data_path(source, "prompts.jsonl")
     names = {"id": "id", "prompt": "prompt", **(fields or {})}
     out = []
-    for line, row in read_table(path):
+    table = read_table(path)
+    check_unique(((line, row.get(names["id"])) for line, row in table), path, names["id"])
+    for line, row in table:
         for key in ("id", "prompt"):
             if row.get(names[key]) in (None, ""):
                 raise RlcwError(
@@ -166,6 +168,8 @@ def load_prompt_column(
 ) -> list[dict]:
     """Prompt rows from one column of any table or HF dataset (plain or conversational cells)."""
     name, table = _column_table(source, hf_split)
+    if id_column:
+        check_unique(((line, row.get(id_column)) for line, row in table), source, id_column)
     out = []
     for line, row in table:
         where = location(source, line, column)

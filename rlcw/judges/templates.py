@@ -129,7 +129,7 @@ def load_template(name: str, protocol: str | None = None) -> Template:
     """A built-in template by name (`writerly` = `litbench_writerly`) or a YAML file; checked against `protocol`."""
     path = _resolve(name)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:
         raise RlcwError(f"cannot parse template YAML: {exc}", where=str(path)) from None
     if not isinstance(data, dict):
@@ -189,7 +189,7 @@ def load_ttcw_tests(path: str | Path) -> list[TtcwTest]:
     path = Path(path).expanduser()
     hint = 'a JSON list of {"ttcw_idx": 1, "torrance_dimension": ..., "question": ..., "full_prompt": ...}'
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise RlcwError(f"cannot read the TTCW tests file: {exc.strerror}", where=str(path)) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -28,13 +28,13 @@ consecutive logged steps after `min_steps`.
 from __future__ import annotations
 
 import math
-import warnings
 from collections import Counter
 from pathlib import Path
 
 from transformers import TrainerCallback
 
 from rlcw.errors import RlcwError
+from rlcw.logs import say
 from rlcw.metrics.agreement import spearman
 from rlcw.metrics.text import count_words, distinct_n, ngrams, repetition_rate, tokens
 
@@ -152,7 +152,7 @@ class MonitorCallback(TrainerCallback):
         """Update streaks with one step's statistics; the stop reason when the run must stop."""
         for message in check_rules(stats, self.warn):
             self.alerts.append({"step": step, "level": "warn", "message": message})
-            warnings.warn(f"reward-hacking monitor at step {step}: {message}", stacklevel=2)
+            say("monitor", f"alert at step {step}: {message}")
         broken = {m.rsplit("(", 1)[1].rstrip(")"): m for m in check_rules(stats, self.stop)}
         for key in self.stop:  # a statistic not measured this step (e.g. KL every N steps) leaves its streak as it was
             value = stats.get(key.split("_", 1)[1])
@@ -191,26 +191,47 @@ class MonitorCallback(TrainerCallback):
             control.should_training_stop = True
 
 
-def plot_monitors(rows: list[dict], path: Path) -> Path:
-    """The monitor statistics of metrics.jsonl rows, one panel per concern (PNG)."""
-    from rlcw.report import plot_lines, series
+# (title, y-axis label, {legend: stat}): one quantity per axis
+MONITOR_PANELS = (
+    ("story length", "words", {"mean": "words_mean", "std": "words_std"}),
+    ("completion length", "tokens", {"mean": "tokens_mean"}),
+    ("completions cut at the token cap", "share of completions", {"cap share": "cap_share"}),
+    (
+        "trigram repetition",
+        "share of trigrams",
+        {"within a story": "rep_intra", "shared across stories": "shared_ngrams"},
+    ),
+    (
+        "diversity (distinct trigrams)",
+        "distinct-3 share",
+        {"in a prompt's group": "distinct_group", "in the batch": "distinct_batch"},
+    ),
+    ("does the reward pay for length?", "Spearman rho (reward, words)", {"correlation": "reward_length_corr"}),
+    ("KL to the starting model", "nats / token", {"KL to start": "kl_to_start"}),
+    ("slop: words in phrases over-used against human text", "% of words", {"slop": "slop"}),
+)
 
-    def s(name):
-        return series(rows, PREFIX + name)
 
-    panels = [
-        ("length", {"words mean": s("words_mean"), "words std": s("words_std"), "tokens mean": s("tokens_mean")}),
-        (
-            "cap share / repetition",
-            {
-                "cap share": s("cap_share"),
-                "intra-story trigram rep": s("rep_intra"),
-                "shared trigrams": s("shared_ngrams"),
-            },
-        ),
-        ("diversity", {"distinct-3 group": s("distinct_group"), "distinct-3 batch": s("distinct_batch")}),
-        ("reward-length correlation", {"spearman(reward, words)": s("reward_length_corr")}),
-        ("KL to the starting model (nats/token)", {"KL to start": s("kl_to_start")}),
-        ("slop (% of words in phrases over-used against human text)", {"slop": s("slop")}),
-    ]
-    return plot_lines(panels, path)
+def plot_monitors(
+    rows: list[dict], path: Path, warn: dict[str, float] | None = None, stop: dict[str, float] | None = None
+) -> Path:
+    """The monitor statistics of metrics.jsonl rows, one quantity per panel in a grid, with the warn/stop
+    thresholds of `monitor.warn` / `monitor.stop` drawn and the steps that broke a warn or stop rule marked."""
+    from rlcw.report import Panel, plot_lines, series
+
+    panels = []
+    for title, ylabel, stats in MONITOR_PANELS:
+        lines = {label: series(rows, PREFIX + stat) for label, stat in stats.items()}
+        thresholds, marks = {}, []
+        for kind, rules in (("warn", warn or {}), ("stop", stop or {})):
+            for rule, y in rules.items():
+                side, _, stat = rule.partition("_")
+                if stat not in stats.values():
+                    continue
+                thresholds[f"{kind}: {side} {stat}"] = y
+                xs, ys = series(rows, PREFIX + stat)
+                marks += [
+                    (x, v, "rule broken") for x, v in zip(xs, ys, strict=False) if check_rules({stat: v}, {rule: y})
+                ]
+        panels.append(Panel(title, lines, ylabel, thresholds, marks))
+    return plot_lines(panels, path, title="Reward-hacking monitors (per logged step)")

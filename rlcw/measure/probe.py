@@ -132,7 +132,7 @@ def read_probe(path: Path) -> list[dict]:
 
 def plot_probe(history: list[dict], path: Path) -> Path:
     """Absolute and signed log-prob change on the probe texts, and KL to the start, per step."""
-    from rlcw.report import plot_lines
+    from rlcw.report import Panel, plot_lines
 
     def col(key):
         pts = [(h["step"], h[key]) for h in history if key in h]
@@ -140,13 +140,16 @@ def plot_probe(history: list[dict], path: Path) -> Path:
 
     return plot_lines(
         [
-            (
-                f"log-prob change on held-out texts (did not move < {MIN_MOVE})",
+            Panel(
+                "log-prob change on held-out texts vs the start",
                 {"mean |change|": col("probe/abs_logp_change"), "mean change": col("probe/logp_change")},
+                "nats / token",
+                {f"did not move below {MIN_MOVE}": MIN_MOVE},
             ),
-            ("KL to start on fresh samples (nats/token)", {"k3": col("probe/kl_to_start")}),
+            ("KL to the start on fresh samples (k3)", {"k3": col("probe/kl_to_start")}, "nats / token"),
         ],
         path,
+        title="Learning probe",
     )
 
 

@@ -29,6 +29,7 @@ from rlcw.errors import RlcwError
 from rlcw.io import TABLE_SUFFIXES, read_table
 from rlcw.recipes.common.run import stage_run
 from rlcw.report import save_figure
+from rlcw.runs import done_line
 
 
 @dataclass
@@ -104,8 +105,12 @@ def build_rules(r: RulesSection) -> Rules:
 def read_source(src: SourceSection) -> tuple[list[Post], Counter, dict]:
     rows, where = load_rows(src)
     drops: Counter = Counter()
-    posts, layout = read_posts(rows, where, src.layout, drops, src.regroup_pairs)
-    return posts, drops, {"source": where, "layout": layout, "rows": len(rows), "posts": len(posts)}
+    examples: dict[str, list[str]] = {}
+    posts, layout = read_posts(rows, where, src.layout, drops, src.regroup_pairs, examples)
+    for reason, named in sorted(examples.items()):
+        print(f"[rlcw] curate: {drops[reason]} row(s) dropped as {reason}, first: {', '.join(named)}", flush=True)
+    info = {"source": where, "layout": layout, "rows": len(rows), "posts": len(posts), "first_dropped": examples}
+    return posts, drops, info
 
 
 def validate(cfg: CurateConfig) -> None:
@@ -178,7 +183,9 @@ def main(cfg: CurateConfig) -> dict:
         artifacts["plot"] = plot_balance(results, run.path / "length_balance.png")
         metrics = summarize(results, infos)
         run.log(0, metrics)
-        run.write_report(report(results, infos, cfg))
+        run.write_report(
+            report(results, infos, cfg), done_line(metrics, {"train pairs": "train/pairs", "test pairs": "test/pairs"})
+        )
         return run.write_summary("completed", metrics, artifacts)
 
 
@@ -254,6 +261,11 @@ def report(results: dict[str, SplitResult], infos: dict, cfg: CurateConfig) -> s
     lines += ["", "Dropped, by reason:", "", "| reason | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for reason in sorted({k for n in names for k, v in results[n].drops.items() if v}):
         lines.append(f"| {reason} | " + " | ".join(str(results[n].drops.get(reason, 0)) for n in names) + " |")
+    own = [n for n in names if n == "train" or infos.get(n) is not infos.get("train")]  # a shared source once
+    named = [(n, why, rows) for n in own for why, rows in sorted(infos.get(n, {}).get("first_dropped", {}).items())]
+    if named:
+        lines += ["", "First rows dropped, by reason (file:line):", ""]
+        lines += [f"- {n} {reason}: {', '.join(rows)}" for n, reason, rows in named]
     lines += ["", "Chosen story longer (pairs of unequal length; the paper found 65.25% before balancing):", ""]
     for n in names:
         b, a = chosen_longer_share(results[n].diffs_before), chosen_longer_share(results[n].diffs_after)

@@ -37,6 +37,7 @@ import torch
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
+from rlcw.logs import quiet_progress
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.measure.evaluation import build_evaluators
 from rlcw.measure.periodic import PeriodicEvalCallback
@@ -46,7 +47,7 @@ from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import eval_prompt_rows, eval_sampler
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import EvalSection, LoraSection, ModelConfig
-from rlcw.runs import resume_checkpoint, resume_mode
+from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -185,12 +186,12 @@ def load_models(cfg: DPORecipeConfig):
 def main(cfg: DPORecipeConfig) -> dict:
     validate(cfg)
     check_bf16(cfg.train.bf16)
+    train_pairs = load_preferences(cfg.data.train_file, limit=cfg.data.max_pairs)  # files only: before the run folder
+    eval_pairs = (
+        load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
+    )
+    eval_rows = eval_prompt_rows(cfg.eval, "bundled")[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
     with stage_run(cfg, "dpo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
-        train_pairs = load_preferences(cfg.data.train_file, limit=cfg.data.max_pairs)
-        eval_pairs = (
-            load_preferences(cfg.data.eval_file, "test", limit=cfg.data.max_eval_pairs) if cfg.data.eval_file else []
-        )
-        eval_rows = eval_prompt_rows(cfg.eval, "bundled")[: cfg.eval.num_prompts] if cfg.eval.every_steps else []
         checkpoint = resume_checkpoint(cfg.train.resume, run.checkpoints)
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
@@ -218,6 +219,7 @@ def main(cfg: DPORecipeConfig) -> dict:
             else None,
             callbacks=[JsonlMetricsCallback(run, tracker), periodic],
         )
+        quiet_progress(trainer, "dpo")  # headline numbers per step; every key goes to metrics.jsonl
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         pair_eval = final_pair_eval(trainer) if eval_pairs else {}
         final = run.checkpoints / "final"
@@ -232,7 +234,9 @@ def main(cfg: DPORecipeConfig) -> dict:
         if periodic.history:
             metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
         plot = _plot(run)
-        run.write_report(_report(cfg, metrics, periodic.history, plot))
+        run.write_report(
+            _report(cfg, metrics, periodic.history, plot), done_line(metrics, {"steps": "train/steps"}, more=4)
+        )
         return run.write_summary(
             "completed",
             metrics,

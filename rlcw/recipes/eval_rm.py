@@ -47,6 +47,7 @@ from rlcw.recipes.common.run import stage_run
 from rlcw.report import save_figure
 from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.rewards.scorers import is_pairwise, load_scorer
+from rlcw.runs import done_line
 
 
 @dataclass
@@ -321,7 +322,8 @@ def main(cfg: EvalRMConfig) -> dict:
             "plot": plot_eval(metrics, per_pair, pairwise, run.path / "eval_rm.png"),
         }
         run.log(0, {k: v for k, v in metrics.items() if v is not None})
-        run.write_report(report(metrics, info))
+        keys = {"accuracy": "accuracy", "length-only baseline": "length_baseline_accuracy"}
+        run.write_report(report(metrics, info), done_line(metrics, keys, more=2))
         return run.write_summary("completed", metrics, artifacts)
 
 

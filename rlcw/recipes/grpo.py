@@ -29,6 +29,7 @@ from rlcw.agents.variants import AgentCaps
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
+from rlcw.logs import quiet_progress
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.measure.evaluation import build_evaluators
 from rlcw.measure.monitors import MonitorCallback
@@ -48,12 +49,12 @@ from rlcw.recipes.common.sections import (
     PromptSection,
     RewardSection,
 )
-from rlcw.rewards.factory import RewardSet, build_reward_set
+from rlcw.rewards.factory import RewardSet, build_reward_set, check_rewards
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
 from rlcw.rl.grpo.seam import AgentsRoomSettings, PlainRollout, RolloutSettings, build_rollout
-from rlcw.runs import resume_checkpoint, resume_mode
+from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -205,15 +206,19 @@ def build_dataset(rows: list[dict], system_prompt: str):
 # ---------------------------------------------------------------- build: rewards, TRL args, rollouts, evaluation
 
 
-def build_rewards(cfg: GRPORecipeConfig, rollout: PlainRollout) -> RewardSet:
-    defaults = {
+def reward_defaults(cfg: GRPORecipeConfig, rollout: PlainRollout) -> dict:
+    """Recipe-wide options of every reward spec that leaves them out (rlcw.rewards.factory)."""
+    return {
         "rm_path": cfg.reward.rm_path,
         "num_generations": cfg.train.num_generations,
         "seed": cfg.seed,
         "max_tokens": rollout.completion_cap,
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_set(cfg.reward.specs, defaults, key="reward.specs")
+
+
+def build_rewards(cfg: GRPORecipeConfig, rollout: PlainRollout) -> RewardSet:
+    return build_reward_set(cfg.reward.specs, reward_defaults(cfg, rollout), key="reward.specs")
 
 
 def build_args(cfg: GRPORecipeConfig, run, weights: list[float], rollout: PlainRollout):
@@ -276,8 +281,8 @@ def main(cfg: GRPORecipeConfig) -> dict:
     rollout = validate(cfg)
     check_vllm(cfg.train)  # this machine, not the config (rlcw plan validates a vLLM config on a CPU box)
     check_bf16(cfg.train.bf16)
-    # prompt files only: before the run folder
-    train_rows, held_out = train_prompts(cfg, rollout), eval_prompts(cfg, rollout)
+    check_rewards(cfg.reward.specs, reward_defaults(cfg, rollout), key="reward.specs")  # RM folders, targets
+    train_rows, held_out = train_prompts(cfg, rollout), eval_prompts(cfg, rollout)  # before the run folder
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
     with stage_run(cfg, "grpo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
@@ -335,13 +340,13 @@ def main(cfg: GRPORecipeConfig) -> dict:
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)
         if checkpoint:
             load_aux_state(checkpoint, aux)  # monitor streaks, GenRM pairing RNG
+        quiet_progress(trainer, "grpo")  # headline numbers per step; every key goes to metrics.jsonl
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, probe, lc_lines)
+        # the scorer's count of inputs cut to the RM's max_length goes into the summary
+        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, probe, lc_lines, rewards.scorer)
 
 
-def save_and_report(
-    cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor: MonitorCallback, periodic, probe, lc_lines: list[str]
-) -> dict:
+def save_and_report(cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor, periodic, probe, lc_lines, scorer=None):
     """The final policy in `checkpoints/final` (rank 0; every rank under ZeRO-3), plots, report, summary."""
     from transformers.integrations import is_deepspeed_zero3_enabled
 
@@ -359,17 +364,15 @@ def save_and_report(
         trainer.model.save_pretrained(final)
         tokenizer.save_pretrained(final)
     metrics = {"train/steps": float(trainer.state.global_step), "monitor/alerts": float(len(monitor.alerts))}
+    if scorer is not None and scorer.truncation.inputs:  # share of RM inputs cut to its max_length (warned > 5%)
+        metrics["rm/truncated_share"] = scorer.truncation.share
     if periodic.history:
         metrics.update({k: v for k, v in periodic.history[-1].items() if k != "step"})
     if probe.history:
         metrics.update({k: v for k, v in probe.history[-1].items() if k != "step"})
-    plots = grpo_plots(run.path)
-    artifacts = {
-        "policy": final,
-        "samples": run.samples,
-        "metrics": run.path / "metrics.jsonl",
-        **{p.stem: p for p in plots},
-    }
+    plots = grpo_plots(run.path, cfg.monitor.warn, cfg.monitor.stop)
+    artifacts = {"policy": final, "samples": run.samples, "metrics": run.path / "metrics.jsonl"}
+    artifacts.update({p.stem: p for p in plots})
     t = cfg.train
     report = grpo_report(
         run_name=cfg.run_name,
@@ -386,7 +389,9 @@ def save_and_report(
         plots=plots,
         length_control=lc_lines,
     )
-    run.write_report(report)
+    keys = {"steps": "train/steps", "held-out RM score": "eval/rm/score", "KL to start": "probe/kl_to_start"}
+    word = "STOPPED by a monitor" if monitor.stop_reason else "DONE"
+    run.write_report(report, done_line(metrics, {**keys, "monitor alerts": "monitor/alerts"}, word))
     if monitor.stop_reason:
         return run.write_summary("failed", metrics, artifacts, error=monitor.stop_reason)
     return run.write_summary("completed", metrics, artifacts)

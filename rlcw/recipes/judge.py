@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
+from rlcw.config import check_at_least
 from rlcw.data.bundled import resolve_data_path
 from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError, location
@@ -60,6 +61,7 @@ from rlcw.judges.protocols import (
 from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
 from rlcw.judges.templates import load_template, load_ttcw_tests
 from rlcw.recipes.common.run import stage_run
+from rlcw.runs import done_line
 
 
 @dataclass
@@ -287,7 +289,7 @@ def summary_metrics(cfg: JudgeConfig, results: dict, stats: dict) -> dict[str, f
     return out
 
 
-def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) -> None:
+def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path, headline: str | None = None) -> None:
     lines = [
         f"# rlcw judge: {cfg.protocol}",
         "",
@@ -329,7 +331,7 @@ def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path) 
             ]
             lines += [f"| {s} | {v:.2f} |" for s, v in res["mean_score"].items()]
             lines.append(pairwise_table("rankings from per-prompt scores (higher score wins, equal = tie)", res))
-    run.write_report("\n".join(lines + ["", DEFINITIONS, ""]))
+    run.write_report("\n".join(lines + ["", DEFINITIONS, ""]), headline)
 
 
 def validate(cfg: JudgeConfig) -> None:
@@ -360,12 +362,48 @@ def validate(cfg: JudgeConfig) -> None:
         )
     if cfg.client.kind == "replay" and not cfg.client.replies:
         raise RlcwError("a replay judge needs stored replies", where="client.replies", hint="client.replies=FILE")
+    c = cfg.client
+    for key, value, low in (
+        ("timeout_s", c.timeout_s, 1e-3),
+        ("concurrency", c.concurrency, 1),
+        ("max_retries", c.max_retries, 0),
+    ):
+        check_at_least(f"client.{key}", value, low)
+    check_at_least("client.retry_base_s", c.retry_base_s, 0)
+    check_at_least("client.retry_max_s", c.retry_max_s, 0)
+
+
+def check_server(client: ClientConfig, cache_dir: Path) -> None:
+    """One cheap request (GET <base_url>/models, the client's own timeout) to an OpenAI-compatible judge
+    server, before the run folder is written: unreachable or timing out is an error naming client.base_url.
+    Any HTTP answer counts as reachable (the key is not sent). Skipped when the reply cache holds replies
+    (a re-run may need no call)."""
+    if client.kind != "openai" or (cache_dir.is_dir() and any(cache_dir.iterdir())):
+        return
+    import httpx
+
+    url = client.base_url.rstrip("/") + "/models"
+    try:
+        httpx.get(url, timeout=client.timeout_s)
+    except httpx.TimeoutException:
+        raise RlcwError(
+            f"the judge server did not answer within client.timeout_s={client.timeout_s} s",
+            where=f"client.base_url={client.base_url}",
+            hint="start it (or wait until it has loaded), or raise client.timeout_s",
+        ) from None
+    except httpx.HTTPError as exc:
+        raise RlcwError(
+            f"cannot reach the judge server: {exc}",
+            where=f"client.base_url={client.base_url}",
+            hint="start an OpenAI-compatible server there (e.g. `vllm serve MODEL`), or fix client.base_url",
+        ) from None
 
 
 def main(cfg: JudgeConfig) -> dict:
     validate(cfg)
+    systems, prompts = load_systems(cfg.data.stories)  # story files only: before the run folder
+    check_server(cfg.client, Path(cfg.client.cache_dir or Path(cfg.output_dir) / cfg.run_name / "cache"))
     with stage_run(cfg, "judge") as run:
-        systems, prompts = load_systems(cfg.data.stories)
         keys = list(prompts)[: cfg.data.max_prompts or None]
         client_cfg = cfg.client
         if client_cfg.cache_dir is None:
@@ -385,8 +423,8 @@ def main(cfg: JudgeConfig) -> dict:
         verdicts = atomic_write_jsonl(run.path / "verdicts.jsonl", rows)
         rankings = atomic_write_json(run.path / "rankings.json", results)
         plot = plot_strengths(panels, run.path / "rankings.png")
-        write_report(run, cfg, results, client.stats, plot)
         metrics = summary_metrics(cfg, results, client.stats)
+        write_report(run, cfg, results, client.stats, plot, done_line(metrics, {}, more=5))
         # summary.json only, no metrics.jsonl row: re-running the same judge in its folder is how an
         # interrupted evaluation continues from <run>/cache, so the folder must not count as another run's
         return run.write_summary(

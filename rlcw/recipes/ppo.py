@@ -53,11 +53,11 @@ from rlcw.recipes.common.sections import (
     RewardSection,
 )
 from rlcw.report import plot_lines, read_metrics, series
-from rlcw.rewards.factory import RewardSet, build_reward_set
+from rlcw.rewards.factory import RewardSet, build_reward_set, check_rewards, check_rm_folder
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.ppo.trainer import PPOSettings, PPOTrainer
 from rlcw.rl.ppo.value import load_value_model
-from rlcw.runs import resume_checkpoint, resume_mode
+from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -146,14 +146,18 @@ def value_source(cfg: PPORecipeConfig) -> str:
     return cfg.reward.rm_path
 
 
-def build_rewards(cfg: PPORecipeConfig) -> RewardSet:
-    defaults = {
+def reward_defaults(cfg: PPORecipeConfig) -> dict:
+    """Recipe-wide options of every reward spec that leaves them out (rlcw.rewards.factory)."""
+    return {
         "rm_path": cfg.reward.rm_path,
         "seed": cfg.seed,
         "max_tokens": cfg.train.max_new_tokens,
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_set(cfg.reward.specs, defaults, key="reward.specs")
+
+
+def build_rewards(cfg: PPORecipeConfig) -> RewardSet:
+    return build_reward_set(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")
 
 
 def build_value(cfg: PPORecipeConfig, vocab_size: int):
@@ -175,6 +179,9 @@ def build_sampler(cfg: PPORecipeConfig, tokenizer, eval_rows: list[dict]):
 def main(cfg: PPORecipeConfig) -> dict:
     validate(cfg)
     check_bf16(cfg.train.bf16)
+    check_rewards(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")  # RM folders, targets, options
+    if cfg.value.init == "rm" and not cfg.value.path:
+        check_rm_folder(cfg.reward.rm_path, "reward.rm_path (value.init=rm)")
     train_rows = train_prompts(
         cfg.data, cfg.train.max_new_tokens, cfg.seed
     )  # prompt files only: before the run folder
@@ -250,7 +257,13 @@ def main(cfg: PPORecipeConfig) -> dict:
         }
         if trainer.acc.is_main_process:
             run.write_report(
-                _report(cfg, run, metrics, history, periodic.history, monitor.alerts, trainer.stop_reason)
+                _report(cfg, run, metrics, history, periodic.history, monitor.alerts, trainer.stop_reason),
+                done_line(
+                    metrics,
+                    {"steps": "train/steps", "monitor alerts": "monitor/alerts"},
+                    "STOPPED by a monitor" if trainer.stop_reason else "DONE",
+                    more=2,
+                ),
             )
         return run.write_summary(
             "failed" if trainer.stop_reason else "completed", metrics, artifacts, error=trainer.stop_reason
@@ -298,7 +311,7 @@ def _report(
             "| " + " | ".join([str(h["step"])] + [f"{h.get(k, float('nan')):.3f}" for k in keys]) + " |"
             for h in history
         ]
-        lines += [""] + [f"![{p.stem}](plots/{p.name})" for p in _plots(run)] + [""]
+        lines += [""] + [f"![{p.stem}](plots/{p.name})" for p in _plots(run, cfg.monitor)] + [""]
     if evals:
         ekeys = [k for k in evals[0] if k != "step"]
         lines += [
@@ -314,7 +327,7 @@ def _report(
     return "\n".join(lines) + "\n"
 
 
-def _plots(run) -> list:
+def _plots(run, monitor: MonitorSection) -> list:
     rows = read_metrics(run.path / "metrics.jsonl")
     rewards = sorted({k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")})
     curves = plot_lines(
@@ -322,21 +335,18 @@ def _plots(run) -> list:
             (
                 "reward per step",
                 {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in rewards}},
+                "reward (mean over responses)",
             ),
-            ("KL to reference (nats per response)", {"kl": series(rows, "kl")}),
+            ("KL to the reference", {"kl": series(rows, "kl")}, "nats per response"),
+            ("PPO clipped share", {"clipfrac": series(rows, "ppo/clipfrac")}, "share of tokens"),
+            ("value model fit", {"explained variance": series(rows, "ppo/explained_variance")}, "explained variance"),
+            ("policy entropy", {"entropy": series(rows, "entropy")}, "nats / token"),
             (
-                "PPO",
-                {
-                    "clipfrac": series(rows, "ppo/clipfrac"),
-                    "explained variance": series(rows, "ppo/explained_variance"),
-                    "entropy": series(rows, "entropy"),
-                },
-            ),
-            (
-                "held-out RM score",
+                "held-out RM score, policy vs start",
                 {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
+                "RM score (mean)",
             ),
         ],
         run.path / "plots" / "ppo.png",
     )
-    return [curves, plot_monitors(rows, run.path / "plots" / "monitors.png")]
+    return [curves, plot_monitors(rows, run.path / "plots" / "monitors.png", monitor.warn, monitor.stop)]

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from rlcw.config import assign
 from rlcw.io import read_jsonl
+from rlcw.logs import say
 from rlcw.measure.monitors import plot_monitors
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
 from rlcw.recipes.common.prompts import check_overlap
@@ -44,6 +45,7 @@ class Gates:
     min_rm_accuracy: float = 0.75
     min_grpo_steps: int = 10
     heldout: bool = True  # RM change and in-range change lower bounds > 0 (false: tiny-model tests)
+    exit_on_fail: bool = True  # `rlcw quickstart` exits 1 when a gate fails (false: exit 0, e.g. calibration loops)
 
 
 @dataclass
@@ -112,10 +114,11 @@ def main(cfg: QuickstartConfig) -> dict:
 
         def stage(name: str, fn, stage_cfg):
             start = time.time()
-            print(f"[quickstart] {name} ...", flush=True)
+            say("quickstart", f"{name} ...")
             results[name] = fn(stage_cfg)
             timings[name] = time.time() - start
-            print(f"[quickstart] {name} done in {timings[name]:.0f}s", flush=True)
+            status = results[name].get("status")
+            say("quickstart", f"{name} done in {timings[name]:.0f} s" + (f" ({status})" if status else ""))
 
         stage(
             "prepare_model",
@@ -130,9 +133,11 @@ def main(cfg: QuickstartConfig) -> dict:
         stage("heldout", lambda c: _measure(c, root, measured, rollout.story_cap), cfg)
         stage("export", export.main, cfg.export)
         metrics, checks, verdict = _gate(cfg, results)
-        plots = _plots(run.path)
+        plots = _plots(run.path, cfg.grpo.monitor)
         run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
+        metrics["gate/passed"] = float(status == "completed")  # every check (1.0) or not (0.0)
+        metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in timings.items()})
         artifacts = {
             "report": run.path / "report.md",
@@ -334,7 +339,8 @@ def smoothed(ys: list[float], window: int = 4) -> list[float]:
     return [sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1]) for i in range(len(ys))]
 
 
-def _plots(root) -> list:
+def _plots(root, monitor) -> list:
+    """The report's figures; `monitor` (grpo.monitor) gives the thresholds drawn on the monitors figure."""
     from rlcw.measure.probe import plot_probe, read_probe
 
     rm_rows = read_metrics(root / "train_rm" / "metrics.jsonl")
@@ -344,26 +350,38 @@ def _plots(root) -> list:
     rx, ry = series(g_rows, rm_key)
     reward_plot = plot_lines(
         [
-            ("GRPO training reward (total)", {"raw": (xs, ys), "smoothed (4 steps)": (xs, smoothed(ys))}),
-            ("RM term", {"raw": (rx, ry), "smoothed (4 steps)": (rx, smoothed(ry))}),
             (
-                "length terms and cap",
+                "GRPO training reward (total)",
+                {"raw": (xs, ys), "smoothed (4 steps)": (xs, smoothed(ys))},
+                "reward (mean over completions)",
+            ),
+            ("RM term of the reward", {"raw": (rx, ry), "smoothed (4 steps)": (rx, smoothed(ry))}, "RM score"),
+            (
+                "length terms of the reward",
                 {
                     "length_range": series(g_rows, "rewards/length_range/mean"),
                     "overlong": series(g_rows, "rewards/overlong/mean"),
-                    "clipped share": series(g_rows, "completions/clipped_ratio"),
                 },
+                "reward (mean, <= 0)",
+            ),
+            (
+                "completions cut at the token cap",
+                {"cut share": series(g_rows, "completions/clipped_ratio")},
+                "share of completions",
             ),
         ],
         root / "plots" / "training_reward.png",
+        ncols=2,
     )
     probe = plot_probe(read_probe(root / "grpo" / "probe.jsonl"), root / "plots" / "probe.png")
     acc = series(rm_rows, "eval_accuracy")  # empty with train_rm.train.eval_steps=0 (one evaluation at the end)
-    rm_panels = [("RM held-out accuracy", {"eval accuracy": acc})] if acc[0] else []
+    rm_panels = [("RM accuracy on held-out pairs", {"eval accuracy": acc}, "accuracy")] if acc[0] else []
     rm_plot = plot_lines(
-        [*rm_panels, ("RM training loss", {"loss": series(rm_rows, "loss")})], root / "plots" / "rm_accuracy.png"
+        [*rm_panels, ("RM training loss (Bradley-Terry)", {"loss": series(rm_rows, "loss")}, "loss (nats)")],
+        root / "plots" / "rm_training.png",
+        title="Reward model training (train_rm)",
     )
-    monitors = plot_monitors(g_rows, root / "plots" / "grpo_monitors.png")
+    monitors = plot_monitors(g_rows, root / "plots" / "grpo_monitors.png", monitor.warn, monitor.stop)
     return [reward_plot, probe, rm_plot, monitors]
 
 
@@ -486,6 +504,19 @@ def gains_and_losses(root: Path, k: int = 3) -> str:
     return "\n".join(out)
 
 
+def headline(checks: list, h: dict) -> str:
+    """The report's first line: PASS or FAIL (naming the failed checks), the held-out RM change, the change in the
+    share of stories ending inside the asked range and in the share ending below it (too short)."""
+    failed = [name.split(":")[0].split(" (")[0] for name, ok, _ in checks if not ok]
+    word = "PASS" if not failed else f"FAIL ({'; '.join(failed)})"
+    short_start, short_final = h.get("ended_short_start", math.nan), h.get("ended_short_final", math.nan)
+    return (
+        f"{word}: held-out RM change {_ci(h, 'rm_delta')}; ending inside the asked range "
+        f"{h['in_range_start']:.2f} -> {h['in_range_final']:.2f} ({_ci(h, 'in_range_delta')}); ending too short "
+        f"{short_start:.2f} -> {short_final:.2f} ({short_final - short_start:+.2f})"
+    )
+
+
 def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots: list) -> str:
     from rlcw.measure.probe import MIN_MOVE, did_not_move, read_probe
 
@@ -503,9 +534,9 @@ def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots
         probe_line = "Learning probe: off (grpo.probe.every_steps=0)."
     by_name = {p.stem: p for p in plots}
     lines = [
-        "# rlcw quickstart report",
+        f"# {headline(checks, h)}",
         "",
-        f"Model: `{cfg.model.name}`, seed {cfg.seed}. Total stage time {total:.0f} s.",
+        f"rlcw quickstart report. Model: `{cfg.model.name}`, seed {cfg.seed}. Total stage time {total:.0f} s.",
         "",
         f"**{verdict}**",
         "",

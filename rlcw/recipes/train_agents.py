@@ -40,6 +40,7 @@ from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import atomic_write_jsonl, atomic_write_text
+from rlcw.logs import quiet_progress
 from rlcw.models import EMBEDDED_ALIAS, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common.checks import validate_train_keys
 from rlcw.recipes.common.models import lora_config
@@ -240,6 +241,7 @@ def train_adapter(
         processing_class=tokenizer,
         peft_config=lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers),
     )
+    quiet_progress(trainer, "train-agents")  # headline numbers per step; every key goes to metrics.jsonl
     result = trainer.train(resume_from_checkpoint=resume_from)
     save_lora_checkpoint(trainer.model, tokenizer, out_dir, cfg.model.name)
     return float(result.training_loss)

@@ -47,6 +47,7 @@ import torch
 from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
+from rlcw.logs import quiet_progress
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
 from rlcw.metrics.text import count_words
@@ -58,7 +59,7 @@ from rlcw.recipes.common.sections import LoraSection, ModelConfig
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.odin import HEADS, OdinWeights
 from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
-from rlcw.runs import resume_checkpoint, resume_mode
+from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
 @dataclass
@@ -332,6 +333,7 @@ def train_bt(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[
     )
     if eval_pairs and cfg.train.eval_steps and start is None:
         trainer.evaluate()  # step-0 accuracy for the curve (logged by the trainer)
+    quiet_progress(trainer, "train-rm")  # headline numbers per step; every key goes to metrics.jsonl
     trainer.train(resume_from_checkpoint=start)
     return trainer, tokenizer, spec
 
@@ -440,6 +442,7 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
         peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers, "CAUSAL_LM"),
         callbacks=[JsonlMetricsCallback(run, tracker)],
     )
+    quiet_progress(trainer, "train-rm")  # headline numbers per step; every key goes to metrics.jsonl
     trainer.train(resume_from_checkpoint=start)
     return trainer, tokenizer, spec, before
 
@@ -516,7 +519,8 @@ def main(cfg: TrainRMConfig) -> dict:
             run.log(trainer.state.global_step, metrics)
             tracker.log(metrics, trainer.state.global_step)
         summary = run.write_summary("completed", metrics, {"model": model_dir, "metrics": run.path / "metrics.jsonl"})
-        run.write_report(_report(cfg, metrics, model_dir))
+        keys = {"held-out accuracy": "eval/accuracy", "length-only baseline": "eval/length_baseline_accuracy"}
+        run.write_report(_report(cfg, metrics, model_dir), done_line(metrics, {**keys, "steps": "train/steps"}))
         return summary
 
 

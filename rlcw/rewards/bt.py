@@ -28,7 +28,7 @@ from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
 from rlcw.rewards.length_control import LengthFit, resolve_length_control
 from rlcw.rewards.odin import check_head, select_head
-from rlcw.rewards.render import RMSpec, encode_for_rm, load_spec
+from rlcw.rewards.render import RMSpec, TruncationCount, encode_for_rm, load_spec
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,6 +116,7 @@ class BTScorer:
         # auto | true | false -> the fit applied (None: raw scores); see rlcw.rewards.length_control
         self.length_fit: LengthFit | None = resolve_length_control(length_control, self.rm_dir)
         self.__name__ = f"rm_{self.rm_dir.parent.name or self.rm_dir.name}"
+        self.truncation = TruncationCount()  # inputs cut to spec.max_length, warned once above 5%
 
     @torch.inference_mode()
     def head_logits(self, encoded: list[list[int]]) -> torch.Tensor:
@@ -155,7 +156,7 @@ class BTScorer:
 
     def score(self, prompts: list[str], stories: list[str], raw: bool = False) -> list[float]:
         """One score per (prompt, story); the length-controlled residual when a fit is loaded and not raw."""
-        scores = self.score_ids(encode_for_rm(self.spec, self.tokenizer, prompts, stories))
+        scores = self.score_ids(encode_for_rm(self.spec, self.tokenizer, prompts, stories, self.truncation))
         if self.length_fit is None or raw:
             return scores
         return self.length_fit.residuals(scores, [count_words(s) for s in stories])

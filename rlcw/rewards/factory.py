@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,7 @@ def build_reward_set(specs, defaults: dict | None = None, key: str = "rewards") 
         where = f"{key}.{name}" if name else f"{key}[{i}]"
         if not isinstance(spec, dict):
             raise RlcwError("a reward spec must be a mapping", where=where, hint="e.g. {type: bt, weight: 1.0}")
-        weight = float(spec.get("weight", 1.0))
+        weight = spec_weight(spec, where)
         if weight == 0.0:
             continue
         if name and not spec.get("name"):
@@ -160,3 +161,134 @@ def build_reward_set(specs, defaults: dict | None = None, key: str = "rewards") 
     if dup:
         raise RlcwError(f"two rewards share the name '{dup}'", where=key, hint="give each spec its own `name`")
     return RewardSet(funcs, weights, scorer)
+
+
+# types whose constructor loads a model: `check_rewards` checks their folder instead of building them
+_MODEL_TYPES = ("bt", "genrm")
+
+
+def spec_weight(spec: dict, where: str) -> float:
+    """A spec's `weight` as a finite float (default 1.0); nan, inf, text or a bool is an error naming it."""
+    value = spec.get("weight", 1.0)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok:
+        raise RlcwError(
+            f"weight must be a finite number, got {value!r}",
+            where=f"{where}.weight",
+            hint="e.g. weight: 1.0 (0 drops the reward)",
+        )
+    return float(value)
+
+
+def check_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> None:
+    """Every check `build_rewards` makes, before anything loads: types, weights, options, a bt/genrm spec's RM
+    folder (its rlcw_rm.json), a python target (imported and its signature checked). Cheap constructors
+    (length shaping, python, remote URLs) are built and dropped; no model loads."""
+    defaults = defaults or {}
+    items = list(specs.items()) if isinstance(specs, dict) else [(None, s) for s in specs]
+    kept = []
+    for i, (name, spec) in enumerate(items):
+        where = f"{key}.{name}" if name else f"{key}[{i}]"
+        if not isinstance(spec, dict) or "type" not in spec:
+            raise RlcwError(
+                "a reward spec must be a mapping with a 'type'", where=where, hint=f"types: {', '.join(REWARD_TYPES)}"
+            )
+        if spec["type"] not in REWARD_TYPES:
+            raise RlcwError(
+                f"unknown reward type '{spec['type']}'", where=where, hint=f"known types: {', '.join(REWARD_TYPES)}"
+            )
+        if spec_weight(spec, where) == 0.0:
+            continue
+        kept.append(name or spec.get("name") or spec["type"])
+        if spec["type"] in _MODEL_TYPES:
+            args, _ = _options(spec["type"], spec, defaults, where)
+            check_rm_folder(args[0], f"{where}.rm_path")
+            continue
+        try:
+            func = build_reward(spec, defaults, where)
+        except RlcwError as exc:  # a library's own location (e.g. "reward spec (type python)") -> the user's key
+            if exc.where and exc.where.startswith(where):
+                raise
+            raise RlcwError(exc.message, where=where, hint=exc.hint) from None
+        if spec["type"] == "remote":
+            check_servers(func.urls, func.timeout_s, where)
+    if not kept:
+        raise RlcwError(
+            "no reward left: every reward spec is missing or has weight 0",
+            where=key,
+            hint=f"add one, e.g. {key}.rm.type=bt; types: {', '.join(REWARD_TYPES)}",
+        )
+
+
+def check_rm_folder(path, where: str) -> None:
+    """An error naming `where` unless `path` is a reward-model folder rlcw wrote (its rlcw_rm.json reads)."""
+    from pathlib import Path
+
+    from rlcw.rewards.render import load_spec
+
+    if not Path(path).is_dir():
+        raise RlcwError(
+            f"no reward model at {path}",
+            where=where,
+            hint="train one first with `rlcw train-rm` (it writes <run>/model; configs/train_rm/cpu.yaml on a CPU), "
+            "or point rm_path at an RM folder",
+        )
+    load_spec(path)
+
+
+# What each type's reward looks like by default (`rlcw <command> --help` prints it beside the options).
+REWARD_SCALES = {
+    "bt": "the RM's score (a logit, unbounded; the length-controlled residual when the RM folder holds a fit)",
+    "genrm": "mean win probability against groupmates, 0..1",
+    "remote": "whatever the reward servers return",
+    "length_range": "0 inside the prompt's word range, down to -(miss + clip) outside it",
+    "overlong": "0 up to max_tokens - buffer, then down to -1 at the cap",
+    "python": "whatever the target returns",
+}
+# constructor arguments a recipe fills or that take objects, never spec options
+_NOT_OPTIONS = ("device", "model", "tokenizer", "spec", "scorer", "transport")
+
+
+def describe_types() -> str:
+    """Every reward type with its options (= defaults) and default scale, for `--help`."""
+    lines = ["spec keys: type (required), weight (default 1.0; 0 drops it), name (logged as rewards/<name>/mean)"]
+    for kind, (target, first) in REWARD_TYPES.items():
+        try:
+            params = inspect.signature(_constructor(kind)).parameters.values()
+        except RlcwError:
+            lines.append(f"{kind}: not available here ({target})")
+            continue
+        opts = []
+        for i, p in enumerate(params):
+            if p.name in _NOT_OPTIONS or p.kind is p.VAR_KEYWORD:
+                continue
+            if i == 0 and first:  # the constructor's first argument is the spec's `first` option
+                opts.append(first + (" (default reward.rm_path)" if first == "rm_path" else ""))
+                continue
+            opts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+        extra = " + any keyword of the target" if kind == "python" else ""
+        lines.append(f"{kind}: {', '.join(opts)}{extra}")
+        lines.append(f"    scale: {REWARD_SCALES.get(kind, 'see ' + target)}")
+    return "\n".join(lines)
+
+
+def check_servers(urls: list[str], timeout_s: float, where: str) -> None:
+    """One GET <url>/health per reward server (its own timeout) before a run starts: down or silent is an
+    error naming the spec and the URL."""
+    import httpx
+
+    for url in urls:
+        try:
+            httpx.get(f"{url}/health", timeout=timeout_s)
+        except httpx.TimeoutException:
+            raise RlcwError(
+                f"the reward server {url} did not answer within timeout_s={timeout_s} s",
+                where=where,
+                hint="start it (or wait until it has loaded), or raise the spec's timeout_s",
+            ) from None
+        except httpx.HTTPError as exc:
+            raise RlcwError(
+                f"cannot reach the reward server {url}: {exc}",
+                where=where,
+                hint="start it with `rlcw serve-rm`, or fix the spec's urls",
+            ) from None

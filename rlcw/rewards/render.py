@@ -92,16 +92,48 @@ def render_rm_text(spec: RMSpec, tokenizer, prompt: str, story: str) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False)
 
 
-def encode_for_rm(spec: RMSpec, tokenizer, prompts: list[str], stories: list[str]) -> list[list[int]]:
-    """Token ids for each (prompt, story), truncated to `spec.max_length` on `spec.truncation_side`."""
+TRUNCATION_WARN_SHARE = 0.05  # a scorer warns once when more of its inputs than this were cut
+
+
+@dataclass
+class TruncationCount:
+    """How many inputs a scorer cut to its RM's `max_length` (so a cut story is never silent)."""
+
+    inputs: int = 0
+    truncated: int = 0
+    warned: bool = False
+
+    @property
+    def share(self) -> float:
+        return self.truncated / self.inputs if self.inputs else 0.0
+
+    def add(self, inputs: int, truncated: int, max_length: int, kept: str) -> None:
+        self.inputs, self.truncated = self.inputs + inputs, self.truncated + truncated
+        if not self.warned and self.share > TRUNCATION_WARN_SHARE:
+            self.warned = True
+            print(
+                f"[rlcw] warning: {self.truncated} of {self.inputs} reward-model inputs ({self.share:.0%}) were cut to "
+                f"the RM's max_length {max_length} tokens (keeping {kept}): their score reads only part of the story",
+                flush=True,
+            )
+
+
+def encode_for_rm(
+    spec: RMSpec, tokenizer, prompts: list[str], stories: list[str], counts: TruncationCount | None = None
+) -> list[list[int]]:
+    """Token ids for each (prompt, story), truncated to `spec.max_length` on `spec.truncation_side` (cut inputs
+    are added to `counts`)."""
     if len(prompts) != len(stories):
         raise ValueError(f"{len(prompts)} prompts but {len(stories)} stories")
-    out = []
+    out, cut = [], 0
     for prompt, story in zip(prompts, stories, strict=False):
         ids = tokenizer(render_rm_text(spec, tokenizer, prompt, story), add_special_tokens=False)["input_ids"]
         if len(ids) > spec.max_length:
+            cut += 1
             ids = ids[-spec.max_length :] if spec.truncation_side == "left" else ids[: spec.max_length]
         out.append(ids)
+    if counts is not None:
+        counts.add(len(out), cut, spec.max_length, "the end" if spec.truncation_side == "left" else "the start")
     return out
 
 

@@ -158,7 +158,7 @@ def load_answers(paths: list[str | Path]) -> list[dict]:
                 where=str(path),
                 hint="pass the downloaded answers-*.json files or their folder",
             )
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM is not data
         found = _from_csv(path, text) if path.suffix == ".csv" else _from_json(path, text)
         out += [{**answer, "file": str(path)} for answer in found]
     if not out:

@@ -98,5 +98,7 @@ def test_recipe_from_folder_or_command(tmp_path, monkeypatch):
         P.command_for(str(tmp_path / "x.yaml"), None)
     with pytest.raises(RlcwError, match="unknown config key"):
         run(plan_args("configs/grpo/litbench_2node.yaml", 16) + ["train.bach_size=4"])
-    with pytest.raises(RlcwError, match="plan.model_config"):
-        run(["plan", "--config", str(ROOT / "configs/grpo/litbench_2node.yaml"), "world_size=16"])
+    # offline, with an empty hub cache: the shipped config's model is found among the committed shapes
+    assert run(["plan", "--config", str(ROOT / "configs/grpo/litbench_2node.yaml"), "world_size=16"]) == 0
+    with pytest.raises(RlcwError, match="plan.model_config"):  # a model with no committed shape still says how
+        run(["plan", "--config", str(ROOT / "configs/grpo/litbench_2node.yaml"), "world_size=16", "model.name=org/x"])

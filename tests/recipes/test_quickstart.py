@@ -54,7 +54,7 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert "(gate off: gates.heldout=false)" in report and "Learning probe: mean |log-prob change|" in report
     assert "Slop (% of words inside phrases over-used against the bundled human stories" in report
     assert "most over-represented in the tuned model's samples:" in report
-    for png in ("rm_accuracy.png", "training_reward.png", "probe.png"):
+    for png in ("rm_training.png", "training_reward.png", "probe.png"):
         data = (root / "plots" / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     m = summary["metrics"]

@@ -67,9 +67,22 @@ def test_bad_config_fails_before_anything_heavy(nothing_heavy, tmp_path, recipe,
     assert not (tmp_path / recipe).exists()  # no run folder was written
 
 
+def _inputs(tmp_path) -> list[str]:
+    """The files a good config names: an RM folder (its rlcw_rm.json) and a pairs file."""
+    from rlcw.rewards.render import RMSpec, save_spec
+
+    save_spec(RMSpec(), tmp_path / "rm")
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"prompt": "P", "chosen": "A story.", "rejected": "B story"}\n', encoding="utf-8")
+    return [f"reward.rm_path={tmp_path / 'rm'}"]
+
+
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_good_config_passes_validation_and_reaches_the_run_folder(nothing_heavy, tmp_path, recipe):
-    module, cfg = _load(recipe, [f"output_dir={tmp_path}"])
+    inputs = _inputs(tmp_path)
+    if recipe == "dpo":
+        inputs = [f"data.train_file={tmp_path / 'pairs.jsonl'}", "data.eval_file=null"]
+    module, cfg = _load(recipe, [f"output_dir={tmp_path}", *inputs])
     module.validate(cfg)
     with pytest.raises(AssertionError, match="before the config was checked"):
         module.main(cfg)  # past validation the first heavy step is the (patched) run folder

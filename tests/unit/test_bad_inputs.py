@@ -27,6 +27,23 @@ The test below checks that every row names a test that exists and that the total
 | 1 | data | curation: malformed rows and stories | counted drops by name | tests/unit/test_curate_rules.py::test_malformed_rows_and_stories_are_counted_by_name |
 | 1 | data | curation: row of the other layout | error: file, row, key | tests/unit/test_curate_rules.py::test_layout_mismatch_names_file_row_and_key |
 | 1 | data | curation where nothing survives | report.md written, then error pointing at it | tests/recipes/test_curate.py::test_curate_csv_with_list_strings_and_token_limit |
+| 2 | data | UTF-8 byte-order mark in a csv / jsonl file | read transparently (the first header is not BOM + id) | tests/unit/test_input_hygiene.py::test_a_bom_in_csv_and_jsonl_is_read_transparently |
+| 2 | data | UTF-8 byte-order mark in a YAML config / a chat template | read transparently | tests/unit/test_input_hygiene.py::test_a_bom_in_a_yaml_config_and_a_text_template_is_not_data |
+| 2 | data | duplicate ids in a prompts file / a prompt column's id_column | error naming both lines | tests/unit/test_input_hygiene.py::test_duplicate_ids_in_a_prompts_file_name_both_lines |
+| 1 | data | curation: rows dropped as malformed | the first rows per reason named file:line | tests/unit/test_input_hygiene.py::test_curation_names_the_first_dropped_rows_per_reason |
+| 2 | config | nan / inf anywhere in a config | error naming the key | tests/unit/test_input_hygiene.py::test_non_finite_config_numbers_are_named_errors |
+| 5 | config | reward weight nan, inf, text, bool, null | error naming reward.specs.<name>.weight | tests/unit/test_input_hygiene.py::test_a_reward_weight_must_be_a_finite_number |
+| 1 | config | negative judge timeout | error naming client.timeout_s | tests/unit/test_input_hygiene.py::test_a_negative_judge_timeout_is_a_named_error |
+| 1 | config | a tab in YAML indentation | error saying "tab" and its line | tests/unit/test_input_hygiene.py::test_a_yaml_tab_is_named |
+| 3 | config | `train.lr`, `trainr.lr`, `train.steps` | hint names learning_rate / max_steps | tests/unit/test_input_hygiene.py::test_close_key_hints_know_common_aliases |
+| 1 | config | `train.bs` | hint names train.batch_size | tests/unit/test_input_hygiene.py::test_bs_alias_names_batch_size |
+| 2 | config | `--learning_rate 1e-5` (TRL habit), `--batch_size 4` (ambiguous) | mapped with a note / error naming both keys | tests/unit/test_input_hygiene.py::test_trl_style_flags_map_to_the_key_they_mean |
+| 1 | config | a positional YAML path | error: use --config | tests/unit/test_input_hygiene.py::test_a_positional_yaml_path_is_told_to_use_config |
+| 1 | config | misspelt config file | did-you-mean the closest file | tests/unit/test_input_hygiene.py::test_a_missing_config_file_suggests_the_closest |
+| 18 | config | late failures (no RM yet, bad python target, option typo, resume=true on no run, judge server down or silent, ...) | exit 2, named error, no run folder | tests/recipes/test_late_failures.py::test_late_failure_exits_2_and_leaves_no_run_folder |
+| 1 | config | train.report_to naming a tracker that is not installed | error naming the package; no folder | tests/unit/test_run_folders.py::test_a_tracker_that_is_not_installed_writes_nothing |
+| 1 | config | a user error inside a run before any result | the new run folder is removed | tests/unit/test_run_folders.py::test_a_user_error_before_any_result_removes_the_new_folder |
+| 2 | data | stories longer than the RM's max_length | counted (share), one warning above 5% | tests/unit/test_input_hygiene.py::test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once |
 | 1 | config | unknown YAML key | error: key, file, closest keys | tests/unit/test_config.py::test_unknown_yaml_key_names_key_file_and_suggestion |
 | 1 | config | unknown key=value override | error naming the command line | tests/unit/test_config.py::test_unknown_key_on_command_line_names_command_line |
 | 1 | config | misspelt section | error: full key + suggestion | tests/unit/test_config.py::test_misspelt_section_names_full_key_and_suggests |

@@ -154,3 +154,52 @@ def test_quickstart_stages_replace_their_folders_on_a_rerun():
     cfg = QuickstartConfig()
     wire(cfg, "runs/q")
     assert all(getattr(cfg, n).overwrite for n in ("build_pairs", "train_rm", "grpo", "generate", "export"))
+
+
+def test_a_user_error_before_any_result_removes_the_new_folder(tmp_path):
+    with pytest.raises(RlcwError, match="template"):
+        with stage_run(_Cfg(output_dir=str(tmp_path)), "grpo") as run:
+            (run.path / "tensorboard").mkdir()
+            (run.path / "tensorboard" / "events.out.tfevents.1.host").write_bytes(b"header")
+            raise RlcwError("chat template file not found")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_user_error_after_a_result_keeps_the_folder_marked_failed(tmp_path):
+    with pytest.raises(RlcwError):
+        with stage_run(_Cfg(output_dir=str(tmp_path)), "judge") as run:
+            (run.path / "cache").mkdir()
+            (run.path / "cache" / "replies.jsonl").write_text('{"reply": "A"}\n')  # paid-for replies
+            raise RlcwError("budget spent")
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["status"] == "failed"
+    assert (tmp_path / "r" / "cache" / "replies.jsonl").is_file()
+
+
+def test_a_crash_keeps_the_folder_for_its_traceback(tmp_path):
+    with pytest.raises(ZeroDivisionError):
+        with stage_run(_Cfg(output_dir=str(tmp_path)), "grpo"):
+            1 / 0  # noqa: B018
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["status"] == "failed"
+
+
+def test_resume_true_without_a_checkpoint_writes_nothing(tmp_path):
+    with pytest.raises(RlcwError, match="no complete checkpoint"):
+        with stage_run(_Cfg(output_dir=str(tmp_path), train=_Train("true")), "grpo"):
+            pass
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_tracker_that_is_not_installed_writes_nothing(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trackio" else real(name, *a))
+
+    @dataclass
+    class _T(_Train):
+        report_to: list = field(default_factory=lambda: ["tensorboard", "trackio"])
+
+    with pytest.raises(RlcwError, match="report_to=trackio needs the 'trackio' package"):
+        with stage_run(_Cfg(output_dir=str(tmp_path), train=_T()), "grpo"):
+            pass
+    assert not any(tmp_path.iterdir())

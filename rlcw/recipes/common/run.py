@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from rlcw.config import to_dict, to_yaml
-from rlcw.runs import RunDir, is_main_process
-from rlcw.tracking import Tracker
+from rlcw.errors import RlcwError
+from rlcw.runs import RunDir, check_resume_target, is_main_process, remove_unused_run_folder
+from rlcw.tracking import Tracker, check_trackers
 
 
 def set_seed(seed: int) -> None:
@@ -30,16 +32,24 @@ def stage_tracker(cfg, run: RunDir, report_to: list[str] | str) -> Tracker:
 def stage_run(cfg, command: str) -> Iterator[RunDir]:
     """Create the run folder (config + git SHA first), seed everything, mark failures in summary.json.
 
-    Nothing is written before the `with` block is entered (recipes validate their config first). A
-    folder that holds another run is refused unless `train.resume` is true|auto or `overwrite=true`
-    (`rlcw.runs.prepare_run_folder`).
+    Nothing is written before the `with` block is entered (recipes validate their config first;
+    `train.resume=true` without a checkpoint is refused here). A folder that holds another run is refused
+    unless `train.resume` is true|auto or `overwrite=true` (`rlcw.runs.prepare_run_folder`). A user error
+    (RlcwError) raised inside the block before the run produced anything removes the folder it created.
     """
     resume = getattr(getattr(cfg, "train", None), "resume", False)
     overwrite = bool(getattr(cfg, "overwrite", False))
+    path = Path(cfg.output_dir) / cfg.run_name
+    check_resume_target(resume, path)
+    check_trackers(getattr(getattr(cfg, "train", None), "report_to", None))
+    fresh = not path.exists()
     run = RunDir.create(cfg.output_dir, cfg.run_name, command, to_yaml(cfg), resume=resume, overwrite=overwrite)
     set_seed(cfg.seed)
     try:
         yield run
     except BaseException as exc:
         run.write_summary("failed", error=f"{type(exc).__name__}: {exc}")
+        # a user error found after loading (a chat template, a server's reply) leaves no half-written folder
+        if isinstance(exc, RlcwError) and fresh and remove_unused_run_folder(run.path):
+            print(f"[rlcw] {command}: stopped before producing anything; removed {run.path}", flush=True)
         raise

@@ -20,30 +20,38 @@ from rlcw.measure.probe import MIN_MOVE, plot_probe, read_probe
 from rlcw.report import plot_lines, read_metrics, series
 
 
-def grpo_plots(run_dir: Path) -> list[Path]:
-    """The run's plots under `run_dir/plots/`, from `metrics.jsonl` and `probe.jsonl`."""
+def grpo_plots(run_dir: Path, warn: dict | None = None, stop: dict | None = None) -> list[Path]:
+    """The run's plots under `run_dir/plots/`, from `metrics.jsonl` and `probe.jsonl` (monitor thresholds drawn)."""
     rows = read_metrics(run_dir / "metrics.jsonl")
     sources = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("source/")})
     rewards = {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
     reward_plot = plot_lines(
         [
             (
-                "reward per step",
+                "training reward per step: total and each term",
                 {"total": series(rows, "reward"), **{k.split("/")[1]: series(rows, k) for k in sorted(rewards)}},
+                "reward (mean over completions)",
             ),
-            ("reward per prompt source", {s: series(rows, f"source/{s}/reward") for s in sources}),
-            ("words per prompt source", {s: series(rows, f"source/{s}/words") for s in sources}),
             (
-                "held-out RM score",
+                "training reward per prompt source",
+                {s: series(rows, f"source/{s}/reward") for s in sources},
+                "reward (mean)",
+            ),
+            ("story length per prompt source", {s: series(rows, f"source/{s}/words") for s in sources}, "words"),
+            (
+                "held-out RM score, policy vs start",
                 {"policy": series(rows, "eval/rm/score"), "baseline": series(rows, "eval/rm/baseline_score")},
+                "RM score (mean)",
             ),
         ],
         run_dir / "plots" / "reward.png",
+        ncols=2,
     )
-    plots = [reward_plot, plot_monitors(rows, run_dir / "plots" / "monitors.png")]
+    plots = [reward_plot, plot_monitors(rows, run_dir / "plots" / "monitors.png", warn, stop)]
     if any("rollout_is/mean_weight" in r for r in rows):  # fast rollout with the importance-sampling correction
         keys = ("mean_abs_gap", "mean_weight", "clipped_share")
-        panels = [(f"rollout IS: {k.replace('_', ' ')}", {k: series(rows, f"rollout_is/{k}")}) for k in keys]
+        units = {"mean_abs_gap": "|log pi - log mu| per token", "mean_weight": "IS weight", "clipped_share": "share"}
+        panels = [(f"rollout IS: {k.replace('_', ' ')}", {k: series(rows, f"rollout_is/{k}")}, units[k]) for k in keys]
         plots.append(plot_lines(panels, run_dir / "plots" / "rollout_is.png"))
     rubric = sorted({k for r in rows for k in r if k.startswith("rubric/")})
     if rubric:  # rlcw.rewards.rubric: per-criterion batch means, invalid share, criteria without signal
