@@ -4,8 +4,8 @@ Reads config -> validate (every config check, before the run folder is written o
 (prompts mixed from `data.sources` and checked against held-out and RM data; rewards from `reward.specs`,
 rlcw.rewards.factory; evaluators, monitors, the learning probe; the policy) -> train (rlcw.rl.grpo.trainer:
 TRL's trainer plus KL to the start even at beta = 0, monitor statistics, per-source reward and length, the
-prompt order, top/bottom stories; the fast rollout with its importance-sampling correction, or Agents' Room
-rollouts, rlcw.agents.rl) -> save (`checkpoints/final`, report and plots, rlcw.rl.grpo.report). Evaluation
+prompt order, top/bottom stories; plain, fast or Agents' Room rollouts from the rollout seam, rlcw.rl.grpo.seam)
+-> save (`checkpoints/final`, report and plots, rlcw.rl.grpo.report). Evaluation
 every `eval.every_steps` samples the held-out prompts on every rank (rlcw.measure.periodic). `train.resume`:
 false | true (the newest complete checkpoint; an error when there is none) | auto. Metrics reach
 `train.report_to` (tensorboard | wandb | trackio | none) through rlcw.tracking; `train.bf16` is the
@@ -25,14 +25,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlcw.agents.rl import (
-    agents_story_sampler,
-    check_agents_rl,
-    make_rollout_func,
-    story_reward,
-    story_tokens,
-    trained_cap,
-)
 from rlcw.agents.variants import AgentCaps
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
@@ -45,8 +37,8 @@ from rlcw.measure.periodic import PeriodicEvalCallback
 from rlcw.measure.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
-from rlcw.recipes.common.models import lora_config, rm_scorer
-from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages
+from rlcw.recipes.common.models import lora_config
+from rlcw.recipes.common.prompts import check_overlap, held_out_prompts, prompt_messages
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import (
@@ -57,13 +49,11 @@ from rlcw.recipes.common.sections import (
     PromptSection,
     RewardSection,
 )
-from rlcw.rewards.factory import build_rewards as build_reward_funcs
-from rlcw.rewards.factory import check_rewards
+from rlcw.rewards.factory import RewardSet, build_reward_set, check_rewards
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
-from rlcw.rl.grpo.rollout import check_fast_rollout as check_rollout_settings
-from rlcw.rl.grpo.rollout import make_fast_rollout_func
+from rlcw.rl.grpo.seam import AgentsRoomSettings, PlainRollout, RolloutSettings, build_rollout
 from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
@@ -149,9 +139,9 @@ class GRPORecipeConfig:
 # ---------------------------------------------------------------- validate: every config check, before anything loads
 
 
-def validate(cfg: GRPORecipeConfig) -> None:
-    """Every check of the config that needs no model: run before the run folder is written (vLLM's presence
-    on this machine is `check_vllm`, also before it)."""
+def validate(cfg: GRPORecipeConfig) -> PlainRollout:
+    """Every check of the config that needs no model, run before the run folder is written (vLLM's presence
+    on this machine is `check_vllm`, also before it); returns the run's rollout (rlcw.rl.grpo.seam)."""
     t = cfg.train
     if t.batch_size % t.num_generations:
         raise RlcwError(
@@ -160,72 +150,50 @@ def validate(cfg: GRPORecipeConfig) -> None:
             hint="GRPO scores each prompt's group of num_generations completions inside one batch",
         )
     resume_mode(t.resume)
-    if t.vllm_mode not in ("colocate", "server"):
-        raise RlcwError(f"unknown vllm_mode '{t.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
-    check_fast_rollout(cfg)
-    a = cfg.agents
-    if a.variant:
-        check_agents_rl(
-            a.variant,
-            a.train_agent,
-            a.policy_plays,
-            a.caps,
-            a.context_tokens,
-            lora_enabled=cfg.lora.enabled,
-            use_vllm=t.use_vllm,
-        )
+    rollout = rollout_seam(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16)
+    return rollout
+
+
+def rollout_seam(cfg: GRPORecipeConfig) -> PlainRollout:
+    """The checked rollout of this config: plain, fast or Agents' Room, with its caps (rlcw.rl.grpo.seam)."""
+    t, a = cfg.train, cfg.agents
+    keys = ("temperature", "top_p", "batch_size", "use_vllm", "vllm_mode", "vllm_server_base_url")
+    keys += ("vllm_gpu_memory_utilization", "fast_rollout", "rollout_precision", "rollout_draw", "rollout_is_cap")
+    keys += ("deepspeed",)
+    settings = RolloutSettings(
+        t.max_completion_length,
+        **{k: getattr(t, k) for k in keys},
+        seed=cfg.seed,
+        system_prompt=cfg.model.system_prompt,
+        lora_enabled=cfg.lora.enabled,
+    )
+    return build_rollout(
+        settings, AgentsRoomSettings(a.variant, a.train_agent, a.policy_plays, a.caps, a.context_tokens)
+    )
 
 
 def check_vllm(t: GRPOTrainSection) -> None:
-    if not t.use_vllm:
-        return
-    if importlib.util.find_spec("vllm") is None:
+    """vLLM's presence on this machine when the config asks for it (its settings are checked by `validate`)."""
+    if t.use_vllm and importlib.util.find_spec("vllm") is None:
         raise RlcwError(
             "train.use_vllm=true but vLLM is not installed",
             where="train.use_vllm",
             hint="pip install vllm (GPU hosts), or train.use_vllm=false to generate with transformers",
         )
-    if t.vllm_mode not in ("colocate", "server"):
-        raise RlcwError(f"unknown vllm_mode '{t.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
 
 
-def check_fast_rollout(cfg: GRPORecipeConfig) -> None:
-    t = cfg.train
-    check_rollout_settings(
-        t.fast_rollout,
-        t.rollout_precision,
-        t.rollout_is_cap,
-        use_vllm=t.use_vllm,
-        deepspeed=t.deepspeed,
-        agents_variant=cfg.agents.variant,
-        draw=t.rollout_draw,
-    )
+# ---------------------------------------------------------------- prompts
 
 
-# ---------------------------------------------------------------- prompts and caps
+def train_prompts(cfg: GRPORecipeConfig, rollout: PlainRollout) -> list[dict]:
+    """The mixed training prompt rows (`source` = the data.sources name), fitted to the rollout's story cap."""
+    return mixed_train_prompts(cfg.data, rollout.story_cap, cfg.seed)
 
 
-def completion_cap(cfg: GRPORecipeConfig) -> int:
-    """Token cap of the trained sequence: train.max_completion_length, or the trained agent's cap."""
-    a = cfg.agents
-    return trained_cap(a.variant, a.train_agent, a.caps) if a.variant else cfg.train.max_completion_length
-
-
-def story_cap(cfg: GRPORecipeConfig) -> int:
-    """Most new tokens of a rewarded story (prompts asking for more words than it holds are fitted out)."""
-    a = cfg.agents
-    return story_tokens(a.variant, a.caps) if a.variant else cfg.train.max_completion_length
-
-
-def train_prompts(cfg: GRPORecipeConfig) -> list[dict]:
-    """The mixed training prompt rows (`source` = the data.sources name)."""
-    return mixed_train_prompts(cfg.data, story_cap(cfg), cfg.seed)
-
-
-def eval_prompts(cfg: GRPORecipeConfig) -> list[dict]:
-    return held_out_prompts(cfg.data, cfg.eval, story_cap(cfg) if cfg.agents.variant else cfg.eval.max_new_tokens)
+def eval_prompts(cfg: GRPORecipeConfig, rollout: PlainRollout) -> list[dict]:
+    return held_out_prompts(cfg.data, cfg.eval, rollout.eval_cap(cfg.eval.max_new_tokens))
 
 
 def build_dataset(rows: list[dict], system_prompt: str):
@@ -240,31 +208,25 @@ def build_dataset(rows: list[dict], system_prompt: str):
 # ---------------------------------------------------------------- build: rewards, TRL args, rollouts, evaluation
 
 
-def reward_defaults(cfg: GRPORecipeConfig) -> dict:
+def reward_defaults(cfg: GRPORecipeConfig, rollout: PlainRollout) -> dict:
     """Recipe-wide options of every reward spec that leaves them out (rlcw.rewards.factory)."""
     return {
         "rm_path": cfg.reward.rm_path,
         "num_generations": cfg.train.num_generations,
         "seed": cfg.seed,
-        "max_tokens": completion_cap(cfg),
+        "max_tokens": rollout.completion_cap,
         "batch_size": cfg.reward.rm_batch_size,
     }
 
 
-def build_rewards(cfg: GRPORecipeConfig) -> tuple[list, list[float]]:
-    return build_reward_funcs(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")
+def build_rewards(cfg: GRPORecipeConfig, rollout: PlainRollout) -> RewardSet:
+    return build_reward_set(cfg.reward.specs, reward_defaults(cfg, rollout), key="reward.specs")
 
 
-def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
+def build_args(cfg: GRPORecipeConfig, run, weights: list[float], rollout: PlainRollout):
     from trl import GRPOConfig
 
     t = cfg.train
-    vllm = {
-        "use_vllm": True,
-        "vllm_mode": t.vllm_mode,
-        "vllm_gpu_memory_utilization": t.vllm_gpu_memory_utilization,
-        "vllm_server_base_url": t.vllm_server_base_url,
-    }
     return GRPOConfig(
         output_dir=str(run.checkpoints),
         max_steps=t.max_steps,
@@ -279,7 +241,6 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
         gradient_accumulation_steps=t.gradient_accumulation_steps,
         num_generations=t.num_generations,
         num_iterations=t.num_iterations,
-        max_completion_length=completion_cap(cfg),
         temperature=t.temperature,
         top_p=t.top_p,
         top_k=t.top_k,
@@ -303,41 +264,8 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float]):
         log_completions=False,
         remove_unused_columns=False,
         deepspeed=t.deepspeed,
-        **(vllm if t.use_vllm else {}),
+        **rollout.grpo_args(),  # max_completion_length and TRL's vLLM keys
     )
-
-
-def rollout_hooks(cfg: GRPORecipeConfig, tokenizer, funcs: list) -> tuple[list, dict]:
-    """(reward functions, extra trainer kwargs): the fast sampler, or Agents' Room stories rewarded whole."""
-    if cfg.agents.variant:
-        a, t = cfg.agents, cfg.train
-        rollout = make_rollout_func(
-            tokenizer,
-            variant=a.variant,
-            train_agent=a.train_agent,
-            caps=a.caps,
-            context_tokens=a.context_tokens,
-            system_prompt=cfg.model.system_prompt,
-            temperature=t.temperature,
-            top_p=t.top_p,
-            batch_size=t.batch_size,
-            policy_plays=a.policy_plays,
-            seed=cfg.seed,
-        )
-        return [story_reward(f) for f in funcs], {"rollout_func": rollout}
-    if cfg.train.fast_rollout:
-        return funcs, {"rollout_func": make_fast_rollout_func(cfg.train.rollout_precision, cfg.train.rollout_draw)}
-    return funcs, {}
-
-
-def build_sampler(cfg: GRPORecipeConfig, tokenizer, eval_rows: list[dict]):
-    """`sample(model, step)` of the held-out evaluation: stories written the way the training ones are."""
-    e, a, run = cfg.eval, cfg.agents, {"system_prompt": cfg.model.system_prompt, "run_name": cfg.run_name}
-    if not a.variant:
-        return eval_sampler(e, tokenizer, eval_rows, **run, seed=cfg.seed)
-    common = {**run, "temperature": e.temperature, "batch_size": e.batch_size, "seed": cfg.seed}
-    agents = {"train_agent": a.train_agent, "policy_plays": a.policy_plays, "context_tokens": a.context_tokens}
-    return agents_story_sampler(tokenizer, eval_rows, variant=a.variant, caps=a.caps, **agents, **common)
 
 
 def kl_reference(cfg: GRPORecipeConfig):
@@ -352,32 +280,36 @@ def kl_reference(cfg: GRPORecipeConfig):
 
 
 def main(cfg: GRPORecipeConfig) -> dict:
-    validate(cfg)
+    rollout = validate(cfg)
     check_vllm(cfg.train)  # this machine, not the config (rlcw plan validates a vLLM config on a CPU box)
     check_bf16(cfg.train.bf16)
-    check_rewards(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")  # RM folders, targets, options
-    train_rows, held_out = train_prompts(cfg), eval_prompts(cfg)  # prompt files only: before the run folder
+    check_rewards(cfg.reward.specs, reward_defaults(cfg, rollout), key="reward.specs")  # RM folders, targets
+    train_rows, held_out = train_prompts(cfg, rollout), eval_prompts(cfg, rollout)  # before the run folder
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
     with stage_run(cfg, "grpo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
-        funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        rewards = build_rewards(cfg, rollout)  # before the policy loads: a bad reward spec fails fast
+        funcs, weights = rewards.funcs, rewards.weights
         lc_lines = length_control_lines(funcs)  # the resolved auto | true | false of every bt reward
-        context = {
-            "rm_path": cfg.reward.rm_path,
-            "run_dir": run.path,
-            "seed": cfg.seed,
-            "scorer": rm_scorer(funcs, cfg.reward.rm_path),
-        }
-        evaluators = build_evaluators(cfg.eval.evaluators, context)
-        sampler = build_sampler(cfg, tokenizer, held_out[: cfg.eval.num_prompts])
+        e = cfg.eval
+        context = {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": rewards.scorer}
+        evaluators = build_evaluators(e.evaluators, context)
+        sampler = rollout.eval_sampler(
+            tokenizer,
+            held_out[: e.num_prompts],
+            run_name=cfg.run_name,
+            max_new_tokens=e.max_new_tokens,
+            temperature=e.temperature,
+            batch_size=e.batch_size,
+        )
         periodic = PeriodicEvalCallback(run, sampler, evaluators, cfg.eval.every_steps, tracker)
         m = cfg.monitor
         monitor = MonitorCallback(m.warn, m.stop, m.patience, m.min_steps, run)
         model = load_causal_lm(cfg.model.name, cfg.model.dtype)
         peft = lora_config(cfg.lora, "CAUSAL_LM", model.config.num_hidden_layers) if cfg.lora.enabled else None
-        funcs, extra = rollout_hooks(cfg, tokenizer, funcs)
-        args = build_args(cfg, run, weights)
+        funcs = rollout.rewards(funcs)  # Agents' Room: the whole story is rewarded
+        args = build_args(cfg, run, weights, rollout)
         from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
 
         p = cfg.probe
@@ -404,30 +336,19 @@ def main(cfg: GRPORecipeConfig) -> dict:
             kl_ref_model=kl_reference(cfg),
             samples_every=t.samples_every,
             samples_k=t.samples_k,
-            rollout_is_cap=t.rollout_is_cap if t.fast_rollout else 0.0,
             slop=human_baseline(m.slop_human) if m.enabled else None,
-            **extra,
+            **rollout.trainer_kwargs(tokenizer),
         )
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)
         if checkpoint:
             load_aux_state(checkpoint, aux)  # monitor streaks, GenRM pairing RNG
         quiet_progress(trainer, "grpo")  # headline numbers per step; every key goes to metrics.jsonl
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        scorer = context["scorer"]  # its count of inputs cut to the RM's max_length goes into the summary
-        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, probe, lc_lines, scorer)
+        # the scorer's count of inputs cut to the RM's max_length goes into the summary
+        return save_and_report(cfg, run, trainer, tokenizer, monitor, periodic, probe, lc_lines, rewards.scorer)
 
 
-def save_and_report(
-    cfg: GRPORecipeConfig,
-    run,
-    trainer,
-    tokenizer,
-    monitor: MonitorCallback,
-    periodic,
-    probe,
-    lc_lines: list[str],
-    scorer=None,
-) -> dict:
+def save_and_report(cfg: GRPORecipeConfig, run, trainer, tokenizer, monitor, periodic, probe, lc_lines, scorer=None):
     """The final policy in `checkpoints/final` (rank 0; every rank under ZeRO-3), plots, report, summary."""
     from transformers.integrations import is_deepspeed_zero3_enabled
 
@@ -452,12 +373,8 @@ def save_and_report(
     if probe.history:
         metrics.update({k: v for k, v in probe.history[-1].items() if k != "step"})
     plots = grpo_plots(run.path, cfg.monitor.warn, cfg.monitor.stop)
-    artifacts = {
-        "policy": final,
-        "samples": run.samples,
-        "metrics": run.path / "metrics.jsonl",
-        **{p.stem: p for p in plots},
-    }
+    artifacts = {"policy": final, "samples": run.samples, "metrics": run.path / "metrics.jsonl"}
+    artifacts.update({p.stem: p for p in plots})
     t = cfg.train
     report = grpo_report(
         run_name=cfg.run_name,

@@ -194,8 +194,9 @@ def plan_grpo(cfg, opts: PlanOptions) -> Plan:
     t = cfg.train
     from rlcw.recipes import grpo
 
+    rollout = grpo.rollout_seam(cfg)
     try:
-        rows, counted = grpo.train_prompts(cfg), "training prompts"
+        rows, counted = grpo.train_prompts(cfg, rollout), "training prompts"
     except RlcwError as exc:
         rows, counted = None, f"not countable: {str(exc).splitlines()[0]}"
     geo = G.grpo_geometry(
@@ -204,7 +205,7 @@ def plan_grpo(cfg, opts: PlanOptions) -> Plan:
         t.num_generations,
         t.gradient_accumulation_steps,
         t.num_iterations,
-        grpo.completion_cap(cfg),
+        rollout.completion_cap,
         len(rows) if rows is not None else None,
     )
     shape = model_shape(cfg.model.name, opts.model_config, "model.name")

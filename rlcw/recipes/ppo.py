@@ -41,7 +41,7 @@ from rlcw.measure.monitors import MonitorCallback, member_panels, plot_monitors
 from rlcw.measure.periodic import PeriodicEval
 from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
-from rlcw.recipes.common.models import lora_config, rm_scorer
+from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages, train_prompts
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import (
@@ -53,8 +53,7 @@ from rlcw.recipes.common.sections import (
     RewardSection,
 )
 from rlcw.report import plot_lines, read_metrics, series
-from rlcw.rewards.factory import build_rewards as build_reward_funcs
-from rlcw.rewards.factory import check_rewards, check_rm_folder
+from rlcw.rewards.factory import RewardSet, build_reward_set, check_rewards, check_rm_folder
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.ppo.trainer import PPOSettings, PPOTrainer
 from rlcw.rl.ppo.value import load_value_model
@@ -157,8 +156,8 @@ def reward_defaults(cfg: PPORecipeConfig) -> dict:
     }
 
 
-def build_rewards(cfg: PPORecipeConfig) -> tuple[list, list[float]]:
-    return build_reward_funcs(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")
+def build_rewards(cfg: PPORecipeConfig) -> RewardSet:
+    return build_reward_set(cfg.reward.specs, reward_defaults(cfg), key="reward.specs")
 
 
 def build_value(cfg: PPORecipeConfig, vocab_size: int):
@@ -192,10 +191,11 @@ def main(cfg: PPORecipeConfig) -> dict:
     with stage_run(cfg, "ppo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
-        funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        rewards = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        funcs, weights = rewards.funcs, rewards.weights
         policy = build_policy(cfg)
         value = build_value(cfg, policy.get_input_embeddings().num_embeddings)
-        scorer = rm_scorer(funcs, cfg.reward.rm_path)
+        scorer = rewards.scorer
         evaluators = build_evaluators(
             cfg.eval.evaluators,
             {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": scorer},

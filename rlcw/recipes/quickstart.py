@@ -107,9 +107,10 @@ def main(cfg: QuickstartConfig) -> dict:
     root = str(Path(cfg.output_dir) / cfg.run_name)
     wire(cfg, root)  # an override clash fails before the run folder is written
     # RL prompts apart from every measured prompt (grpo checks only its own eval split), before any folder is written
-    measured = heldout_rows(cfg)
-    heldout_settings(cfg)  # a bad heldout.precision / heldout.draw fails here, before any stage runs
-    check_overlap(grpo.train_prompts(cfg.grpo), measured, [])
+    rollout = grpo.rollout_seam(cfg.grpo)  # its story cap fits both prompt sets and caps the held-out stories
+    measured = heldout_rows(cfg, rollout.story_cap)
+    heldout_settings(cfg, rollout.story_cap)  # a bad heldout.precision / heldout.draw fails here, before any stage
+    check_overlap(grpo.train_prompts(cfg.grpo, rollout), measured, [])
     with stage_run(cfg, "quickstart") as run:
         timings: dict[str, float] = {}
         results: dict[str, dict] = {}
@@ -132,7 +133,7 @@ def main(cfg: QuickstartConfig) -> dict:
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)
         stage("grpo", grpo.main, cfg.grpo)
-        stage("heldout", lambda c: _measure(c, root, measured), cfg)
+        stage("heldout", lambda c: _measure(c, root, measured, rollout.story_cap), cfg)
         stage("export", export.main, cfg.export)
         metrics, checks, verdict = _gate(cfg, results)
         plots = _plots(run.path, cfg.grpo.monitor)
@@ -155,8 +156,8 @@ def main(cfg: QuickstartConfig) -> dict:
         )
 
 
-def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
-    """The held-out prompt rows (fitted to the completion cap when asked)."""
+def heldout_rows(cfg: QuickstartConfig, cap: int) -> list[dict]:
+    """The held-out prompt rows (fitted to the story cap `cap` when asked)."""
     from rlcw.data.prompts import load_prompts
     from rlcw.errors import RlcwError
     from rlcw.rewards.length import range_fits_cap
@@ -169,7 +170,7 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
                 seen.add(row["id"])
                 rows.append(row)
     if h.fit_to_cap:
-        cap, tpw = cfg.grpo.train.max_completion_length, cfg.grpo.data.tokens_per_word
+        tpw = cfg.grpo.data.tokens_per_word
         rows = [r for r in rows if range_fits_cap(r.get("max_words"), cap, tpw)]
     rows = rows[: h.max_prompts or None]
     if len(rows) < 2:
@@ -177,14 +178,15 @@ def heldout_rows(cfg: QuickstartConfig) -> list[dict]:
     return rows
 
 
-def heldout_settings(cfg: QuickstartConfig):
-    """The measurement's settings (rlcw.measure.heldout.HeldoutSettings), its sampler checked."""
+def heldout_settings(cfg: QuickstartConfig, cap: int):
+    """The measurement's settings (rlcw.measure.heldout.HeldoutSettings), its sampler checked; `cap` is the
+    rollout's story cap."""
     from rlcw.measure.heldout import HeldoutSettings, check_sampler
 
     h = cfg.heldout
     s = HeldoutSettings(
         n_samples=h.n_samples,
-        max_new_tokens=cfg.grpo.train.max_completion_length,
+        max_new_tokens=cap,
         seed=h.seed,
         n_resamples=h.n_resamples,
         system_prompt=cfg.model.system_prompt,
@@ -195,11 +197,11 @@ def heldout_settings(cfg: QuickstartConfig):
     return s
 
 
-def _measure(cfg: QuickstartConfig, root: str, rows: list[dict]) -> dict:
+def _measure(cfg: QuickstartConfig, root: str, rows: list[dict], cap: int) -> dict:
     from rlcw.measure.heldout import measure_policies
 
     tuned = f"{root}/grpo/checkpoints/final"
-    s = heldout_settings(cfg)
+    s = heldout_settings(cfg, cap)
     stats = measure_policies(cfg.model.name, tuned, cfg.grpo.reward.rm_path, rows, s, Path(root) / "heldout")
     stats.update(start_prices(read_jsonl(Path(root) / "heldout" / "start.jsonl"), s.n_resamples))
     return stats

@@ -36,7 +36,7 @@ from rlcw.measure.periodic import PeriodicEvalCallback
 from rlcw.measure.probe import LearningProbe, ProbeSection, probe_texts
 from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
-from rlcw.recipes.common.models import lora_config, rm_scorer
+from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
 from rlcw.recipes.common.run import stage_run, stage_tracker
@@ -48,7 +48,7 @@ from rlcw.recipes.common.sections import (
     PromptSection,
     RewardSection,
 )
-from rlcw.rewards.factory import build_rewards as build_reward_funcs
+from rlcw.rewards.factory import RewardSet, build_reward_set
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
@@ -163,7 +163,7 @@ def build_dataset(rows: list[dict], system_prompt: str):
     )
 
 
-def build_rewards(cfg: RLOORecipeConfig) -> tuple[list, list[float]]:
+def build_rewards(cfg: RLOORecipeConfig) -> RewardSet:
     defaults = {
         "rm_path": cfg.reward.rm_path,
         "num_generations": cfg.train.num_generations,
@@ -171,7 +171,7 @@ def build_rewards(cfg: RLOORecipeConfig) -> tuple[list, list[float]]:
         "max_tokens": cfg.train.max_completion_length,
         "batch_size": cfg.reward.rm_batch_size,
     }
-    return build_reward_funcs(cfg.reward.specs, defaults, key="reward.specs")
+    return build_reward_set(cfg.reward.specs, defaults, key="reward.specs")
 
 
 def build_args(cfg: RLOORecipeConfig, run, weights: list[float]):
@@ -246,13 +246,14 @@ def main(cfg: RLOORecipeConfig) -> dict:
     with stage_run(cfg, "rloo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
         apply_chat_template_file(tokenizer, cfg.model.chat_template)
-        funcs, weights = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        rewards = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
+        funcs, weights = rewards.funcs, rewards.weights
         lc_lines = length_control_lines(funcs)
         context = {
             "rm_path": cfg.reward.rm_path,
             "run_dir": run.path,
             "seed": cfg.seed,
-            "scorer": rm_scorer(funcs, cfg.reward.rm_path),
+            "scorer": rewards.scorer,
         }
         evaluators = build_evaluators(cfg.eval.evaluators, context)
         sampler = eval_sampler(

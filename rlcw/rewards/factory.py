@@ -24,6 +24,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlcw.errors import RlcwError
@@ -102,11 +104,29 @@ def build_reward(spec: dict[str, Any], defaults: dict | None = None, where: str 
     return func
 
 
+@dataclass
+class RewardSet:
+    """What `build_reward_set` built: the reward callables, their weights, and `scorer`: the first `bt` reward
+    of the recipe's own `rm_path` (`defaults["rm_path"]`, left out of the spec or the same), else None; the
+    `rm` evaluator reuses its loaded model."""
+
+    funcs: list
+    weights: list[float]
+    scorer: Any = None
+
+
 def build_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> tuple[list, list[float]]:
     """(reward callables, weights) from a list of specs or a mapping name -> spec.
 
     A spec with `weight: 0` is left out; no reward at all is an error. `key` is where the specs sit in
     the user's config (recipes pass "reward.specs"), so every error names the key to fix."""
+    built = build_reward_set(specs, defaults, key)
+    return built.funcs, built.weights
+
+
+def build_reward_set(specs, defaults: dict | None = None, key: str = "rewards") -> RewardSet:
+    """`build_rewards` that also keeps the scorer of the recipe's `rm_path` as it builds it (see RewardSet)."""
+    default_rm = (defaults or {}).get("rm_path")
     items = list(specs.items()) if isinstance(specs, dict) else [(None, s) for s in specs]
     for i, (name, spec) in enumerate(items):  # every type checked before any (slow) constructor runs
         if isinstance(spec, dict) and spec.get("type") not in REWARD_TYPES and "type" in spec:
@@ -115,7 +135,7 @@ def build_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> 
                 where=f"{key}.{name}" if name else f"{key}[{i}]",
                 hint=f"known types: {', '.join(REWARD_TYPES)}",
             )
-    funcs, weights = [], []
+    funcs, weights, scorer = [], [], None
     for i, (name, spec) in enumerate(items):
         where = f"{key}.{name}" if name else f"{key}[{i}]"
         if not isinstance(spec, dict):
@@ -127,6 +147,9 @@ def build_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> 
             spec = {**spec, "name": name}
         funcs.append(build_reward(spec, defaults, where))
         weights.append(weight)
+        own_rm = default_rm and Path(spec.get("rm_path") or default_rm) == Path(default_rm)
+        if scorer is None and spec["type"] == "bt" and own_rm:
+            scorer = funcs[-1]
     if not funcs:
         raise RlcwError(
             "no reward left: every reward spec is missing or has weight 0",
@@ -137,7 +160,7 @@ def build_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> 
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise RlcwError(f"two rewards share the name '{dup}'", where=key, hint="give each spec its own `name`")
-    return funcs, weights
+    return RewardSet(funcs, weights, scorer)
 
 
 # types whose constructor loads a model: `check_rewards` checks their folder instead of building them

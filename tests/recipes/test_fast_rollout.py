@@ -103,7 +103,7 @@ def test_bf16_copy_tracks_adapter_policy_stays_fp32(policy):
 def test_rollout_precision_needs_fast_rollout(runs_root, tiny_model_dir):
     from rlcw.config import load_config
     from rlcw.errors import RlcwError
-    from rlcw.recipes.grpo import GRPORecipeConfig, check_fast_rollout
+    from rlcw.recipes.grpo import GRPORecipeConfig, rollout_seam
 
     for overrides, msg in (
         (["train.rollout_precision=bf16"], "applies to the fast rollout only"),
@@ -112,10 +112,8 @@ def test_rollout_precision_needs_fast_rollout(runs_root, tiny_model_dir):
         (["train.fast_rollout=true", "train.rollout_draw=gumbel"], "unknown train.rollout_draw"),
     ):
         with pytest.raises(RlcwError, match=msg):
-            check_fast_rollout(load_config(GRPORecipeConfig, None, [f"model.name={tiny_model_dir}", *overrides]))
-    check_fast_rollout(
-        load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16"])
-    )
+            rollout_seam(load_config(GRPORecipeConfig, None, [f"model.name={tiny_model_dir}", *overrides]))
+    rollout_seam(load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16"]))
 
 
 def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):

@@ -1,6 +1,7 @@
 """grpo with Agents' Room rollouts on a tiny policy with the tiny RM: whole stories are rewarded,
 one agent's call is trained and respects its cap; bad combinations fail before anything loads."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -46,8 +47,10 @@ def agents_run(runs_root, tiny_model_dir, rm_run, monkeypatch_module):
     seen: list[dict] = []
     real = grpo.build_rewards
 
-    def spying_rewards(cfg):  # record what a reward receives (main wraps it with story_reward like the others)
-        funcs, weights = real(cfg)
+    def spying_rewards(
+        cfg, rollout
+    ):  # record what a reward receives (main wraps it with story_reward like the others)
+        built = real(cfg, rollout)
 
         def spy(prompts, completions, **kw):
             seen.append(
@@ -60,7 +63,7 @@ def agents_run(runs_root, tiny_model_dir, rm_run, monkeypatch_module):
             return [0.0] * len(completions)
 
         spy.__name__ = "spy"
-        return [*funcs, spy], [*weights, 1.0]
+        return dataclasses.replace(built, funcs=[*built.funcs, spy], weights=[*built.weights, 1.0])
 
     monkeypatch_module.setattr(grpo, "build_rewards", spying_rewards)
     return grpo.main(_cfg(runs_root, tiny_model_dir, rm_run, "run_name=grpo_agents")), seen
@@ -128,11 +131,14 @@ def test_plain_grpo_unchanged_by_the_agents_section():
     cfg = GRPORecipeConfig()
     assert (
         cfg.agents.variant is None
-        and grpo.completion_cap(cfg) == grpo.story_cap(cfg) == cfg.train.max_completion_length
+        and grpo.rollout_seam(cfg).completion_cap
+        == grpo.rollout_seam(cfg).story_cap
+        == cfg.train.max_completion_length
     )
     cfg.agents.variant, cfg.agents.train_agent = "plan_write", "cycle"
     cfg.agents.caps.planning, cfg.agents.caps.writing = 32, 64
-    assert grpo.completion_cap(cfg) == 64 and grpo.story_cap(cfg) == 5 * 64  # five writers of 64 tokens
+    rollout = grpo.rollout_seam(cfg)
+    assert rollout.completion_cap == 64 and rollout.story_cap == 5 * 64  # five writers of 64 tokens
 
 
 def test_one_agents_adapter_and_agents_room_evaluation(runs_root, tiny_model_dir, rm_run):

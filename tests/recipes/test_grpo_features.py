@@ -114,37 +114,39 @@ def test_top_and_bottom_samples_and_data_order(stopped_run):
 
 
 def test_sources_are_mixed_by_weight():
-    from rlcw.recipes.grpo import train_prompts
+    from rlcw.recipes.grpo import rollout_seam, train_prompts
 
-    rows = train_prompts(
-        _cfg(
-            [
-                "data.sources.tmas.style=tmas",
-                "data.sources.tmas.weight=3",
-                "data.sources.wp.style=wp",
-                "data.max_train_prompts=8",
-            ]
-        )
+    cfg = _cfg(
+        [
+            "data.sources.tmas.style=tmas",
+            "data.sources.tmas.weight=3",
+            "data.sources.wp.style=wp",
+            "data.max_train_prompts=8",
+        ]
     )
+    rows = train_prompts(cfg, rollout_seam(cfg))
     assert Counter(r["source"] for r in rows) == {"tmas": 6, "wp": 2}
     assert all(r["style"] == r["source"] for r in rows)
 
 
 def test_fit_to_cap_filters_ranges_the_cap_cannot_reach():
-    from rlcw.recipes.grpo import train_prompts
+    from rlcw.recipes.grpo import rollout_seam, train_prompts
 
     # 70 tokens at 1.4 tokens/word hold 50 words: only prompts asking for at most 50 words stay
-    rows = train_prompts(_cfg(["train.max_completion_length=70", "data.fit_to_cap=filter"]))
+    cfg = _cfg(["train.max_completion_length=70", "data.fit_to_cap=filter"])
+    rows = train_prompts(cfg, rollout_seam(cfg))
     assert rows and max(r["max_words"] for r in rows) <= 50
+    cfg = _cfg(["train.max_completion_length=70", "data.fit_to_cap=error"])
     with pytest.raises(RlcwError, match="ask for more words than 70 tokens"):
-        train_prompts(_cfg(["train.max_completion_length=70", "data.fit_to_cap=error"]))
+        train_prompts(cfg, rollout_seam(cfg))
 
 
 def test_overlap_with_rm_data_is_an_error_naming_the_prompt(tmp_path):
-    from rlcw.recipes.grpo import check_overlap, eval_prompts, train_prompts
+    from rlcw.recipes.grpo import check_overlap, eval_prompts, rollout_seam, train_prompts
 
     cfg = _cfg([])
-    train, held = train_prompts(cfg), eval_prompts(cfg)
+    rollout = rollout_seam(cfg)
+    train, held = train_prompts(cfg, rollout), eval_prompts(cfg, rollout)
     check_overlap(train, held, [])  # the bundled splits are disjoint
     pairs = tmp_path / "pairs.jsonl"
     leaked = "  " + train[3]["prompt"].upper() + " "  # same words, other case and spacing

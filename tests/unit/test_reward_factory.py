@@ -69,3 +69,23 @@ def test_a_bad_option_value_names_the_spec_key_the_user_wrote():
         build_rewards({"len": {"type": "length_range", "cut": "sometimes", "max_tokens": 88}}, key="reward.specs")
     msg = str(err.value)
     assert "reward.specs.len" in msg and "cut must be 'words' or 'skip'" in msg
+
+
+def test_reward_set_keeps_the_scorer_of_the_recipes_rm(monkeypatch):
+    import rlcw.rewards.bt as bt
+    from rlcw.rewards.factory import build_reward_set
+
+    class FakeBT:  # BTScorer's constructor shape, no weights loaded
+        def __init__(self, rm_dir, batch_size: int = 8):
+            self.rm_dir = rm_dir
+
+    monkeypatch.setattr(bt, "BTScorer", FakeBT)
+    defaults = {"rm_path": "runs/rm/model"}
+    built = build_reward_set({"other": {"type": "bt", "rm_path": "runs/rm2"}, "own": {"type": "bt"}}, defaults)
+    assert built.scorer is built.funcs[1] and built.funcs[1].rm_dir == "runs/rm/model"
+    same = build_reward_set(
+        {"rm": {"type": "bt", "rm_path": "runs/rm/model/"}, "len": {"type": "length_range"}}, defaults
+    )
+    assert same.scorer is same.funcs[0]
+    assert build_reward_set({"other": {"type": "bt", "rm_path": "runs/rm2"}}, defaults).scorer is None
+    assert build_reward_set({"len": {"type": "length_range"}}, defaults).scorer is None

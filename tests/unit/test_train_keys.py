@@ -40,7 +40,7 @@ def test_trl_args_report_to_none_and_carry_bf16(bf16):
     d = load_config(dpo.DPORecipeConfig, None, [f"train.bf16={str(bf16).lower()}"])
     r = load_config(train_rm.TrainRMConfig, None, [f"train.bf16={str(bf16).lower()}"])
     for args in (
-        grpo.build_args(g, RUN, [1.0, 1.0]),
+        grpo.build_args(g, RUN, [1.0, 1.0], grpo.rollout_seam(g)),
         dpo.build_args(d, RUN, False),
         train_rm.build_args(r, RUN, False),
     ):

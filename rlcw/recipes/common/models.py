@@ -1,8 +1,6 @@
-"""Model helpers of the recipes: the peft LoRA config of the `lora.*` section, the loaded BT scorer among reward functions."""
+"""Model helpers of the recipes: the peft LoRA config of the `lora.*` section."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from rlcw.recipes.common.sections import LoraSection
 
@@ -30,10 +28,3 @@ def lora_config(lora: LoraSection, task_type, num_layers: int):
         target_modules=modules,
         layers_to_transform=layers,
     )
-
-
-def rm_scorer(funcs: list, rm_path: str):
-    """The already loaded BT scorer of `rm_path` among the reward functions (the `rm` evaluator reuses it), or None."""
-    from rlcw.rewards.bt import BTScorer
-
-    return next((f for f in funcs if isinstance(f, BTScorer) and str(f.rm_dir) == str(Path(rm_path))), None)

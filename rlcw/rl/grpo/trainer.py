@@ -16,7 +16,9 @@ TRL's reference log-probs when beta > 0, else the policy with its LoRA adapter d
 `kl_ref_model` (a frozen copy the caller loads for full fine-tuning). On-policy (TRL keeps no old
 log-probs) the policy's side is the loss's own forward, so a KL step costs one extra forward, not
 two. The prompt sampler is TRL's RepeatSampler reseeded per epoch, so a resumed run draws the
-prompt order of an uninterrupted one.
+prompt order of an uninterrupted one. The hooks below pass values to each other through one
+per-step record, `StepState` (its docstring names the writer and the reader of each field); the
+batch's statistics and files come from one callback, rlcw.rl.grpo.batch_log.BatchLog.
 
 TRL symbols used (checked against TRL 1.16.0; tests/unit/test_grpo_trainer_symbols.py checks each
 one exists, so an upgrade that removes one fails there first):
@@ -41,16 +43,17 @@ one exists, so an upgrade that removes one fails there first):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.grpo_trainer import add_fused_lm_head
 from trl.trainer.utils import RepeatSampler
 
-from rlcw.data.records import write_stories
-from rlcw.io import append_jsonl
-from rlcw.measure.monitors import PREFIX, step_stats
+from rlcw.measure.monitors import PREFIX
 from rlcw.rewards.bt import message_text
+from rlcw.rl.grpo.batch_log import BatchLog
 from rlcw.runs import RunDir
 from rlcw.sampling import kl_per_token
 
@@ -70,6 +73,34 @@ class EpochRepeatSampler(RepeatSampler):
         if self.seed is not None:
             self.generator.manual_seed(self.seed + self.epoch)
         return super().__iter__()
+
+
+@dataclass
+class StepState:
+    """The values that pass between TRL hooks within one step, each with the hook that writes it and the one
+    that reads it (TRL calls, per step: `_generate_and_score_completions` -> `_calculate_rewards` inside it;
+    then per micro-batch `_compute_loss` -> `_get_per_token_logps_and_entropies` inside it).
+
+    - `rewards`: (N, F) rewards per function of the batch being generated. Written by `_calculate_rewards`,
+      read right after by `_generate_and_score_completions` (TRL's output does not carry them).
+    - `kl_due`: this generation's KL to the start is taken in `_compute_loss`, from the loss's own forward
+      (on-policy: TRL kept no old log-probs), one start forward per micro-batch instead of two forwards.
+      Written by `_generate_and_score_completions` (every generation resets it), read by `_compute_loss`.
+    - `catch`: the next `_get_per_token_logps_and_entropies` call is the loss's forward. Set by
+      `_compute_loss`, cleared by the first `_get_per_token_logps_and_entropies` (or `_compute_loss` after).
+    - `caught`: that forward's detached per-token log-probs (B, T). Written by
+      `_get_per_token_logps_and_entropies`, read and cleared by `_compute_loss` (for the KL to the start).
+    - `is_inputs`: the copy of the batch whose advantages the importance weights rescale. Written by
+      `_compute_loss`, read and cleared by `_get_per_token_logps_and_entropies`.
+
+    The run-long prompt sampler (`_get_train_sampler` -> `_run_epoch`) is not per step: it stays on the trainer.
+    """
+
+    rewards: torch.Tensor | None = None
+    kl_due: bool = False
+    catch: bool = False
+    caught: torch.Tensor | None = None
+    is_inputs: dict | None = None
 
 
 class RlcwGRPOTrainer(GRPOTrainer):
@@ -96,23 +127,17 @@ class RlcwGRPOTrainer(GRPOTrainer):
         0 = off); `slop`: a rlcw.metrics.slop.SlopBaseline for `monitor/slop` (None = off). The rest is TRL's
         GRPOTrainer."""
         super().__init__(*args, **kwargs)
-        self.run, self.monitor_ngram, self.log_kl_every = run, monitor_ngram, log_kl_every
-        self.samples_every, self.samples_k = samples_every, samples_k
+        self.run, self.log_kl_every = run, log_kl_every
+        self.batch_log = BatchLog(run, monitor_ngram, samples_every, samples_k, slop)
         self.kl_ref_model = kl_ref_model
-        self.rollout_is_cap, self.slop = rollout_is_cap, slop
+        self.rollout_is_cap = rollout_is_cap
         self._rlcw_sampler: EpochRepeatSampler | None = None
-        self._rlcw_is_inputs: dict | None = None  # the batch whose loss forward is being reweighted
-        # the loss's forward is caught (its log-probs detached) for the KL to the start; _rlcw_kl_due: this
-        # generation's KL is taken in _compute_loss, one start forward per micro-batch instead of two forwards
-        self._rlcw_catch, self._rlcw_caught, self._rlcw_kl_due = False, None, False
+        self.step_state = StepState()  # what the hooks below pass each other (see StepState)
         if kl_ref_model is not None:
             kl_ref_model.to(self.accelerator.device).eval().requires_grad_(False)
             add_fused_lm_head(
                 kl_ref_model, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32
             )
-        # (N, F) rewards per function of the batch being generated: set by _calculate_rewards, read right after
-        # by _generate_and_score_completions (TRL's output does not carry them)
-        self._batch_rewards: torch.Tensor | None = None
 
     # ---------------------------------------------------------------- TRL hooks
 
@@ -139,26 +164,28 @@ class RlcwGRPOTrainer(GRPOTrainer):
         """TRL's loss with each completion token reweighted by min(pi/mu, cap) when the rollout returned its
         sampler's log-probs mu (TRL 1.16 does that only for vLLM). No extra forward: the weight is taken from
         the loss's own log-probs, caught in _get_per_token_logps_and_entropies below."""
+        st = self.step_state
         if self.rollout_is_cap > 0 and inputs.get("sampling_per_token_logps") is not None:
             inputs = dict(inputs)  # the buffered batch is reused across iterations: reweight a copy
-            self._rlcw_is_inputs = inputs
-        kl_due = self._rlcw_kl_due and self.model.training
-        self._rlcw_catch = True
+            st.is_inputs = inputs
+        kl_due = st.kl_due and self.model.training
+        st.catch = True
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
-            self._rlcw_is_inputs, self._rlcw_catch = None, False
-            caught, self._rlcw_caught = self._rlcw_caught, None
+            st.is_inputs, st.catch = None, False
+            caught, st.caught = st.caught, None
         if kl_due:  # the policy's log-probs are the loss's own (on-policy: they are the sampler's model's)
             self._append_kl(self.kl_to_start(inputs, policy_logps=caught))
         return loss
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if self._rlcw_catch:  # the first call inside _compute_loss is the loss's forward
-            self._rlcw_catch, self._rlcw_caught = False, out[0].detach()
-            if self._rlcw_is_inputs is not None:
-                inputs, self._rlcw_is_inputs = self._rlcw_is_inputs, None
+        st = self.step_state
+        if st.catch:  # the first call inside _compute_loss is the loss's forward
+            st.catch, st.caught = False, out[0].detach()
+            if st.is_inputs is not None:
+                inputs, st.is_inputs = st.is_inputs, None
                 self._rlcw_reweight(inputs, out[0])
         return out
 
@@ -180,13 +207,13 @@ class RlcwGRPOTrainer(GRPOTrainer):
             self._metrics[mode][f"rollout_is/{key}"].append(value)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        self._batch_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        return self._batch_rewards
+        self.step_state.rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        return self.step_state.rewards
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
-            self._log_batch(inputs, output, self._batch_rewards)
+            self._on_batch(inputs, output, self.step_state.rewards)
         return output
 
     # ---------------------------------------------------------------- per-step extras
@@ -229,37 +256,24 @@ class RlcwGRPOTrainer(GRPOTrainer):
             raise ValueError("KL to the start of a full fine-tune at beta=0 needs kl_ref_model (a frozen copy)")
         return self._get_per_token_logps_and_entropies(self.kl_ref_model, ids, mask, keep)[0]
 
-    def _log_batch(self, inputs: list[dict], output: dict, rewards_per_func: torch.Tensor) -> None:
+    def _on_batch(self, inputs: list[dict], output: dict, rewards_per_func: torch.Tensor) -> None:
+        """A generated training batch: its rows (gathered over ranks) to the batch log, the KL to the start now
+        or at the loss's forward (`StepState.kl_due`), the metrics into TRL's."""
         step = self.state.global_step + 1  # the step this batch trains
         rows = gather_object(self._local_rows(inputs, output))
         total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(1).tolist()
         for r, value, per in zip(rows, total, rewards_per_func.tolist(), strict=False):
             r["reward"], r["rewards"] = value, dict(zip(self.reward_func_names, per, strict=False))
-        metrics: dict[str, float] = {}
-        if self.monitor_ngram:
-            texts, tokens, cut = ([r[k] for r in rows] for k in ("text", "tokens", "truncated"))
-            stats = step_stats(texts, tokens, cut, total, self.num_generations, self.monitor_ngram)
-            metrics.update({PREFIX + k: v for k, v in stats.items()})
-        if self.slop is not None:  # against the batch's own over-used phrases, one document per prompt
-            scores = self.slop.scores([r["text"] for r in rows], [r["prompt"] for r in rows])
-            metrics[PREFIX + "slop"] = sum(scores) / len(scores)
+        metrics = self.batch_log(step, rows, self.num_generations, is_main_process=self.accelerator.is_main_process)
         kl_due = bool(self.log_kl_every) and (step % self.log_kl_every == 0 or step == 1)
         # TRL kept no old log-probs (on-policy): the loss's forward computes exactly them, so the KL waits for it
         # (_compute_loss) and costs one forward of the start model instead of two; the buffer this generation
         # fills is consumed before the next generation, which resets the flag
-        self._rlcw_kl_due = kl_due and output.get("old_per_token_logps") is None
-        if kl_due and not self._rlcw_kl_due:
+        self.step_state.kl_due = kl_due and output.get("old_per_token_logps") is None
+        if kl_due and not self.step_state.kl_due:
             metrics.update(self._kl_metrics(self.kl_to_start(output)))
-        metrics.update(per_source(rows))
         for key, value in metrics.items():
             self._metrics["train"][key].append(value)
-        if self.accelerator.is_main_process:
-            order = {"step": step, "prompt_ids": [r["prompt_id"] for r in rows]}
-            append_jsonl(self.run.samples / "data_order.jsonl", order)
-            if self.samples_every and step % self.samples_every == 0:
-                write_stories(
-                    self.run.samples / f"train_step_{step:06d}.jsonl", top_bottom(rows, self.samples_k, step)
-                )
 
     def _local_rows(self, inputs: list[dict], output: dict) -> list[dict]:
         """One row per completion of this process: text, tokens, cut by the cap, prompt and its columns."""
@@ -286,38 +300,3 @@ class RlcwGRPOTrainer(GRPOTrainer):
             }
             for t, n, f, x in zip(texts, lengths.tolist(), finished.tolist(), inputs, strict=False)
         ]
-
-
-def per_source(rows: list[dict]) -> dict[str, float]:
-    """Mean total reward, words and tokens per prompt source: `source/<name>/{reward,words,tokens}`."""
-    out = {}
-    for name in sorted({r["source"] for r in rows}):
-        mine = [r for r in rows if r["source"] == name]
-        out[f"source/{name}/reward"] = sum(r["reward"] for r in mine) / len(mine)
-        out[f"source/{name}/words"] = sum(len(r["text"].split()) for r in mine) / len(mine)
-        out[f"source/{name}/tokens"] = sum(r["tokens"] for r in mine) / len(mine)
-    return out
-
-
-def top_bottom(rows: list[dict], k: int, step: int) -> list[dict]:
-    """The k highest and k lowest total-reward completions as story records (meta: reward, rank)."""
-    order = sorted(range(len(rows)), key=lambda i: rows[i]["reward"], reverse=True)
-    picks = [(i, "top") for i in order[:k]] + [(i, "bottom") for i in order[::-1][:k] if i not in order[:k]]
-    out = []
-    for i, rank in picks:
-        r = rows[i]
-        meta = {key: r[key] for key in ("reward", "rewards", "tokens", "truncated")}
-        rec = {
-            "id": f"{r['prompt_id']}#{i}",
-            "prompt": r["prompt"],
-            "story": r["text"] or "(empty)",
-            "system": f"policy@{step}",
-            "step": step,
-            "source": r["source"],
-            "meta": {"rank": rank, **meta},
-        }
-        if r.get("agents_room"):
-            rec["meta"]["agents_room"] = r["agents_room"]
-        rec.update({k2: r[k2] for k2 in ("min_words", "max_words") if r.get(k2) is not None})
-        out.append(rec)
-    return out

@@ -38,10 +38,8 @@ from accelerate.utils import gather_object
 from trl import RLOOTrainer
 from trl.trainer.rloo_trainer import add_fused_lm_head
 
-from rlcw.data.records import write_stories
-from rlcw.io import append_jsonl
-from rlcw.measure.monitors import PREFIX, step_stats
-from rlcw.rl.grpo.trainer import EpochRepeatSampler, RlcwGRPOTrainer, per_source, top_bottom
+from rlcw.rl.grpo.batch_log import BatchLog
+from rlcw.rl.grpo.trainer import EpochRepeatSampler, RlcwGRPOTrainer
 from rlcw.runs import RunDir
 
 
@@ -63,8 +61,8 @@ class RlcwRLOOTrainer(RLOOTrainer):
         """`slop`: a rlcw.metrics.slop.SlopBaseline for the `monitor/slop` series (None = off); the other
         options are RlcwGRPOTrainer's. The rest is TRL's RLOOTrainer."""
         super().__init__(*args, **kwargs)
-        self.run, self.monitor_ngram, self.log_kl_every = run, monitor_ngram, log_kl_every
-        self.samples_every, self.samples_k, self.slop = samples_every, samples_k, slop
+        self.run, self.log_kl_every = run, log_kl_every
+        self.batch_log = BatchLog(run, monitor_ngram, samples_every, samples_k, slop)  # GRPO's batch log, shared
         self.kl_ref_model = kl_ref_model
         if kl_ref_model is not None:
             kl_ref_model.to(self.accelerator.device).eval().requires_grad_(False)
@@ -123,24 +121,8 @@ class RlcwRLOOTrainer(RLOOTrainer):
         total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(1).tolist()
         for r, value, per in zip(rows, total, rewards_per_func.tolist(), strict=False):
             r["reward"], r["rewards"] = value, dict(zip(self.reward_func_names, per, strict=False))
-        metrics: dict[str, float] = {}
-        if self.monitor_ngram:
-            texts, tokens, cut = ([r[k] for r in rows] for k in ("text", "tokens", "truncated"))
-            stats = step_stats(texts, tokens, cut, total, self.num_generations, self.monitor_ngram)
-            metrics.update({PREFIX + k: v for k, v in stats.items()})
-        if self.slop is not None:
-            scores = self.slop.scores([r["text"] for r in rows], [r["prompt"] for r in rows])
-            metrics[PREFIX + "slop"] = sum(scores) / len(scores)
+        metrics = self.batch_log(step, rows, self.num_generations, is_main_process=self.accelerator.is_main_process)
         if self.log_kl_every and (step % self.log_kl_every == 0 or step == 1):
             metrics.update(self._kl_metrics(self.kl_to_start({**output, "old_per_token_logps": old_logps})))
-        metrics.update(per_source(rows))
         for key, value in metrics.items():
             self._metrics["train"][key].append(value)
-        if self.accelerator.is_main_process:
-            append_jsonl(
-                self.run.samples / "data_order.jsonl", {"step": step, "prompt_ids": [r["prompt_id"] for r in rows]}
-            )
-            if self.samples_every and step % self.samples_every == 0:
-                write_stories(
-                    self.run.samples / f"train_step_{step:06d}.jsonl", top_bottom(rows, self.samples_k, step)
-                )
