@@ -28,6 +28,8 @@ import dataclasses
 import random
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlcw.config import check_at_least, check_choice
@@ -97,16 +99,25 @@ class _MemberTracker:
         self.tracker.log({f"member_{self.j}/{k}": v for k, v in metrics.items()}, step)
 
 
-def train_member(cfg, run, j: int, train_pairs, eval_pairs, tracker, staging: Path, s: int) -> dict:
+@dataclass(frozen=True)
+class SingleRM:
+    """What `rlcw train-rm` does for one BT RM (rlcw.recipes.train_rm's train_bt, save_rm, evaluate_rm and
+    report), handed in by train_rm so this module never imports it back."""
+
+    train: Callable
+    save: Callable
+    evaluate: Callable
+    report: Callable
+
+
+def train_member(cfg, run, j: int, train_pairs, eval_pairs, tracker, staging: Path, s: int, one: SingleRM) -> dict:
     """Train member j, write its tensors (and, for member 0, the whole model) into `staging`; its record."""
     from transformers import set_seed
-
-    from rlcw.recipes.train_rm import save_rm, train_bt
 
     seed = cfg.seed + j
     pairs = bootstrap_pairs(train_pairs, seed) if cfg.rm.ensemble.bootstrap else train_pairs
     set_seed(cfg.seed)  # the base model and any resized embedding row: the same for every member
-    trainer, tokenizer, spec = train_bt(
+    trainer, tokenizer, spec = one.train(
         dataclasses.replace(cfg, seed=seed),
         _MemberRun(run, j),
         pairs,
@@ -119,7 +130,7 @@ def train_member(cfg, run, j: int, train_pairs, eval_pairs, tracker, staging: Pa
     prefix = model.base_model_prefix
     save_tensors(member_tensors(state, prefix, s), staging / f"{j}.safetensors")
     if j == 0:
-        save_rm(model, tokenizer, spec, staging / "trunk")
+        one.save(model, tokenizer, spec, staging / "trunk")
     record = {
         "member": j,
         "seed": seed,
@@ -169,10 +180,9 @@ def assemble(cfg, run, staging: Path, records: list[dict], s: int, train_pairs: 
     return run.path / "model"
 
 
-def evaluate_ensemble(model_dir: Path, pairs: list[dict]) -> dict[str, float]:
-    """Held-out accuracy of the aggregate (train_rm.evaluate_rm's keys), of each member, and member agreement."""
+def evaluate_ensemble(model_dir: Path, pairs: list[dict], evaluate_rm: Callable) -> dict[str, float]:
+    """Held-out accuracy of the aggregate (`evaluate_rm`'s keys: train_rm's), of each member, and member agreement."""
     from rlcw.metrics.pairwise import pairwise_accuracy
-    from rlcw.recipes.train_rm import evaluate_rm
     from rlcw.rewards.bt import BTScorer
 
     scorer = BTScorer(model_dir)
@@ -186,12 +196,11 @@ def evaluate_ensemble(model_dir: Path, pairs: list[dict]) -> dict[str, float]:
     return out
 
 
-def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict], tracker) -> dict:
+def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict], tracker, one: SingleRM) -> dict:
     """Train `rm.ensemble.size` members, assemble the folder, evaluate; the run's summary (see module docstring)."""
     from transformers import AutoConfig
 
     from rlcw.models import resolve
-    from rlcw.recipes.train_rm import _report
     from rlcw.runs import is_main_process, resume_mode
 
     t0 = time.time()
@@ -206,7 +215,7 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
             records.append(_read_json(done))
             continue
         print(f"[train-rm] ensemble member {j + 1}/{cfg.rm.ensemble.size} (seed {cfg.seed + j})")
-        records.append(train_member(cfg, run, j, train_pairs, eval_pairs, tracker, staging, s))
+        records.append(train_member(cfg, run, j, train_pairs, eval_pairs, tracker, staging, s, one))
     metrics = {
         "train/members": float(len(records)),
         "train/shared_layers": float(s),
@@ -220,13 +229,13 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
     model_dir = assemble(cfg, run, staging, records, s, train_pairs)
     if eval_pairs:
         t1 = time.time()
-        metrics.update(evaluate_ensemble(model_dir, eval_pairs))
+        metrics.update(evaluate_ensemble(model_dir, eval_pairs, one.evaluate))
         metrics["time/eval_s"] = round(time.time() - t1, 1)
         run.log(max(r["steps"] for r in records), metrics)
         if tracker is not None:
             tracker.log(metrics, max(r["steps"] for r in records))
     summary = run.write_summary("completed", metrics, {"model": model_dir, "metrics": run.path / "metrics.jsonl"})
-    run.write_report(_report(cfg, metrics, model_dir))
+    run.write_report(one.report(cfg, metrics, model_dir))
     return summary
 
 

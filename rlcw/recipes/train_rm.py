@@ -526,9 +526,10 @@ def main(cfg: TrainRMConfig) -> dict:
             else []
         )
         if cfg.rm.type == "bt" and cfg.rm.ensemble.size > 1:
-            from rlcw.recipes.rm_ensemble import train_bt_ensemble
+            from rlcw.recipes.rm_ensemble import SingleRM, train_bt_ensemble
 
-            return train_bt_ensemble(cfg, run, train_pairs, eval_pairs, tracker)
+            one = SingleRM(train_bt, save_rm, evaluate_rm, _report)
+            return train_bt_ensemble(cfg, run, train_pairs, eval_pairs, tracker, one)
         t0 = time.time()
         before: dict = {}
         if cfg.rm.type == "bt":
