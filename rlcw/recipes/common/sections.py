@@ -26,18 +26,18 @@ DEFAULT_SYSTEM_PROMPT = (
 class ModelConfig:
     """The model a stage loads: alias, hub id, local folder, or an rlcw LoRA checkpoint."""
 
-    name: str = EMBEDDED_ALIAS
-    dtype: str = "float32"
+    name: str = EMBEDDED_ALIAS  # model alias, HF hub id, local folder or an rlcw LoRA checkpoint
+    dtype: str = "float32"  # weights dtype: float32 | bfloat16 | float16
     system_prompt: str = DEFAULT_SYSTEM_PROMPT  # sent as the system message for generation
     chat_template: str | None = None  # path to a Jinja template file; None = the tokenizer's own
 
 
 @dataclass
 class LoraSection:
-    enabled: bool = True
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
+    enabled: bool = True  # train LoRA adapters; false = full fine-tuning
+    r: int = 16  # LoRA rank
+    alpha: int = 32  # LoRA scaling alpha (peft lora_alpha)
+    dropout: float = 0.0  # dropout on the LoRA layers (peft lora_dropout)
     target_modules: str = "all-linear"  # or comma-separated module names, e.g. "q_proj,v_proj"
     top_layers: int | None = None  # adapt only the top N transformer layers: backprop stops early (much faster on CPU)
 
@@ -46,12 +46,12 @@ class LoraSection:
 class MonitorSection:
     """Reward-hacking monitors of the RL stages (`rlcw.measure.monitors`); grpo and ppo share these keys."""
 
-    enabled: bool = True
-    ngram: int = 3
+    enabled: bool = True  # compute the monitors' text statistics (n-gram stats, slop); false skips them
+    ngram: int = 3  # n of the n-gram statistics (distinct-n, shared n-grams)
     warn: dict[str, float] = field(default_factory=dict)  # max_<stat> / min_<stat> -> threshold
-    stop: dict[str, float] = field(default_factory=dict)
+    stop: dict[str, float] = field(default_factory=dict)  # max_<stat> / min_<stat> -> threshold that stops the run
     patience: int = 2  # consecutive logged steps a stop rule must break
-    min_steps: int = 0
+    min_steps: int = 0  # steps before which no stop rule can stop the run
     # human stories the `slop` series is measured against: bundled | a story jsonl | null (off)
     slop_human: str | None = "bundled"
 
@@ -61,14 +61,14 @@ class PromptSection:
     """`data.*` of the online RL stages (grpo, ppo): training prompts, mixed from sources and fitted to the cap."""
 
     prompts: str = "bundled"  # "bundled" or a jsonl/csv/parquet file of prompt rows (default for every source)
-    train_split: str | None = "train"
+    train_split: str | None = "train"  # split of data.prompts trained on; None = every row
     max_train_prompts: int | None = None  # size of the (mixed) training set; None = every row once
     # name -> {prompts: file (default data.prompts), style: tmas|wp (keep only that style), weight: float, split};
     # or {style: column, prompts: jsonl/csv/parquet/HF dataset, column: prompt, id_column, hf_split, weight}: any
     # prompt column, plain text or a conversation (used as the chat prompt as it is, system turn included)
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
     fit_to_cap: str = "warn"  # filter | error | warn | ignore: prompts whose max_words cannot fit the completion cap
-    tokens_per_word: float = 1.4
+    tokens_per_word: float = 1.4  # tokens per word assumed when checking a prompt's max_words against the cap
     no_overlap_with: list[str] = field(default_factory=list)  # files (RM pairs, other prompts) RL must not train on
 
 
@@ -77,7 +77,7 @@ class RewardSection:
     """`reward.*` of grpo and ppo: weighted reward functions (rlcw.rewards.factory)."""
 
     rm_path: str = "runs/train_rm/model"  # default RM of bt/genrm specs, the `rm` evaluator and ppo's value.init=rm
-    rm_batch_size: int = 16
+    rm_batch_size: int = 16  # completions scored per reward-model forward pass
     # name -> spec ({type: bt|genrm|remote|length_range|overlong, weight, ...options}); weight 0 drops one
     specs: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
@@ -93,10 +93,11 @@ class EvalSection:
 
     every_steps: int = 10  # 0 disables periodic evaluation
     prompts: str | None = None  # held-out prompt file; None = data.prompts (grpo, ppo) or the bundled prompts (dpo)
-    split: str | None = "eval"
+    split: str | None = "eval"  # split of the held-out prompt file; None = every row
     column: str | None = None  # read eval.prompts as any table/HF dataset with this prompt column (split ignored)
-    num_prompts: int = 8
-    max_new_tokens: int = 96
-    temperature: float = 0.8
-    batch_size: int = 8
+    num_prompts: int = 8  # held-out prompts sampled at each evaluation
+    max_new_tokens: int = 96  # completion cap of the evaluation samples (tokens)
+    temperature: float = 0.8  # sampling temperature of the evaluation samples
+    batch_size: int = 8  # prompts generated per batch during evaluation
+    # evaluator name -> its options (rlcw.measure.evaluation), e.g. rm: {rm_path}, judge: {judge}
     evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
