@@ -57,38 +57,38 @@ from rlcw.runs import resume_checkpoint, resume_mode
 
 @dataclass
 class RLOOTrainSection:
-    learning_rate: float = 1e-5
+    learning_rate: float = 1e-5  # peak AdamW learning rate
     lr_scheduler_type: str = "linear"  # any transformers SchedulerType: constant_with_warmup, cosine, ...
     warmup_steps: float = 0.0  # steps; a value below 1 is a ratio of max_steps (transformers 5)
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0  # gradient-norm clipping threshold
+    weight_decay: float = 0.0  # AdamW weight decay
     epsilon: float = 0.2  # clip range of the sequence-level importance ratio (TRL `epsilon`)
     epsilon_high: float | None = None  # upper clip; None = epsilon
-    max_steps: int = 20
+    max_steps: int = 20  # optimizer steps of the run
     batch_size: int = 8  # completions per step per device (multiple of num_generations)
-    gradient_accumulation_steps: int = 1
+    gradient_accumulation_steps: int = 1  # batches accumulated per optimizer step
     num_generations: int = 4  # >= 2: the leave-one-out baseline needs another completion of the prompt
-    num_iterations: int = 1
-    max_completion_length: int = 96
-    temperature: float = 0.9
-    top_p: float = 1.0
+    num_iterations: int = 1  # optimization passes over each generated batch (TRL num_iterations)
+    max_completion_length: int = 96  # new-token cap of each completion
+    temperature: float = 0.9  # sampling temperature of the rollouts
+    top_p: float = 1.0  # nucleus-sampling p of the rollouts (1.0 = off)
     top_k: int = 0  # 0 = the whole vocabulary (transformers would otherwise default to 50)
     beta: float = 0.0  # KL penalty in the reward (TRL's default is 0.05; 0 loads no reference model)
     normalize_advantages: bool = False  # scale advantages to mean 0, std 1 per generation batch
     reward_clip_range: list[float] | None = None  # [min, max] of the total reward; None = no clipping
-    mask_truncated_completions: bool = False
-    logging_steps: int = 1
+    mask_truncated_completions: bool = False  # drop completions cut at the cap from the loss
+    logging_steps: int = 1  # log metrics every N steps
     save_steps: int = 0  # 0 = only the final adapter (then a killed run cannot resume)
-    save_total_limit: int | None = 2
+    save_total_limit: int | None = 2  # checkpoints kept (older ones deleted); None = all
     resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
     log_kl_to_start: bool = True  # one extra no-grad forward (adapter disabled) on the logged steps
     log_kl_every: int = 1  # KL to the start every N steps
     samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
-    samples_k: int = 2
-    use_vllm: bool = False
+    samples_k: int = 2  # stories logged from each end (top and bottom) at a samples step
+    use_vllm: bool = False  # generate rollouts with vLLM (TRL; GPU)
     vllm_mode: str = "colocate"  # colocate | server
-    vllm_server_base_url: str | None = None
-    vllm_gpu_memory_utilization: float = 0.3
+    vllm_server_base_url: str | None = None  # URL of `trl vllm-serve` when vllm_mode=server
+    vllm_gpu_memory_utilization: float = 0.3  # GPU memory share of colocated vLLM (vllm_mode=colocate)
     deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json (launch with torchrun)
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # HF/TRL bf16 mixed precision (GPU configs); weights load as model.dtype
@@ -104,9 +104,9 @@ class RLOORecipeConfig:
     eval: EvalSection = field(default_factory=EvalSection)
     monitor: MonitorSection = field(default_factory=MonitorSection)
     probe: ProbeSection = field(default_factory=ProbeSection)  # rlcw.measure.probe: log-prob change on held-out texts
-    output_dir: str = "runs"
-    run_name: str = "rloo"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "rloo"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

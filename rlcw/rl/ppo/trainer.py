@@ -54,27 +54,27 @@ from rlcw.sampling import kl_per_token
 class PPOSettings:
     """Hyperparameters of the loop; also `rlcw ppo`'s `train.*` config section, as is."""
 
-    max_steps: int = 20
+    max_steps: int = 20  # PPO steps (one rollout batch + its update each)
     batch_size: int = 8  # prompts (= responses) per step per process
-    ppo_epochs: int = 2
+    ppo_epochs: int = 2  # passes over each rollout batch in the update
     minibatch_size: int = 4  # responses per optimizer step
     micro_batch_size: int = 4  # responses per forward/backward (memory)
-    learning_rate: float = 1e-5
-    value_learning_rate: float = 1e-4
-    max_grad_norm: float = 1.0
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    gamma: float = 1.0
-    lam: float = 0.95
-    clip: float = 0.2
-    value_clip: float = 0.2
-    vf_coef: float = 0.1
-    entropy_coef: float = 0.0
-    kl_coef: float = 0.05
-    kl_estimator: str = "k1"
-    whiten_advantages: bool = True
+    learning_rate: float = 1e-5  # AdamW learning rate of the policy
+    value_learning_rate: float = 1e-4  # AdamW learning rate of the value model
+    max_grad_norm: float = 1.0  # gradient-norm clipping threshold
+    max_new_tokens: int = 64  # new-token cap of each response
+    temperature: float = 1.0  # sampling temperature of the rollouts (also used to score log-probs)
+    top_p: float = 1.0  # nucleus-sampling p of the rollouts (1.0 = off)
+    top_k: int = 0  # top-k of the rollouts (0 = the whole vocabulary)
+    gamma: float = 1.0  # GAE discount factor
+    lam: float = 0.95  # GAE lambda
+    clip: float = 0.2  # clip range of the policy importance ratio
+    value_clip: float = 0.2  # clip range of the value update around the rollout values
+    vf_coef: float = 0.1  # weight of the value loss in the total loss
+    entropy_coef: float = 0.0  # weight of the entropy bonus (0 = off; no entropy computed)
+    kl_coef: float = 0.05  # per-token KL-to-reference penalty in the reward (-kl_coef * KL)
+    kl_estimator: str = "k1"  # per-token KL estimator: k1 (log-ratio) | k3 (always >= 0)
+    whiten_advantages: bool = True  # normalize advantages to mean 0, std 1 over the batch (all ranks)
     # early stopping of an update (as Stable-Baselines3's target_kl): once a minibatch's approx KL between the
     # rollout policy and the current one exceeds 1.5 x target_kl, that minibatch's step and the rest of the
     # update are skipped; None = every epoch runs (PPO's clip alone does not bound the move)
