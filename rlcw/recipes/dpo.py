@@ -55,19 +55,19 @@ class DPODataConfig:
     train_file: str = "runs/build_pairs/pairs/train.jsonl"  # preference records (local file or hub id)
     eval_file: str | None = None  # held-out pairs: DPO loss and reward accuracy every eval.every_steps
     max_pairs: int | None = None  # first N training pairs (None = all)
-    max_eval_pairs: int | None = 64
+    max_eval_pairs: int | None = 64  # first N held-out pairs (None = all)
 
 
 @dataclass
 class DPOTrainSection:
-    learning_rate: float = 1e-4
+    learning_rate: float = 1e-4  # peak AdamW learning rate
     beta: float = 0.1  # DPO temperature: higher stays closer to the reference
     loss_type: str = "sigmoid"  # TRL loss_type: sigmoid, ipo, hinge, robust, ... (comma-separated combines)
-    max_steps: int = 30
+    max_steps: int = 30  # optimizer steps of the run
     batch_size: int = 8  # pairs per step per device
-    gradient_accumulation_steps: int = 1
+    gradient_accumulation_steps: int = 1  # batches accumulated per optimizer step
     max_length: int | None = 320  # prompt + story tokens; longer pairs are cut at the end (TRL keep_start)
-    logging_steps: int = 1
+    logging_steps: int = 1  # log metrics every N steps
     save_steps: int = 10  # 0 = only the final adapter (then a killed run cannot resume)
     save_total_limit: int | None = None  # None = keep every checkpoint (the study evaluates each)
     resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
@@ -88,9 +88,9 @@ class DPORecipeConfig:
     lora: LoraSection = field(default_factory=LoraSection)
     train: DPOTrainSection = field(default_factory=DPOTrainSection)
     eval: EvalSection = field(default_factory=dpo_eval_section)  # eval.prompts None = the bundled prompts
-    output_dir: str = "runs"
-    run_name: str = "dpo"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "dpo"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

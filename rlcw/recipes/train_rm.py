@@ -65,22 +65,24 @@ from rlcw.runs import done_line, resume_checkpoint, resume_mode
 @dataclass
 class RMDataConfig:
     train_file: str = "runs/build_pairs/pairs/train.jsonl"  # local file or hub id
+    # held-out pairs (local file or hub id, split test); None = no evaluation
     eval_file: str | None = "runs/build_pairs/pairs/eval.jsonl"
     split: str = "train"  # hub split for train_file
+    # record field names: prompt/chosen/rejected -> the column holding each
     columns: dict[str, str] = field(
         default_factory=lambda: {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"}
     )
-    max_train_pairs: int | None = None
-    max_eval_pairs: int | None = None
+    max_train_pairs: int | None = None  # first N training pairs (None = all)
+    max_eval_pairs: int | None = None  # first N held-out pairs (None = all)
 
 
 @dataclass
 class RationaleSection:
     source: str = "teacher"  # teacher | file | judge (GenRM-CoT only)
     file: str | None = None  # jsonl for source=file (layout: rlcw.data.rationales)
-    teacher_model: str = "smollm2-135m-instruct"
-    max_new_tokens: int = 64
-    batch_size: int = 8
+    teacher_model: str = "smollm2-135m-instruct"  # local model that writes the rationales (source=teacher)
+    max_new_tokens: int = 64  # new-token cap of each rationale
+    batch_size: int = 8  # pairs per teacher generation batch
     judge: dict[str, Any] = field(default_factory=dict)  # rlcw.judges.clients.base.ClientConfig fields
 
 
@@ -88,7 +90,7 @@ class RationaleSection:
 class EnsembleSection:
     size: int = 1  # bt: k > 1 trains k members into one RM folder (rlcw.recipes.rm_ensemble)
     aggregate: str = "mean"  # mean | wco (min over members) | uwo (mean - uwo_lambda * variance): the folder's default
-    uwo_lambda: float = 0.5
+    uwo_lambda: float = 0.5  # variance weight of aggregate=uwo (>= 0)
     bootstrap: bool = True  # each member trains on its own bootstrap resample of the training pairs
     offset_stories: int = 128  # training stories that set each member's offset (its mean score, subtracted)
 
@@ -96,16 +98,17 @@ class EnsembleSection:
 @dataclass
 class RMSection:
     type: str = "bt"  # bt | genrm
-    input_template: str = "chat"
-    include_prompt: bool = True
+    input_template: str = "chat"  # chat: user=prompt, assistant=story | plain: labelled text | story: story only
+    include_prompt: bool = True  # put the prompt in the RM input (false = the story alone)
     system_prompt: str | None = None  # genrm: None = rlcw's judge system prompt
     max_length: int = 512  # genrm: the prompt part (instruction + prompt + both stories)
-    truncation_side: str = "left"
+    truncation_side: str = "left"  # left | right: which end of a too-long input is cut (left keeps the ending)
     center_rewards_coefficient: float | None = None  # bt
     margin: str = "none"  # bt: none | column | upvotes
     margin_key: str = "margin"  # meta key read by margin=column
+    # meta keys (chosen, rejected) of the upvote counts read by margin=upvotes
     upvote_keys: list[str] = field(default_factory=lambda: ["chosen_upvotes", "rejected_upvotes"])
-    margin_scale: float = 1.0
+    margin_scale: float = 1.0  # margin=upvotes: scale of ln((c+1)/(r+1))
     length_head: bool = False  # bt: quality + length heads, ODIN loss (rlcw.rewards.odin); scorers use quality
     odin: OdinWeights = field(default_factory=OdinWeights)  # bt, length_head: weights of the ODIN loss terms
     cot: bool = False  # genrm: rationale before the verdict
@@ -117,15 +120,15 @@ class RMSection:
 
 @dataclass
 class RMTrainSection:
-    learning_rate: float = 3e-4
-    batch_size: int = 8
-    grad_accum: int = 1
-    max_steps: int = 60
-    warmup_ratio: float = 0.05
-    weight_decay: float = 0.0
-    logging_steps: int = 5
+    learning_rate: float = 3e-4  # peak AdamW learning rate
+    batch_size: int = 8  # training examples per step per device (bt: pairs; genrm: one pair in one order)
+    grad_accum: int = 1  # batches accumulated per optimizer step
+    max_steps: int = 60  # optimizer steps of the run
+    warmup_ratio: float = 0.05  # share of max_steps spent warming up the learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    logging_steps: int = 5  # log metrics every N steps
     eval_steps: int = 20  # bt: 0 = evaluate only at the end
-    eval_batch_size: int = 16
+    eval_batch_size: int = 16  # examples per batch when evaluating
     eval_before: bool = False  # genrm: also measure held-out accuracy of the untrained model
     save_steps: int = 0  # 0 = no intermediate checkpoints
     resume: str = "false"  # false | true (error if no checkpoint) | auto, in <run>/checkpoints (rlcw.runs)
@@ -141,9 +144,9 @@ class TrainRMConfig:
     rm: RMSection = field(default_factory=RMSection)
     lora: LoraSection = field(default_factory=LoraSection)
     train: RMTrainSection = field(default_factory=RMTrainSection)
-    output_dir: str = "runs"
-    run_name: str = "train_rm"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "train_rm"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
