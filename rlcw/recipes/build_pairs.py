@@ -34,12 +34,13 @@ from rlcw.recipes.common.run import stage_run
 class PairsDataConfig:
     kind: str = "corruption"  # corruption | human_vs_model
     stories: str = "bundled"  # "bundled" or a story-record jsonl (human_vs_model: records with `reference`)
+    # corruptions used: shuffle | splice | substitute | repeat | truncate
     kinds: list[str] = field(default_factory=lambda: ["shuffle", "splice", "substitute", "repeat", "truncate"])
-    chunk_sentences: int = 4
-    max_chunks_per_story: int | None = None
-    match_length: bool = True
-    tolerance: float = 0.05
-    eval_fraction: float = 0.3
+    chunk_sentences: int = 4  # sentences per story chunk (each chunk is one chosen text)
+    max_chunks_per_story: int | None = None  # at most N chunks per story (None = all)
+    match_length: bool = True  # drop pairs whose word counts differ by more than tolerance
+    tolerance: float = 0.05  # allowed word-count gap as a share of the chosen length (at least one word)
+    eval_fraction: float = 0.3  # share held out as the eval split (by story; human_vs_model: by prompt)
     min_words: int = 20  # human_vs_model: drop pairs whose common word budget is smaller
     max_words: int | None = None  # human_vs_model: cap of the common word budget
 
@@ -47,9 +48,9 @@ class PairsDataConfig:
 @dataclass
 class BuildPairsConfig:
     data: PairsDataConfig = field(default_factory=PairsDataConfig)
-    output_dir: str = "runs"
-    run_name: str = "build_pairs"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "build_pairs"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

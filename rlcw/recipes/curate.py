@@ -38,19 +38,19 @@ class SourceSection:
     split: str = "train"  # hub split
     layout: str = "auto"  # auto | posts | pairs
     regroup_pairs: bool = False  # pairs layout: re-pair all stories of one prompt instead of keeping each row's pair
-    max_rows: int | None = None
+    max_rows: int | None = None  # first N rows read from the source (None = all)
 
 
 @dataclass
 class RulesSection:
-    min_upvotes: int = 10
-    min_words: int = 50
+    min_upvotes: int = 10  # stories with fewer upvotes are dropped
+    min_words: int = 50  # stories with fewer words are dropped
     max_tokens: int | None = 2048  # None = no token filter
     tokenizer: str | None = "smollm2-135m-instruct"  # the target RM's tokenizer: alias, hub id or folder
     min_gap: float = 0.25  # (higher - lower) / higher upvotes
-    max_pairs_per_post: int | None = None
-    bins: int = 100
-    balance: bool = True
+    max_pairs_per_post: int | None = None  # at most N pairs per post, drawn under the seed (None = all)
+    bins: int = 100  # length-balancing histogram bins over the word difference (even, >= 2)
+    balance: bool = True  # balance pairs so chosen is longer in half of the unequal-length pairs
     train_before: str | None = "2023-01-01"  # ISO date: train keeps stories posted strictly before
     test_from: str | None = "2023-01-02"  # ISO date: test keeps stories posted at or after
 
@@ -60,9 +60,9 @@ class CurateConfig:
     train: SourceSection = field(default_factory=lambda: SourceSection(source="euclaise/WritingPrompts_preferences"))
     test: SourceSection = field(default_factory=SourceSection)  # source None: test comes from train.source (by date)
     rules: RulesSection = field(default_factory=RulesSection)
-    output_dir: str = "runs"
-    run_name: str = "curate"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "curate"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

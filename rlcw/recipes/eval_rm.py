@@ -56,22 +56,24 @@ from rlcw.runs import done_line
 class ScorerSection:
     kind: str = "auto"  # auto | bt | genrm | judge
     path: str | None = "runs/train_rm/model"  # RM folder (bt, genrm)
-    batch_size: int = 16
-    device: str | None = None
+    batch_size: int = 16  # items per scorer batch
+    device: str | None = None  # torch device of the scorer (cpu, cuda, ...); None = the scorer's default
     length_control: bool = True  # bt: also report scores with the folder's length-control fit
     head: str = "quality"  # bt with a length head (rm.length_head=true): quality | length | sum
     judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.clients.base.ClientConfig keys
+    # judge: LitBench prompt template (writerly | minimal | reddit_minimal | reddit_verbose | permuted)
     judge_template: str = "writerly"
 
 
 @dataclass
 class EvalDataSection:
     file: str = "runs/build_pairs/pairs/eval.jsonl"  # local pair file or hub id
-    split: str = "test"
+    split: str = "test"  # hub split of data.file
+    # record field names: prompt/chosen/rejected -> the column holding each
     columns: dict[str, str] = field(
         default_factory=lambda: {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"}
     )
-    max_pairs: int | None = None
+    max_pairs: int | None = None  # first N pairs (None = all)
 
 
 @dataclass
@@ -79,7 +81,7 @@ class LengthControlSection:
     fit_on: str | None = None  # reference stories (story records or pairs) -> fit, saved into this run's folder
     install: bool = False  # also write the fit into the RM folder (BTScorer's length_control auto|true then use it)
     feature: str = "log_words"  # words | log_words
-    max_stories: int | None = None
+    max_stories: int | None = None  # first N reference stories of fit_on (None = all)
 
 
 @dataclass
@@ -94,10 +96,10 @@ class EvalRMConfig:
     data: EvalDataSection = field(default_factory=EvalDataSection)
     length_control: LengthControlSection = field(default_factory=LengthControlSection)
     ending: EndingSection = field(default_factory=EndingSection)
-    bootstrap_resamples: int = 1000
-    output_dir: str = "runs"
-    run_name: str = "eval_rm"
-    seed: int = 0
+    bootstrap_resamples: int = 1000  # bootstrap resamples of the accuracy intervals
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "eval_rm"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

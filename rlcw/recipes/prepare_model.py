@@ -21,9 +21,9 @@ from rlcw.recipes.common.sections import ModelConfig
 class PrepareModelConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     force: bool = False  # re-convert even when the cache exists
-    output_dir: str = "runs"
-    run_name: str = "prepare_model"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "prepare_model"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

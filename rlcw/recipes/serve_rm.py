@@ -29,21 +29,21 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 @dataclass
 class ServeRMConfig:
-    rm_path: str = "runs/train_rm/model"
-    host: str = "127.0.0.1"
-    port: int = 8000
+    rm_path: str = "runs/train_rm/model"  # BT RM folder to serve (rlcw train-rm output)
+    host: str = "127.0.0.1"  # address to bind (127.0.0.1 = this machine only)
+    port: int = 8000  # TCP port to listen on
     token_env: str | None = None  # name of the env var holding the bearer token; None = no auth
     max_batch: int = 64  # items per scorer call
-    max_wait_ms: float = 10.0
-    max_request_items: int = 256
-    max_chars: int = 20000
+    max_wait_ms: float = 10.0  # how long the first request of a batch waits for more (ms)
+    max_request_items: int = 256  # items one request may carry (more: 4xx error)
+    max_chars: int = 20000  # characters allowed per prompt or completion
     max_queue: int = 256  # requests waiting to be scored; more are answered 503 + Retry-After
     limit_concurrency: int = 512  # uvicorn: open connections + tasks before it answers 503
     idempotency_ttl_s: float = 600.0  # how long a scored Idempotency-Key is remembered
     scorer_batch_size: int = 16  # the scorer's own forward batch (length-bucketed)
     head: str = "quality"  # an RM with a length head (rm.length_head=true): quality | length | sum
     device: str | None = None  # None = the model's default (cpu here, cuda when available)
-    log_level: str = "info"
+    log_level: str = "info"  # server log level: debug | info | warning | error
     output_dir: str = "runs"
     run_name: str = "serve_rm"
     seed: int = 0
