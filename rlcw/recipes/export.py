@@ -41,18 +41,18 @@ BASE_MODELS = {EMBEDDED_ALIAS: "HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0,
 
 @dataclass
 class GenerationDefaults:
-    max_new_tokens: int = 256
-    temperature: float = 0.8
-    top_p: float = 0.95
+    max_new_tokens: int = 256  # generation_config.json: new-token cap
+    temperature: float = 0.8  # generation_config.json: sampling temperature
+    top_p: float = 0.95  # generation_config.json: nucleus-sampling p
 
 
 @dataclass
 class HubSection:
     push: bool = False  # upload the exported folder with huggingface_hub
     repo_id: str | None = None  # e.g. "me/story-model"
-    private: bool = True
+    private: bool = True  # create the hub repo as private
     token_env: str = "HF_TOKEN"  # environment variable holding a write token
-    commit_message: str = "rlcw export"
+    commit_message: str = "rlcw export"  # commit message of the upload
 
 
 @dataclass
@@ -62,9 +62,9 @@ class ExportConfig:
     hub: HubSection = field(default_factory=HubSection)
     atol: float = 1e-4  # max |logit difference| allowed between export and in-memory merged model
     card_notes: str = ""  # extra text for the model card
-    output_dir: str = "runs"
-    run_name: str = "export"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "export"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

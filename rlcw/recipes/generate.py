@@ -50,15 +50,15 @@ class GenDataConfig:
     format: str = "prompts"  # prompts | tmas
     source: str | None = None  # data.format=tmas: folder, jsonl file or hub id
     split: str | None = "eval"  # prompts: train|eval; tmas: train|validation|test
-    max_prompts: int | None = 8
+    max_prompts: int | None = 8  # first N prompts (None = all)
 
 
 @dataclass
 class SamplingSection:
-    max_new_tokens: int = 96
-    temperature: float = 0.8
-    top_p: float = 0.95
-    batch_size: int = 8
+    max_new_tokens: int = 96  # new-token cap of each story
+    temperature: float = 0.8  # sampling temperature
+    top_p: float = 0.95  # nucleus-sampling p (1.0 = off)
+    batch_size: int = 8  # prompts generated per batch
 
 
 @dataclass
@@ -66,8 +66,8 @@ class AgentsSection:
     backend: str = "local"  # local | server
     planning_tokens: int = 256  # new-token cap of each planning agent
     writing_tokens: int = 512  # of each writing agent
-    finalizer_tokens: int = 1024
-    e2e_tokens: int = 1024
+    finalizer_tokens: int = 1024  # new-token cap of the finalizer agent
+    e2e_tokens: int = 1024  # new-token cap of the end-to-end (e2e) agent
     context_tokens: int = 2048  # prompt + scratchpad + new tokens must fit this
     adapters: dict[str, str] = field(default_factory=dict)  # agent -> LoRA adapter folder (local backend)
     server: dict[str, Any] = field(default_factory=dict)  # judge ClientConfig fields (server backend)
@@ -93,9 +93,9 @@ class GenerateConfig:
     agents: AgentsSection = field(default_factory=AgentsSection)
     best_of: BestOfSection = field(default_factory=BestOfSection)
     system: str = "model"  # the story records' `system` field (who wrote them); agents_room default: ar_<variant>
-    output_dir: str = "runs"
-    run_name: str = "generate"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "generate"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

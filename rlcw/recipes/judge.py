@@ -71,7 +71,7 @@ class JudgeDataConfig:
     )  # story-record jsonl files ('bundled' = rlcw's human stories); systems = records' `system`
     references: str | None = None  # TTCW: story records whose `story` is the reference (else the records' `reference`)
     baseline: str | None = None  # pairwise: judge only pairs that include this system (default: all pairs)
-    max_prompts: int | None = None
+    max_prompts: int | None = None  # judge the first N prompts (None = all)
 
 
 @dataclass
@@ -86,10 +86,10 @@ class JudgeConfig:
     verdict: str = "text"  # text (parse the reply) | logprobs (label probabilities; pairwise protocols)
     data: JudgeDataConfig = field(default_factory=JudgeDataConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
-    n_bootstrap: int = 200
-    output_dir: str = "runs"
-    run_name: str = "judge"
-    seed: int = 0
+    n_bootstrap: int = 200  # bootstrap resamples of the confidence intervals
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "judge"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

@@ -44,9 +44,9 @@ class ServeRMConfig:
     head: str = "quality"  # an RM with a length head (rm.length_head=true): quality | length | sum
     device: str | None = None  # None = the model's default (cpu here, cuda when available)
     log_level: str = "info"  # server log level: debug | info | warning | error
-    output_dir: str = "runs"
-    run_name: str = "serve_rm"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "serve_rm"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

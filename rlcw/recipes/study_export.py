@@ -41,7 +41,7 @@ class StudyDataSection:
     systems: list[str] = field(default_factory=list)  # mode=systems: the two systems (empty = the two in the files)
     # BT reward-model folder: required for rm_best_worst; elsewhere adds RM scores to the key
     rm_dir: str | None = None
-    rm_batch_size: int = 8
+    rm_batch_size: int = 8  # stories per RM scoring batch
     max_pairs: int | None = None  # keep the first N pairs (prompt order)
 
 
@@ -50,14 +50,15 @@ class StudyDesignSection:
     raters_per_item: int = 1  # >= 2 gives Fleiss' kappa
     per_sitting: int = 5  # Agents' Room: at most five pairs in one sitting
     attention_checks: int = 0  # check items; one goes into every sitting when > 0
-    formats: list[str] = field(default_factory=lambda: list(FORMATS))
+    formats: list[str] = field(default_factory=lambda: list(FORMATS))  # packets written: html | csv | labelstudio
 
 
 @dataclass
 class GuidanceSection:
+    # target win rates of the sample-size table (vs 0.5)
     win_rates: list[float] = field(default_factory=lambda: [0.55, 0.6, 0.65, 0.7])
-    alpha: float = 0.05
-    power: float = 0.8
+    alpha: float = 0.05  # two-sided significance level of the sample-size table
+    power: float = 0.8  # statistical power of the sample-size table
 
 
 @dataclass
@@ -66,9 +67,9 @@ class StudyExportConfig:
     design: StudyDesignSection = field(default_factory=StudyDesignSection)
     guidance: GuidanceSection = field(default_factory=GuidanceSection)
     study: str = "rlcw-study"  # a name shown to raters and stored with the answers
-    output_dir: str = "runs"
-    run_name: str = "study_export"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "study_export"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

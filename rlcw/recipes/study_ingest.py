@@ -33,12 +33,12 @@ class StudyIngestConfig:
     key: str = ""  # key.json written by study-export
     answers: list[str] = field(default_factory=list)  # answers files or folders
     judges: list[str] = field(default_factory=list)  # judge verdict jsonl files (name = file stem)
-    drop_failed_raters: bool = False
-    n_bootstrap: int = 200
-    alpha: float = 0.05
-    output_dir: str = "runs"
-    run_name: str = "study_ingest"
-    seed: int = 0
+    drop_failed_raters: bool = False  # drop raters who failed an attention check (false = error)
+    n_bootstrap: int = 200  # bootstrap resamples of the confidence intervals
+    alpha: float = 0.05  # confidence intervals at 1 - alpha
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "study_ingest"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

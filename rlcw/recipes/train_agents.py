@@ -52,9 +52,9 @@ from rlcw.runs import resume_checkpoint, resume_mode
 @dataclass
 class AgentDataConfig:
     format: str = "records"  # records: story-record jsonl ("bundled" = rlcw's own stories) | tmas
-    source: str = "bundled"
+    source: str = "bundled"  # story records (format=records; bundled = rlcw's stories) or TMAS folder/file/hub id
     split: str | None = "train"  # tmas split
-    max_examples: int | None = 8
+    max_examples: int | None = 8  # first N stories (None = all)
 
 
 @dataclass
@@ -62,24 +62,24 @@ class TeacherSection:
     backend: str = "local"  # local | server
     model: str = EMBEDDED_ALIAS  # local teacher (a bigger model than the student, in practice)
     server: dict[str, Any] = field(default_factory=dict)  # judge ClientConfig fields (server teacher)
-    planning_tokens: int = 256
-    split_tokens: int = 256
-    temperature: float = 0.7
-    batch_size: int = 4
+    planning_tokens: int = 256  # new-token cap of each planning output
+    split_tokens: int = 256  # new-token cap of the story-split answer
+    temperature: float = 0.7  # sampling temperature of the teacher
+    batch_size: int = 4  # stories per generation batch (local teacher)
 
 
 @dataclass
 class SplitSection:
     fallback: str = "fuzzy"  # fuzzy (then proportional) | proportional
-    fuzzy_cutoff: float = 0.8
+    fuzzy_cutoff: float = 0.8  # fuzzy: least similarity ratio (0-1) of a quote to a sentence
 
 
 @dataclass
 class AgentTrainSection:
     agents: str = "all"  # "all" or comma-separated agent names
-    max_steps: int = 20
-    learning_rate: float = 1e-4
-    batch_size: int = 2
+    max_steps: int = 20  # optimizer steps per agent
+    learning_rate: float = 1e-4  # peak AdamW learning rate
+    batch_size: int = 2  # SFT examples per step per device
     max_length: int = 1024  # tokens of prompt + completion (longer examples are truncated by TRL)
     context_tokens: int = 2048  # scratchpads in SFT prompts are fitted to this, as at generation time
     save_steps: int = 0  # checkpoints in <run>/checkpoints/adapters/<agent>/trainer every N steps; 0 = none
@@ -95,9 +95,9 @@ class TrainAgentsConfig:
     split: SplitSection = field(default_factory=SplitSection)
     lora: LoraSection = field(default_factory=lambda: LoraSection(r=4, alpha=8))  # the paper: rank 4
     train: AgentTrainSection = field(default_factory=AgentTrainSection)
-    output_dir: str = "runs"
-    run_name: str = "train_agents"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "train_agents"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

@@ -32,15 +32,15 @@ class ClientConfig:
     api_key_env: str | None = "OPENAI_API_KEY"  # environment variable holding the key (never logged)
     concurrency: int = 4  # requests in flight at once (kind=openai); conversations per batched generate (kind=local)
     max_retries: int = 4  # retries after the first attempt (timeouts, connection errors, 5xx, 429)
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # kind=openai: seconds before a request times out (then retried up to max_retries)
     retry_base_s: float = 1.0  # first backoff; doubles per retry (capped at retry_max_s)
     retry_max_s: float = 60.0  # longest wait, also the cap on a server's Retry-After
     budget_calls: int | None = None  # stop with an error before making more uncached calls than this
     budget_tokens: int | None = None  # stop once this many prompt + completion tokens were used
     cache_dir: str | None = None  # folder of the reply cache (None = no cache)
-    temperature: float = 0.0
-    max_tokens: int = 512
-    seed: int | None = 0
+    temperature: float = 0.0  # sampling temperature of the judge (replies at > 0 are never cached)
+    max_tokens: int = 512  # new-token cap of each reply
+    seed: int | None = 0  # seed sent with each request (None = none)
     script: str | None = None  # kind=scripted: jsonl of {"reply", optional "match"} rules
     replies: str | None = None  # kind=replay: stored replies (a verdicts.jsonl, or jsonl of request_key/id + reply)
     max_completion_tokens: int | None = None  # kind=openai: sent as max_completion_tokens instead of max_tokens
