@@ -31,10 +31,10 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 class AgentCaps:
     """New-token caps per agent kind."""
 
-    planning: int = 256
-    writing: int = 512
-    finalizer: int = 1024
-    e2e: int = 1024
+    planning: int = 256  # new-token cap of each planning agent
+    writing: int = 512  # new-token cap of each writing agent
+    finalizer: int = 1024  # new-token cap of the finalizer agent
+    e2e: int = 1024  # new-token cap of the end-to-end (e2e) agent
 
     def for_agent(self, agent: str) -> int:
         if agent in ("finalizer", "e2e"):

@@ -44,7 +44,7 @@ MIN_MOVE = 0.01  # nats/token of mean |log-prob change| on the probe texts: belo
 class ProbeSection:
     every_steps: int = 3  # 0 = off
     texts: str = "bundled"  # story file (prompt + story records); "bundled" = rlcw's own human stories
-    num_texts: int = 8
+    num_texts: int = 8  # first N stories of the file probed
     max_words: int = 60  # each story is cut to its first N words (keeps the probe under ~1 s on CPU)
 
 

@@ -73,18 +73,19 @@ GOLD_REWARDS = (
 @dataclass
 class StudyData:
     tmas: str = "../shared/data/tell-me-a-story"  # TELL ME A STORY (folder, jsonl or hub id) for the default gold
+    # TELL ME A STORY splits read for the default gold (its prompts and human stories)
     tmas_splits: list[str] = field(default_factory=lambda: ["train", "validation"])
     prompts: str = "bundled"  # RL and held-out prompts
     rl_split: str = "train"  # prompts the proxies' pairs, RL and DPO use
     study_split: str = "study"  # held-out measurement prompts (never trained on)
-    max_study_prompts: int | None = None
+    max_study_prompts: int | None = None  # first N held-out study prompts (None = all)
 
 
 @dataclass
 class GoldSection:
     rm_path: str | None = None  # any RM folder or hub id; None = train the default gold here
     samples_per_prompt: int = 3  # start-model stories per TELL ME A STORY prompt
-    max_new_tokens: int = 128
+    max_new_tokens: int = 128  # new-token cap of the start-model stories
     max_prompts: int | None = None  # None = every prompt of data.tmas_splits
     batch_size: int = 32  # TMAS prompts are long (~140 tokens, up to ~500): smaller sampling batches
 
@@ -95,8 +96,8 @@ class ProxyDataSection:
     pairs_per_prompt: int | None = None  # None = all k (k - 1) / 2
     label_temperature: float = 1.0  # Bradley-Terry label temperature on gold scores (0 = noiseless)
     eval_fraction: float = 0.2  # RL prompts whose pairs are train-rm's eval split
-    max_new_tokens: int = 88
-    max_prompts: int | None = None
+    max_new_tokens: int = 88  # new-token cap of the start samples
+    max_prompts: int | None = None  # first N prompts of data.rl_split (None = all)
 
 
 @dataclass
@@ -107,10 +108,10 @@ class BestOfNSection:
 @dataclass
 class MeasureSection:
     samples_per_prompt: int = 2  # per held-out prompt at every checkpoint (the first of the pool for the start)
-    max_new_tokens: int = 88
+    max_new_tokens: int = 88  # new-token cap of the measured samples
     seed: int = 1234  # sample k draws with seed + k (CRN)
     batch_size: int = 96  # prompt rows per sampling batch (96: every study prompt in one batch)
-    kl_batch_size: int = 32
+    kl_batch_size: int = 32  # stories per batch when computing KL to the start
     agreement_pairs_per_prompt: int | None = 16  # pool pairs per held-out prompt for the RM agreement table
     n_resamples: int = 1000  # prompt-level bootstrap
     fit_resamples: int = 300  # prompt-level CIs of the fits
@@ -122,10 +123,12 @@ class OutcomeConfig:
     data: StudyData = field(default_factory=StudyData)
     gold: GoldSection = field(default_factory=GoldSection)
     proxy_data: ProxyDataSection = field(default_factory=ProxyDataSection)
+    # proxy name -> training pairs of its RM (data.max_train_pairs)
     proxies: dict[str, int] = field(default_factory=lambda: {"small": 80, "large": 640})
     rl_proxy: str = "large"  # the proxy grpo, grpo_lc, ppo and dpo optimise
     proxy_ensembles: dict[str, int] = field(default_factory=dict)  # proxy name -> ensemble members (>= 2)
     ens_proxy: str = "ens"  # the ensemble proxy grpo_ens optimises
+    # the study's optimization runs: grpo | grpo_lc | grpo_ens | ppo | dpo | best_of_n
     runs: list[str] = field(default_factory=lambda: list(DEFAULT_RUNS))
     gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
     gold_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
@@ -138,9 +141,9 @@ class OutcomeConfig:
     best_of_n: BestOfNSection = field(default_factory=BestOfNSection)
     measure: MeasureSection = field(default_factory=MeasureSection)
     resume: bool = True  # reuse stages already completed with the same settings
-    output_dir: str = "runs"
-    run_name: str = "outcome"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "outcome"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 

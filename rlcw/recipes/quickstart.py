@@ -43,7 +43,7 @@ class Gates:
     # 0.75: held-out corruption pairs whose ending no longer tells them apart (rlcw.data.corrupt.match_ending);
     # the quickstart RM measured 0.78 (100 pairs, +-4 points), 0.82 with 30 steps; 0.86 before, with the cue
     min_rm_accuracy: float = 0.75
-    min_grpo_steps: int = 10
+    min_grpo_steps: int = 10  # GRPO steps the run must complete
     heldout: bool = True  # RM change and in-range change lower bounds > 0 (false: tiny-model tests)
     exit_on_fail: bool = True  # `rlcw quickstart` exits 1 when a gate fails (false: exit 0, e.g. calibration loops)
 
@@ -52,14 +52,14 @@ class Gates:
 class HeldoutSection:
     """The one held-out measurement at the end (rlcw.measure.heldout)."""
 
-    prompts: str = "bundled"
+    prompts: str = "bundled"  # "bundled" or a prompt file of the held-out prompts
     # one split or several, in order: [heldout, study] + max_prompts 40 = the 32 `heldout` prompts and the first 8
     # `study` ones (the two styles alternate in both); RL prompts are checked against every measured one
     split: str | list[str] = "heldout"
-    max_prompts: int | None = None
-    n_samples: int = 4
+    max_prompts: int | None = None  # first N prompts of the split(s) (None = all)
+    n_samples: int = 4  # samples per prompt for each policy (CRN seeds)
     seed: int = 1234  # sample k of every prompt uses seed + k, for the start and the tuned policy alike
-    n_resamples: int = 2000
+    n_resamples: int = 2000  # paired bootstrap resamples over prompts
     fit_to_cap: bool = True  # leave out prompts whose range the completion cap cannot hold
     precision: str = "fp32"  # fp32 | bf16: both policies sampled on bf16 copies (the fast path)
     draw: str = "multinomial"  # multinomial | inverse_cdf: one random number a row a step (same distribution)
@@ -75,9 +75,9 @@ class QuickstartConfig:
     export: export.ExportConfig = field(default_factory=export.ExportConfig)
     heldout: HeldoutSection = field(default_factory=HeldoutSection)
     gates: Gates = field(default_factory=Gates)
-    output_dir: str = "runs"
-    run_name: str = "quickstart"
-    seed: int = 0
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "quickstart"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
