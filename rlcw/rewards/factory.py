@@ -244,6 +244,8 @@ REWARD_SCALES = {
     "length_range": "0 inside the prompt's word range, down to -(miss + clip) outside it",
     "overlong": "0 up to max_tokens - buffer, then down to -1 at the cap",
     "python": "whatever the target returns",
+    "rubric": "weighted mean of P(yes) (or parsed Yes = 1 / No = 0) over the criteria, 0..1; NaN with no valid verdict",
+    "slop": "% of a story's words inside over-used phrases, 0..100: give it a negative weight",
 }
 # constructor arguments a recipe fills or that take objects, never spec options
 _NOT_OPTIONS = ("device", "model", "tokenizer", "spec", "scorer", "transport")
