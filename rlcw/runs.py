@@ -92,10 +92,15 @@ def resume_checkpoint(value: str | bool, folder: str | Path) -> Path | None:
 
 
 def check_resume_target(value: str | bool, run_path: str | Path) -> None:
-    """`train.resume=true` needs a complete checkpoint in `<run_path>/checkpoints`: an error before any folder
-    is made or model loads (false and auto never fail here)."""
-    if resume_mode(value) == "true":
-        resume_checkpoint("true", Path(run_path) / "checkpoints")
+    """`train.resume=true` needs a complete checkpoint under `<run_path>/checkpoints` (at any depth: train-agents
+    keeps one trainer per agent below it): an error before any folder is made or model loads (false and auto
+    never fail here); the stage's own resume then picks the checkpoint it continues from."""
+    if resume_mode(value) != "true":
+        return
+    root = Path(run_path) / "checkpoints"
+    folders = [root, *(p for p in root.rglob("*") if p.is_dir())] if root.is_dir() else [root]
+    if not any(last_checkpoint(f) is not None for f in folders):
+        resume_checkpoint("true", root)  # raises the shared error naming the folder
 
 
 # What `RunDir.create` and a tracker write before step 0: a folder holding nothing else is unused.
