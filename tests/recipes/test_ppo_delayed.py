@@ -15,12 +15,14 @@ after it had reached the optimum, and it collapsed to a deterministic wrong toke
 (rewards 0.99 -> 0.37 -> stuck at 0.75 over 100 steps). With it, runs converged and stayed on seeds
 0-1 on both AVX2 and AVX-512 CPUs. 80 steps leave a margin: the first five-step mean >= 0.9 came at
 steps 21-40 in those runs, and seeded trajectories differ between CPU kinds after a dozen steps
-(different floating-point kernels), so the claim is checked where every run has settled.
+(different floating-point kernels), so the claim is checked where every run has settled, as a median over the last 10 steps.
 
 Whitening is off here: once the policy is deterministic the advantages carry no signal, and
 whitening would blow the value model's small errors up to unit scale (seen as late collapses
 in tuning); the value learning rate is kept below the policy's for the same reason.
 """
+
+import statistics
 
 import torch
 from peft import LoraConfig, get_peft_model
@@ -98,7 +100,9 @@ def test_ppo_reaches_the_optimum_of_a_delayed_reward(tmp_path):
 
     rewards = [h["reward"] for h in history]
     assert rewards[0] < 0.3  # near-uniform start: about 1/9 per position
-    assert sum(rewards[-5:]) / 5 >= 0.9, rewards  # near the optimum 0.9997, and still there at the end
+    # near the optimum 0.9997 and staying there: the median of the last 10 steps (one-step dips to 0.56-0.74 remain
+    # after convergence with 2 threads on AVX2 kernels; a collapse to one wrong position sits at 0.75)
+    assert statistics.median(rewards[-10:]) >= 0.9, rewards
     assert history[-1]["entropy"] < 0.5 * history[0]["entropy"]  # the policy committed
     assert max(h["ppo/explained_variance"] for h in history) > 0.5  # the value model learned the returns
     assert history[-1]["kl"] > 1.0  # it got there by moving away from the reference (KL > 0)
