@@ -32,8 +32,6 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
@@ -45,7 +43,7 @@ from rlcw.models import load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import eval_prompt_rows, eval_sampler
-from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.run import stage_run, stage_tracker, trainer_basics
 from rlcw.recipes.common.sections import EvalSection, LoraSection, ModelConfig
 from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
@@ -154,19 +152,9 @@ def build_args(cfg: DPORecipeConfig, run, has_eval_pairs: bool):
         per_device_train_batch_size=t.batch_size,
         per_device_eval_batch_size=t.batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps,
-        logging_steps=t.logging_steps,
         eval_strategy="steps" if evaluate else "no",
         eval_steps=cfg.eval.every_steps if evaluate else None,
-        save_strategy="steps" if t.save_steps else "no",
-        save_steps=t.save_steps or 500,
-        save_total_limit=t.save_total_limit,
-        bf16=t.bf16,
-        gradient_checkpointing=False,
-        use_cpu=not torch.cuda.is_available(),
-        report_to="none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        disable_tqdm=False,
+        **trainer_basics(t, cfg.seed),  # logging, saving, precision, seeds, CPU (shared with grpo, rloo)
     )
 
 

@@ -23,8 +23,6 @@ import importlib.util
 from contextlib import closing
 from dataclasses import dataclass, field
 
-import torch
-
 from rlcw.agents.variants import AgentCaps
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
@@ -40,7 +38,7 @@ from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validat
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import check_overlap, held_out_prompts, prompt_messages
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
-from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.run import stage_run, stage_tracker, trainer_basics
 from rlcw.recipes.common.sections import (
     EvalSection,
     LoraSection,
@@ -250,17 +248,7 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float], rollout: PlainR
         mask_truncated_completions=t.mask_truncated_completions,
         reward_weights=weights,
         multi_objective_aggregation=cfg.reward.aggregation,
-        logging_steps=t.logging_steps,
-        save_strategy="steps" if t.save_steps else "no",
-        save_steps=t.save_steps or 500,
-        save_total_limit=t.save_total_limit,
-        bf16=t.bf16,
-        gradient_checkpointing=False,
-        use_cpu=not torch.cuda.is_available(),
-        report_to="none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        disable_tqdm=False,
+        **trainer_basics(t, cfg.seed),  # logging, saving, precision, seeds, CPU (shared with rloo, dpo)
         log_completions=False,
         remove_unused_columns=False,
         deepspeed=t.deepspeed,

@@ -24,8 +24,6 @@ import importlib.util
 from contextlib import closing
 from dataclasses import dataclass, field
 
-import torch
-
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
@@ -39,7 +37,7 @@ from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validat
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
-from rlcw.recipes.common.run import stage_run, stage_tracker
+from rlcw.recipes.common.run import stage_run, stage_tracker, trainer_basics
 from rlcw.recipes.common.sections import (
     EvalSection,
     LoraSection,
@@ -207,17 +205,7 @@ def build_args(cfg: RLOORecipeConfig, run, weights: list[float]):
         reward_clip_range=tuple(t.reward_clip_range) if t.reward_clip_range is not None else None,
         mask_truncated_completions=t.mask_truncated_completions,
         reward_weights=weights,
-        logging_steps=t.logging_steps,
-        save_strategy="steps" if t.save_steps else "no",
-        save_steps=t.save_steps or 500,
-        save_total_limit=t.save_total_limit,
-        bf16=t.bf16,
-        gradient_checkpointing=False,
-        use_cpu=not torch.cuda.is_available(),
-        report_to="none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        disable_tqdm=False,
+        **trainer_basics(t, cfg.seed),  # logging, saving, precision, seeds, CPU (shared with rloo, dpo)
         log_completions=False,
         remove_unused_columns=False,
         deepspeed=t.deepspeed,

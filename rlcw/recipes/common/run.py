@@ -53,3 +53,23 @@ def stage_run(cfg, command: str) -> Iterator[RunDir]:
         if isinstance(exc, RlcwError) and fresh and remove_unused_run_folder(run.path):
             print(f"[rlcw] {command}: stopped before producing anything; removed {run.path}", flush=True)
         raise
+
+
+def trainer_basics(t, seed: int) -> dict:
+    """The HF TrainingArguments every TRL-based RL recipe sets alike (grpo, rloo, dpo), from its `train` section:
+    logging and checkpoint cadence, precision, seeds, CPU when no GPU, trackers left to rlcw.tracking."""
+    import torch
+
+    return {
+        "logging_steps": t.logging_steps,
+        "save_strategy": "steps" if t.save_steps else "no",
+        "save_steps": t.save_steps or 500,
+        "save_total_limit": t.save_total_limit,
+        "bf16": t.bf16,
+        "gradient_checkpointing": False,
+        "use_cpu": not torch.cuda.is_available(),
+        "report_to": "none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
+        "seed": seed,
+        "data_seed": seed,
+        "disable_tqdm": False,
+    }
