@@ -16,7 +16,9 @@ design note: `rlcw.metrics.overopt`), every training stage a real rlcw recipe in
    A proxy named in `proxy_ensembles` (name -> members) is an RM ensemble (`rlcw.rewards.ensemble`) trained
    on that proxy's pairs, each member on a bootstrap resample (so the same total pairs as a single proxy);
    `grpo_ens` runs GRPO against the ensemble proxy `ens_proxy` (its aggregate: `proxy_rm.rm.ensemble.*`),
-   and best-of-n covers it like every proxy.
+   and best-of-n covers it like every proxy. A proxy named in `proxy_length_heads` is a length-disentangled
+   two-head RM (ODIN, `rm.length_head=true`, `rlcw.rewards.odin`) trained on that proxy's pairs; `grpo_odin`
+   runs GRPO against its quality head (`odin_proxy`), and best-of-n and the measurements read that head too.
 4. Measurement (`measure/`): every checkpoint samples `measure.samples_per_prompt` stories for each
    bundled `study` prompt (top_k 0, top_p 1, temperature 1, CRN; `rlcw.outcome.measure`), KL per story to
    the start on the sampled ids incl. EOS, gold and every proxy score, length, repetition, diversity.
@@ -33,6 +35,8 @@ continues with the same command; stage wall times go into summary.json and the r
     rlcw outcome --config configs/outcome/cpu.yaml gold.rm_path=<RM folder or hub id>   # an external gold
     rlcw outcome --config configs/outcome/cpu.yaml "runs=[grpo,grpo_ens,best_of_n]" \
         "proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}" proxy_rm.rm.ensemble.aggregate=wco
+    rlcw outcome --config configs/outcome/cpu.yaml "runs=[grpo,grpo_odin]" \
+        "proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"
 """
 
 from __future__ import annotations
@@ -60,9 +64,11 @@ from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import ModelConfig
 from rlcw.runs import move_aside, resume_mode
 
-RUNS = ("grpo", "grpo_lc", "grpo_ens", "ppo", "dpo", "best_of_n")
-TRAINED = ("grpo", "grpo_lc", "grpo_ens", "ppo", "dpo")
-DEFAULT_RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")  # grpo_ens needs an ensemble proxy (proxy_ensembles)
+RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo", "best_of_n")
+TRAINED = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo")
+GRPO_RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin")
+# grpo_ens needs an ensemble proxy (proxy_ensembles), grpo_odin a two-head one (proxy_length_heads)
+DEFAULT_RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
 GOLD_REWARDS = (
     "It was trained to tell TELL ME A STORY's human-written stories from the start model's own stories for the "
     "same prompts, both cut to the same length: it rewards text that reads like those human writers' rather "
@@ -128,7 +134,9 @@ class OutcomeConfig:
     rl_proxy: str = "large"  # the proxy grpo, grpo_lc, ppo and dpo optimise
     proxy_ensembles: dict[str, int] = field(default_factory=dict)  # proxy name -> ensemble members (>= 2)
     ens_proxy: str = "ens"  # the ensemble proxy grpo_ens optimises
-    # the study's optimization runs: grpo | grpo_lc | grpo_ens | ppo | dpo | best_of_n
+    proxy_length_heads: list[str] = field(default_factory=list)  # proxies trained as ODIN two-head RMs
+    odin_proxy: str = "odin"  # the two-head proxy grpo_odin optimises (its quality head)
+    # the study's optimization runs: grpo | grpo_lc | grpo_ens | grpo_odin | ppo | dpo | best_of_n
     runs: list[str] = field(default_factory=lambda: list(DEFAULT_RUNS))
     gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
     gold_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
@@ -136,6 +144,7 @@ class OutcomeConfig:
     grpo: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     grpo_lc: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     grpo_ens: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
+    grpo_odin: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     ppo: ppo_recipe.PPORecipeConfig = field(default_factory=ppo_recipe.PPORecipeConfig)
     dpo: dpo_recipe.DPORecipeConfig = field(default_factory=dpo_recipe.DPORecipeConfig)
     best_of_n: BestOfNSection = field(default_factory=BestOfNSection)
@@ -147,7 +156,7 @@ class OutcomeConfig:
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
-STAGE_NAMES = ("gold_pairs", "gold_rm", "proxy_rm", "grpo", "grpo_lc", "grpo_ens", "ppo", "dpo")
+STAGE_NAMES = ("gold_pairs", "gold_rm", "proxy_rm", *GRPO_RUNS, "ppo", "dpo")
 
 
 def wire(cfg: OutcomeConfig, root: str) -> None:
@@ -173,7 +182,7 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
     put("proxy_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
     put("proxy_rm.data.train_file", f"{root}/proxy_data/pairs/train.jsonl")
     put("proxy_rm.data.eval_file", f"{root}/proxy_data/pairs/eval.jsonl")
-    for rl in ("grpo", "grpo_lc", "grpo_ens", "ppo"):
+    for rl in (*GRPO_RUNS, "ppo"):
         put(f"{rl}.model", base), put(f"{rl}.reward.rm_path", f"{root}/proxy_rm_{run_proxy(cfg, rl)}/model")
         put(f"{rl}.data.prompts", cfg.data.prompts), put(f"{rl}.data.train_split", cfg.data.rl_split)
         put(f"{rl}.eval.every_steps", 0)  # the study measures every checkpoint itself
@@ -183,16 +192,18 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
 
 
 def run_proxy(cfg: OutcomeConfig, run: str) -> str:
-    """The proxy a trained run optimises: `ens_proxy` for grpo_ens, `rl_proxy` for the others."""
-    return cfg.ens_proxy if run == "grpo_ens" else cfg.rl_proxy
+    """The proxy a trained run optimises: `ens_proxy` for grpo_ens, `odin_proxy` for grpo_odin, `rl_proxy` for
+    the others."""
+    return {"grpo_ens": cfg.ens_proxy, "grpo_odin": cfg.odin_proxy}.get(run, cfg.rl_proxy)
 
 
 def proxy_stage(cfg: OutcomeConfig, name: str) -> train_rm.TrainRMConfig:
     """The train-rm config of proxy `name`: `proxy_rm` with run name proxy_rm_<name> and its pair budget
-    (and `rm.ensemble.size` when `proxy_ensembles` names it)."""
+    (and `rm.ensemble.size` when `proxy_ensembles` names it, `rm.length_head` when `proxy_length_heads` does)."""
     out = copy.deepcopy(cfg.proxy_rm)
     out.run_name, out.data.max_train_pairs = f"proxy_rm_{name}", cfg.proxies[name]
     out.rm.ensemble.size = cfg.proxy_ensembles.get(name, out.rm.ensemble.size)
+    out.rm.length_head = out.rm.length_head or name in cfg.proxy_length_heads
     return out
 
 
@@ -218,6 +229,15 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
             f"grpo_ens optimises {cfg.ens_proxy!r}, which is not an ensemble proxy",
             "ens_proxy",
             'e.g. "proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
+        )
+    for name in cfg.proxy_length_heads:
+        _check(name in cfg.proxies, f"{name!r} is not a proxy", "proxy_length_heads", "add it to proxies")
+    if "grpo_odin" in cfg.runs:
+        _check(
+            cfg.odin_proxy in cfg.proxy_length_heads,
+            f"grpo_odin optimises {cfg.odin_proxy!r}, which is not a two-head proxy",
+            "odin_proxy",
+            'e.g. "proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"',
         )
     sizes, m, d = cfg.best_of_n.sizes, cfg.measure, cfg.proxy_data
     _check(bool(sizes) and all(isinstance(k, int) and k >= 1 for k in sizes), f"bad sizes {sizes}", "best_of_n.sizes")
@@ -249,7 +269,8 @@ def validate(cfg: OutcomeConfig) -> None:
     wire(cfg, str(Path(cfg.output_dir) / cfg.run_name))
     checks = [("gold_pairs", build_pairs.validate), ("gold_rm", train_rm.validate), ("proxy_rm", train_rm.validate)]
     checks += [("dpo", dpo_recipe.validate)] if "dpo" in cfg.runs else []
-    checks += [("proxy_rm", lambda _, n=n: train_rm.validate(proxy_stage(cfg, n))) for n in cfg.proxy_ensembles]
+    special = [n for n in cfg.proxies if n in cfg.proxy_ensembles or n in cfg.proxy_length_heads]
+    checks += [("proxy_rm", lambda _, n=n: train_rm.validate(proxy_stage(cfg, n))) for n in special]
     for name, check in checks:
         try:
             check(getattr(cfg, name))
@@ -468,6 +489,9 @@ def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: lis
         if name in cfg.proxy_ensembles:
             role = f"ensemble of {cfg.proxy_ensembles[name]} ({cfg.proxy_rm.rm.ensemble.aggregate}): " + role
             role += " (grpo_ens)" if name == cfg.ens_proxy and "grpo_ens" in cfg.runs else ""
+        if name in cfg.proxy_length_heads:
+            role = "two-head (ODIN), quality head: " + role
+            role += " (grpo_odin)" if name == cfg.odin_proxy and "grpo_odin" in cfg.runs else ""
         rows.append(
             {
                 "rm": f"proxy_{name}",
@@ -493,23 +517,35 @@ def sampling_key(cfg: OutcomeConfig, rows: list[dict]) -> dict:
 
 
 def pool_step(cfg: OutcomeConfig, st: Stages, study: Study, rows: list[dict]) -> list[dict]:
-    """max(best_of_n.sizes) start samples per held-out prompt (`pool/`), then their gold, proxy and length
-    scores (`pool_scores/`: new proxies re-score the pool without re-sampling it)."""
+    """max(best_of_n.sizes) start samples per held-out prompt (`pool/`), then each scorer's scores of them
+    (`pool_scores/<gold|proxy_name>/`, one cached step per scorer: a new or retrained proxy scores the pool
+    alone, without re-sampling it or re-scoring the others; `pool_scores/samples.jsonl` holds them all)."""
     n, root = max(cfg.best_of_n.sizes), study.root
-    names = ["gold", *[f"proxy_{p}" for p in cfg.proxies]]
     key = {**sampling_key(cfg, rows), "n": n}
+    ids = study.identity()
 
     def sample(folder: Path) -> None:
         atomic_write_jsonl(folder / "samples.jsonl", study.sample(study.start, rows, n, cfg.measure.max_new_tokens))
 
-    def score(folder: Path) -> None:
-        atomic_write_jsonl(
-            folder / "samples.jsonl", _scored(read_jsonl(root / "pool" / "samples.jsonl"), study, names)
-        )
-
     st.cached("pool", root / "pool", key, sample)
-    st.cached("pool_scores", root / "pool_scores", {"pool": key, "scorers": study.identity()}, score)
-    pool = read_jsonl(root / "pool_scores" / "samples.jsonl")
+    pool = read_jsonl(root / "pool" / "samples.jsonl")
+    for name in ["gold", *[f"proxy_{p}" for p in cfg.proxies]]:
+
+        def score(folder: Path, name=name) -> None:
+            scorer = study.scorer(name)
+            values = scorer.score([r["prompt"] for r in pool], [r["story"] for r in pool])
+            if getattr(scorer, "last_members", None):  # an ensemble: keep every member's scores (other aggregates)
+                atomic_write_json(folder / "members.json", scorer.last_members)
+            atomic_write_json(folder / "scores.json", [float(v) for v in values])
+
+        folder = root / "pool_scores" / name
+        st.cached("pool_scores", folder, {"pool": key, "scorer": ids["gold" if name == "gold" else name[6:]]}, score)
+        scores = json.loads((folder / "scores.json").read_text())
+        _check(len(scores) == len(pool), f"{len(scores)} scores for {len(pool)} pool samples", str(folder))
+        for r, v in zip(pool, scores, strict=True):
+            r.setdefault("scores", {})[name] = float(v)
+    add_scores(pool, {})  # words and rep
+    atomic_write_jsonl(root / "pool_scores" / "samples.jsonl", pool)  # the pool with every scorer's scores
     for r in pool:
         r["scores"]["length"] = float(r["words"])  # the length-only baseline of the agreement table
         r.update(kl_k3=0.0, kl_k1=0.0)  # the start itself
@@ -598,7 +634,7 @@ def train_runs(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
         dpo_pairs_step(cfg, st, study)
     if "grpo_lc" in cfg.runs:
         length_fit_step(cfg, st, str(study.root))
-    trainers = {"grpo": grpo_recipe.main, "grpo_lc": grpo_recipe.main, "grpo_ens": grpo_recipe.main}
+    trainers = {name: grpo_recipe.main for name in GRPO_RUNS}
     trainers.update(ppo=ppo_recipe.main, dpo=dpo_recipe.main)
     for name in [r for r in cfg.runs if r in TRAINED]:
         st.run(name, trainers[name], getattr(cfg, name))

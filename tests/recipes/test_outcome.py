@@ -202,8 +202,8 @@ def test_rerun_reuses_every_stage(study, capsys):
     assert again["status"] == "completed" and " ... " not in out.replace("[outcome] analysis", "")
     assert out.count("completed before, reused") == 10  # prepare_model, gold x2, proxies x2, length_fit, 4 runs
     assert (
-        out.count("done before with the same settings, reused") == 5 + 2 * 4
-    )  # gold_samples, proxy_data, pool x2, dpo_pairs; 4 runs x 2 checkpoints
+        out.count("done before with the same settings, reused") == 7 + 2 * 4
+    )  # gold_samples, proxy_data, pool, pool_scores x3 (gold, small, large), dpo_pairs; 4 runs x 2 checkpoints
 
     def body(text: str) -> str:  # stage times are rounded differently when reused
         return text.split("## Stage times")[0]
@@ -262,20 +262,24 @@ def test_a_given_gold_skips_gold_training_and_best_of_n_runs_alone(study, tmp_pa
     assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], abs=1e-5) for k in a)
 
 
-def test_ensemble_proxy_grpo_ens_and_its_best_of_n(tmp_path, tiny_model_dir):
-    """An ensemble proxy (3 members on the same pairs) trained in the study, GRPO against it, best-of-n with it."""
+def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, tiny_model_dir):
+    """An ensemble proxy (3 members on the same pairs) and a two-head ODIN proxy trained in the study, GRPO against
+    each (grpo_ens, grpo_odin), best-of-n with both; the ODIN proxy scores with its quality head everywhere."""
     from rlcw.recipes.outcome import OutcomeConfig, main
+    from rlcw.rewards.bt import BTScorer
     from rlcw.rewards.ensemble import load_manifest
 
     ens = [
-        "proxies={ens: 12}",
+        "proxies={ens: 12, odin: 12}",
         "rl_proxy=ens",
         "proxy_ensembles={ens: 3}",
+        "proxy_length_heads=[odin]",
         "proxy_rm.rm.ensemble.aggregate=wco",
         "proxy_rm.rm.ensemble.offset_stories=8",
-        "runs=[grpo_ens,best_of_n]",
+        "runs=[grpo_ens,grpo_odin,best_of_n]",
     ] + [
-        f"grpo_ens.{k}"
+        f"{run}.{k}"
+        for run in ("grpo_ens", "grpo_odin")
         for k in (
             "train.max_steps=2",
             "train.save_steps=1",
@@ -293,12 +297,41 @@ def test_ensemble_proxy_grpo_ens_and_its_best_of_n(tmp_path, tiny_model_dir):
     out = tmp_path / "outcome"
     assert summary["status"] == "completed"
     assert len(load_manifest(out / "proxy_rm_ens" / "model").members) == 3
+    members = json.loads((out / "pool_scores" / "proxy_ens" / "members.json").read_text())
+    wco = [min(col) for col in zip(*members, strict=True)]  # the aggregate the proxy scored with: the minimum
+    pool_ens = [r["scores"]["proxy_ens"] for r in _jsonl(out / "pool_scores" / "samples.jsonl")]
+    assert len(members) == 3 and pool_ens == pytest.approx(wco, abs=1e-5)
+    assert not (out / "pool_scores" / "proxy_odin" / "members.json").exists()
     grpo_cfg = (out / "grpo_ens" / "config.yaml").read_text()
     assert "proxy_rm_ens/model" in grpo_cfg
     measured = _jsonl(next((out / "measure" / "grpo_ens").glob("step_*")) / "samples.jsonl")
     assert all("proxy_ens" in r["scores"] and "gold" in r["scores"] for r in measured)
     text = (out / "report.md").read_text()
     assert "**grpo_ens**" in text and "**best_of_n_ens**" in text and "ensemble of 3 (wco)" in text
+    # the two-head proxy: trained with rm.length_head, grpo_odin's reward, measured and best-of-n on its quality head
+    assert "length_head: true" in (out / "proxy_rm_odin" / "config.yaml").read_text()
+    assert "length_head: false" in (out / "proxy_rm_ens" / "config.yaml").read_text()
+    assert "proxy_rm_odin/model" in (out / "grpo_odin" / "config.yaml").read_text()
+    odin_measured = _jsonl(next((out / "measure" / "grpo_odin").glob("step_*")) / "samples.jsonl")
+    assert all(set(r["scores"]) == {"gold", "proxy_odin"} for r in odin_measured)
+    pool = _jsonl(out / "pool_scores" / "samples.jsonl")[:6]
+    prompts, stories = [r["prompt"] for r in pool], [r["story"] for r in pool]
+    heads = {h: BTScorer(out / "proxy_rm_odin" / "model", head=h).score(prompts, stories) for h in ("quality", "sum")}
+    assert [r["scores"]["proxy_odin"] for r in pool] == pytest.approx(heads["quality"], abs=1e-4)
+    assert heads["quality"] != pytest.approx(heads["sum"], abs=1e-4)
+    assert "**grpo_odin**" in text and "**best_of_n_odin**" in text and "two-head (ODIN), quality head" in text
+
+
+def test_grpo_odin_needs_a_two_head_proxy(tmp_path):
+    from rlcw.errors import RlcwError
+    from rlcw.recipes.outcome import OutcomeConfig, main
+
+    cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", "runs=[grpo_odin]"])
+    with pytest.raises(RlcwError, match="odin_proxy.*not a two-head proxy"):
+        main(cfg)
+    cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", "proxy_length_heads=[huge]"])
+    with pytest.raises(RlcwError, match=r"proxy_length_heads.*'huge' is not a proxy"):
+        main(cfg)
 
 
 def test_grpo_ens_needs_an_ensemble_proxy(tmp_path):
