@@ -25,12 +25,15 @@ Resume: each member checkpoints under `<run>/checkpoints/member_<j>`; a finished
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from rlcw.config import check_at_least, check_choice
 from rlcw.errors import RlcwError
@@ -47,7 +50,7 @@ from rlcw.rewards.ensemble import (
 )
 
 
-def validate_ensemble(rm) -> None:
+def validate_ensemble(rm, lora) -> None:
     """The `rm.ensemble.*` checks (called by train_rm.validate when size > 1)."""
     e = rm.ensemble
     if rm.type != "bt":
@@ -62,12 +65,51 @@ def validate_ensemble(rm) -> None:
     check_choice("rm.ensemble.aggregate", e.aggregate, AGGREGATES)
     check_at_least("rm.ensemble.uwo_lambda", e.uwo_lambda, 0.0)
     check_at_least("rm.ensemble.offset_stories", e.offset_stories, 1)
+    check_choice("rm.ensemble.joint", str(e.joint).lower(), ("auto", "true", "false"))
+    if str(e.joint).lower() == "true" and not (lora.enabled and lora.top_layers):
+        use_joint("true", 0, False)  # whole members share nothing: the error names the key and the fix
+
+
+def bootstrap_indices(n: int, seed: int) -> list[int]:
+    """n draws with replacement from range(n) (a bootstrap resample), reproducible from `seed`."""
+    rng = random.Random(seed)
+    return [rng.randrange(n) for _ in range(n)]
 
 
 def bootstrap_pairs(pairs: list[dict], seed: int) -> list[dict]:
-    """n pairs drawn with replacement from n (a bootstrap resample), reproducible from `seed`."""
-    rng = random.Random(seed)
-    return [pairs[rng.randrange(len(pairs))] for _ in range(len(pairs))]
+    """The resampled list the sequential path trains member `seed` on."""
+    return [pairs[i] for i in bootstrap_indices(len(pairs), seed)]
+
+
+def bootstrap_counts(n: int, seed: int) -> list[int]:
+    """How often each of the n pairs is drawn into the same resample: the joint path's per-pair loss weights
+    (multinomial counts that sum to n; about 37% of them are 0)."""
+    counts = [0] * n
+    for i in bootstrap_indices(n, seed):
+        counts[i] += 1
+    return counts
+
+
+def use_joint(setting: str | bool, s: int, distributed: bool) -> bool:
+    """`rm.ensemble.joint` (true | false | auto) -> train the members jointly on their shared trunk?"""
+    mode = str(setting).lower()
+    if mode == "false":
+        return False
+    if mode == "auto":
+        return s > 0 and not distributed
+    if s == 0:
+        raise RlcwError(
+            "rm.ensemble.joint=true needs members that share a trunk (LoRA on the top layers only)",
+            where="rm.ensemble.joint",
+            hint="set lora.top_layers below the model's layer count, or rm.ensemble.joint=auto|false for whole members",
+        )
+    if distributed:
+        raise RlcwError(
+            "rm.ensemble.joint=true trains in one process (no DeepSpeed, no torchrun)",
+            where="rm.ensemble.joint",
+            hint="drop train.deepspeed and launch without torchrun, or use rm.ensemble.joint=false",
+        )
+    return True
 
 
 def shared_layers(lora, num_layers: int) -> int:
@@ -108,6 +150,7 @@ class SingleRM:
     save: Callable
     evaluate: Callable
     report: Callable
+    parts: Callable  # train_rm.bt_parts: tokenizer, spec, base model, TRL rows, peft config (the joint path)
 
 
 def train_member(cfg, run, j: int, train_pairs, eval_pairs, tracker, staging: Path, s: int, one: SingleRM) -> dict:
@@ -141,6 +184,76 @@ def train_member(cfg, run, j: int, train_pairs, eval_pairs, tracker, staging: Pa
     }
     atomic_write_json(staging / f"{j}.json", record)
     return record
+
+
+def _member_record(j: int, seed: int, counts: list[int], steps: int, digest: str) -> dict:
+    return {
+        "member": j,
+        "seed": seed,
+        "pairs": sum(counts),
+        "unique_pairs": sum(1 for c in counts if c),
+        "steps": steps,
+        "trunk_digest": digest,
+    }
+
+
+def train_joint_members(cfg, run, train_pairs, eval_pairs, tracker, staging: Path, s: int, one: SingleRM) -> list:
+    """Every member at once on the shared trunk (`rlcw.rewards.ensemble_trainer`); writes what `train_member`
+    writes for each member into `staging`; their records."""
+    from transformers import set_seed
+    from transformers.integrations.integration_utils import rewrite_logs
+    from trl.trainer.reward_trainer import DataCollatorForPreference
+
+    from rlcw.rewards.ensemble_trainer import JointSettings, member_model, train_joint
+    from rlcw.runs import resume_checkpoint
+
+    k, t = cfg.rm.ensemble.size, cfg.train
+    start = resume_checkpoint(t.resume, run.checkpoints)
+    if start is not None:
+        print(f"[train-rm] resume: joint ensemble from {start}")
+    set_seed(cfg.seed)  # the base model and any resized embedding row, as for a single RM
+    parts = one.parts(cfg, train_pairs, eval_pairs)
+    base = parts.model.to("cuda" if torch.cuda.is_available() else "cpu")
+    n = len(parts.rows)
+    counts = [bootstrap_counts(n, cfg.seed + j) if cfg.rm.ensemble.bootstrap else [1] * n for j in range(k)]
+    members = [member_model(base, s, cfg.seed + j, parts.peft_config) for j in range(k)]
+    settings = JointSettings(
+        learning_rate=t.learning_rate,
+        max_steps=t.max_steps,
+        batch_size=t.batch_size,
+        grad_accum=t.grad_accum,
+        warmup_ratio=t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        logging_steps=t.logging_steps,
+        eval_steps=t.eval_steps,
+        eval_batch_size=t.eval_batch_size,
+        save_steps=t.save_steps,
+        center_rewards_coefficient=cfg.rm.center_rewards_coefficient,
+        bf16=t.bf16,
+        seed=cfg.seed,
+    )
+
+    def log(step: int, j: int, metrics: dict) -> None:
+        _MemberRun(run, j).log(step, metrics)
+        if tracker is not None:
+            _MemberTracker(tracker, j).log(rewrite_logs(metrics), step)
+
+    collate = DataCollatorForPreference(pad_token_id=parts.tokenizer.pad_token_id)
+    weights = torch.tensor(counts, dtype=torch.float32)  # (k, n)
+    steps = train_joint(
+        base, members, s, parts.rows, weights, settings, collate, run.checkpoints, log, parts.eval_rows, start
+    )
+    records = []
+    for j, member in enumerate(members):
+        model = member.merge_and_unload()
+        state = model.state_dict()
+        save_tensors(member_tensors(state, model.base_model_prefix, s), staging / f"{j}.safetensors")
+        if j == 0:
+            one.save(model, parts.tokenizer, parts.spec, staging / "trunk")
+        record = _member_record(j, cfg.seed + j, counts[j], steps, trunk_digest(state, model.base_model_prefix, s))
+        atomic_write_json(staging / f"{j}.json", record)
+        records.append(record)
+    return records
 
 
 def member_offsets(model_dir: Path, pairs: list[dict], n: int, batch_size: int) -> list[float]:
@@ -196,6 +309,22 @@ def evaluate_ensemble(model_dir: Path, pairs: list[dict], evaluate_rm: Callable)
     return out
 
 
+def _train_sequential(cfg, run, train_pairs, eval_pairs, tracker, staging: Path, s: int, one: SingleRM) -> list:
+    """One member after another with TRL's RewardTrainer; a member finished in an earlier run is kept."""
+    from rlcw.runs import resume_mode
+
+    records = []
+    for j in range(cfg.rm.ensemble.size):
+        done = staging / f"{j}.json"
+        if resume_mode(cfg.train.resume) != "false" and done.is_file() and (staging / f"{j}.safetensors").is_file():
+            print(f"[train-rm] ensemble member {j}: finished in an earlier run, kept")
+            records.append(_read_json(done))
+            continue
+        print(f"[train-rm] ensemble member {j + 1}/{cfg.rm.ensemble.size} (seed {cfg.seed + j})")
+        records.append(train_member(cfg, run, j, train_pairs, eval_pairs, tracker, staging, s, one))
+    return records
+
+
 def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict], tracker, one: SingleRM) -> dict:
     """Train `rm.ensemble.size` members, assemble the folder, evaluate; the run's summary (see module docstring)."""
     from transformers import AutoConfig
@@ -207,17 +336,20 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
     num_layers = AutoConfig.from_pretrained(resolve(cfg.model.name)).num_hidden_layers
     s = shared_layers(cfg.lora, num_layers)
     staging = run.path / MEMBERS_DIR
-    records = []
-    for j in range(cfg.rm.ensemble.size):
-        done = staging / f"{j}.json"
-        if resume_mode(cfg.train.resume) != "false" and done.is_file() and (staging / f"{j}.safetensors").is_file():
-            print(f"[train-rm] ensemble member {j}: finished in an earlier run, kept")
-            records.append(_read_json(done))
-            continue
-        print(f"[train-rm] ensemble member {j + 1}/{cfg.rm.ensemble.size} (seed {cfg.seed + j})")
-        records.append(train_member(cfg, run, j, train_pairs, eval_pairs, tracker, staging, s, one))
+    joint = use_joint(cfg.rm.ensemble.joint, s, bool(cfg.train.deepspeed) or int(os.environ.get("WORLD_SIZE", "1")) > 1)
+    k = cfg.rm.ensemble.size
+    finished = [staging / f"{j}.json" for j in range(k)]
+    if joint and resume_mode(cfg.train.resume) != "false" and all(f.is_file() for f in finished):
+        print("[train-rm] ensemble: every member finished in an earlier run, kept")
+        records = [_read_json(f) for f in finished]
+    elif joint:
+        print(f"[train-rm] ensemble of {k} trained jointly on the shared trunk ({s} layers)")
+        records = train_joint_members(cfg, run, train_pairs, eval_pairs, tracker, staging, s, one)
+    else:
+        records = _train_sequential(cfg, run, train_pairs, eval_pairs, tracker, staging, s, one)
     metrics = {
         "train/members": float(len(records)),
+        "train/joint": float(joint),
         "train/shared_layers": float(s),
         "train/steps": float(max(r["steps"] for r in records)),  # each member's steps (train.max_steps)
         "train/pairs": float(len(train_pairs)),

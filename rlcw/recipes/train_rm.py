@@ -93,6 +93,9 @@ class EnsembleSection:
     uwo_lambda: float = 0.5  # variance weight of aggregate=uwo (>= 0)
     bootstrap: bool = True  # each member trains on its own bootstrap resample of the training pairs
     offset_stories: int = 128  # training stories that set each member's offset (its mean score, subtracted)
+    # auto: members that share a frozen trunk (LoRA on lora.top_layers) train jointly, the trunk run once per
+    # batch; whole members one after another. true | false force it (rlcw.recipes.rm_ensemble)
+    joint: str = "auto"
 
 
 @dataclass
@@ -323,6 +326,33 @@ def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
     return out
 
 
+@dataclass
+class BTParts:
+    """What a Bradley-Terry run trains from, built as train_bt builds it (the joint ensemble path's inputs)."""
+
+    tokenizer: Any
+    spec: RMSpec
+    model: Any  # the sequence-classification base, before LoRA
+    rows: list[dict]  # TRL preference rows: chosen_ids, rejected_ids[, margin]
+    eval_rows: list[dict]
+    peft_config: Any  # None for full fine-tuning
+
+
+def bt_parts(cfg: TrainRMConfig, train_pairs: list[dict], eval_pairs: list[dict]) -> BTParts:
+    margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)
+    tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
+    spec = build_spec(cfg, tokenizer)
+    model = build_model(cfg, tokenizer)
+    return BTParts(
+        tokenizer,
+        spec,
+        model,
+        build_dataset(train_pairs, spec, tokenizer, margins).to_list(),
+        build_dataset(eval_pairs, spec, tokenizer).to_list() if eval_pairs else [],
+        build_peft_config(cfg.lora, model.config.num_hidden_layers),
+    )
+
+
 def train_bt(
     cfg: TrainRMConfig,
     run,
@@ -484,7 +514,7 @@ def validate(cfg: TrainRMConfig) -> None:
     if rm.ensemble.size > 1:
         from rlcw.recipes.rm_ensemble import validate_ensemble
 
-        validate_ensemble(rm)
+        validate_ensemble(rm, cfg.lora)
     if rm.length_head:
         if rm.type != "bt":
             raise RlcwError("rm.length_head needs rm.type=bt", where="rm.length_head", hint="set rm.type=bt")
@@ -531,7 +561,7 @@ def main(cfg: TrainRMConfig) -> dict:
         if cfg.rm.type == "bt" and cfg.rm.ensemble.size > 1:
             from rlcw.recipes.rm_ensemble import SingleRM, train_bt_ensemble
 
-            one = SingleRM(train_bt, save_rm, evaluate_rm, _report)
+            one = SingleRM(train_bt, save_rm, evaluate_rm, _report, bt_parts)
             return train_bt_ensemble(cfg, run, train_pairs, eval_pairs, tracker, one)
         t0 = time.time()
         before: dict = {}
