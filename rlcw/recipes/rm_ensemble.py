@@ -336,7 +336,9 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
     num_layers = AutoConfig.from_pretrained(resolve(cfg.model.name)).num_hidden_layers
     s = shared_layers(cfg.lora, num_layers)
     staging = run.path / MEMBERS_DIR
-    joint = use_joint(cfg.rm.ensemble.joint, s, bool(cfg.train.deepspeed) or int(os.environ.get("WORLD_SIZE", "1")) > 1)
+    joint = use_joint(
+        cfg.rm.ensemble.joint, s, bool(cfg.train.deepspeed) or int(os.environ.get("WORLD_SIZE", "1")) > 1
+    )
     k = cfg.rm.ensemble.size
     finished = [staging / f"{j}.json" for j in range(k)]
     if joint and resume_mode(cfg.train.resume) != "false" and all(f.is_file() for f in finished):

@@ -165,7 +165,9 @@ def evaluate_members(trunk: SharedTrunk, rows: list[dict], collate, batch_size: 
             correct[j] += (c > r).float().sum().item()
             margin[j] += (c - r).sum().item()
     n = len(rows)
-    return [{"eval_loss": loss[j] / n, "eval_accuracy": correct[j] / n, "eval_margin": margin[j] / n} for j in range(k)]
+    return [
+        {"eval_loss": loss[j] / n, "eval_accuracy": correct[j] / n, "eval_margin": margin[j] / n} for j in range(k)
+    ]
 
 
 def train_joint(

@@ -1,5 +1,6 @@
 """train-rm rm.ensemble.size=3 on the tiny model: one folder, shared-trunk scoring equal to each member run
-whole, the aggregate through every loader (BTScorer, reward spec, serve-rm app, eval-rm), RL logging."""
+whole, the aggregate through every loader (BTScorer, reward spec, serve-rm app, eval-rm), RL logging; joint
+training on the shared trunk (the default for LoRA'd top layers), its resume, and the sequential path it replaces."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def test_folder_and_manifest(ens_run):
     assert [x.seed for x in m.members] == [0, 1, 2]
     assert len({x.offset for x in m.members}) == 3  # each member's own mean on training stories
     assert ens_run["metrics"]["train/members"] == 3 and ens_run["metrics"]["train/steps"] == 3
+    assert ens_run["metrics"]["train/joint"] == 1.0  # rm.ensemble.joint=auto: LoRA on the top layer shares a trunk
     assert ens_run["metrics"]["train/mean_unique_pairs"] < 24  # bootstrap resamples, not the same 24 pairs
     # a member file holds only the member's own tensors: the top layer, the final norm and the head
     from safetensors.torch import load_file
@@ -324,3 +326,145 @@ def test_eval_rm_prices_ending_with_the_ensemble_aggregate(ens_run, pairs_run, r
     assert [count_words(x) >= 12 for x in STORIES] == [True, False, True, True]
     assert m["ending/ended_minus_cut"] == pytest.approx((s[0] + s[2] + s[3]) / 3 - s[1], abs=1e-6)
     assert m["ending/n_ended"] == 3 and m["ending/n_short"] == 0
+
+
+# --- joint training on the shared trunk (rlcw.rewards.ensemble_trainer) ---
+
+
+def _rows(summary) -> list[dict]:
+    return _metric_rows(summary)
+
+
+def _by_step(summary) -> dict[int, dict]:
+    """Every key logged at each step (members log separate rows; a resumed run's later rows win)."""
+    out: dict[int, dict] = {}
+    for r in _rows(summary):
+        out.setdefault(r["step"], {}).update(r)
+    return out
+
+
+def test_joint_run_logs_every_member_and_records_held_out_accuracy(ens_run):
+    rows = _rows(ens_run)
+    for j in range(3):
+        steps = [r["step"] for r in rows if f"member_{j}/loss" in r]
+        assert steps == [1, 2, 3]  # train.logging_steps=1
+        assert all(
+            f"member_{j}/learning_rate" in r and f"member_{j}/grad_norm" in r for r in rows if f"member_{j}/loss" in r
+        )
+        assert 0.0 <= ens_run["metrics"][f"eval/member_{j}/accuracy"] <= 1.0
+    assert (Path(ens_run["artifacts"]["model"]).parent / "members" / "2.json").is_file()
+
+
+def test_joint_false_keeps_the_sequential_path(ens_run, runs_root, pairs_run, tiny_model_dir):
+    """The path the default switches off for shared-trunk members: TRL's RewardTrainer, member by member, on the
+    same bootstrap draws (the joint path's counts are that resample counted). Joint != sequential is not expected
+    (the data order differs), but both record every member's held-out accuracy."""
+    run = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_seq", "lora.top_layers=1", "rm.ensemble.joint=false")
+    m = run["metrics"]
+    assert m["train/joint"] == 0.0 and m["train/members"] == 3 and m["train/steps"] == 3
+    assert m["train/mean_unique_pairs"] == ens_run["metrics"]["train/mean_unique_pairs"]  # the same resamples
+    assert all(0.0 <= m[f"eval/member_{j}/accuracy"] <= 1.0 for j in range(3))
+    model_dir = Path(run["artifacts"]["model"])
+    assert load_manifest(model_dir).shared_layers == 1
+    members = BTScorer(model_dir, length_control=False).score_members(PROMPTS, STORIES)
+    assert members[0] != pytest.approx(members[1], abs=1e-3)
+    rows = _rows(run)
+    assert [r["step"] for r in rows if "member_2/loss" in r] == [1, 2, 3]  # TRL's own log rows, per member
+
+
+def test_joint_true_with_whole_members_is_an_error_before_anything_loads(runs_root, pairs_run, tiny_model_dir):
+    with pytest.raises(RlcwError, match="rm.ensemble.joint=true needs members that share a trunk"):
+        _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_bad", "lora.enabled=false", "rm.ensemble.joint=true")
+    assert not (Path(runs_root) / "rm_ens_bad" / "metrics.jsonl").exists()
+
+
+def _member_files(summary) -> list[dict]:
+    from safetensors.torch import load_file
+
+    model_dir = Path(summary["artifacts"]["model"])
+    return [load_file(str(model_dir / m.file)) for m in load_manifest(model_dir).members]
+
+
+def test_joint_resume_equals_an_uninterrupted_run(runs_root, pairs_run, tiny_model_dir, monkeypatch):
+    """Stop a joint run right after its step-2 checkpoint, resume with train.resume=true: members, per-step
+    losses and the in-loop held-out evaluation equal an uninterrupted run's."""
+    from rlcw.rewards import ensemble_trainer
+
+    extra = ("lora.top_layers=1", "train.max_steps=4", "train.save_steps=2", "train.eval_steps=2")
+    full = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_joint_full", *extra)
+    real = ensemble_trainer.save_checkpoint
+
+    def save_then_die(path, step, *args, **kwargs):
+        out = real(path, step, *args, **kwargs)
+        if step == 2:
+            raise KeyboardInterrupt("killed after the step-2 checkpoint")
+        return out
+
+    monkeypatch.setattr(ensemble_trainer, "save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_joint_killed", *extra)
+    monkeypatch.undo()
+    ckpt = Path(runs_root) / "rm_ens_joint_killed" / "checkpoints" / "checkpoint-2"
+    assert json.loads((ckpt / "trainer_state.json").read_text())["step"] == 2
+    assert not (Path(runs_root) / "rm_ens_joint_killed" / "model").exists()
+    resumed = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_joint_killed", *extra, "train.resume=true")
+    assert resumed["status"] == "completed" and resumed["metrics"]["train/steps"] == 4
+    for a, b in zip(_member_files(full), _member_files(resumed), strict=True):
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-6, msg=k)
+    a, b = _by_step(full), _by_step(resumed)
+    for step in (3, 4):
+        for j in range(3):
+            for key in (f"member_{j}/loss", f"member_{j}/grad_norm", f"member_{j}/learning_rate"):
+                assert b[step][key] == pytest.approx(a[step][key], abs=1e-6), (step, key)
+    eval_rows = [[r for r in _rows(s) if "member_1/eval_accuracy" in r] for s in (full, resumed)]
+    assert [r["step"] for r in eval_rows[0]] == [0, 2, 4]
+    assert eval_rows[1][-1]["member_1/eval_loss"] == pytest.approx(eval_rows[0][-1]["member_1/eval_loss"], abs=1e-6)
+    assert resumed["metrics"]["eval/accuracy"] == full["metrics"]["eval/accuracy"]
+
+
+def test_a_member_with_zero_weights_does_not_move_and_the_trunk_is_shared(tiny_model_dir, tokenizer, tmp_path):
+    """train_joint on the tiny model: member 1 draws no pair (all weights 0) and keeps its initial tensors;
+    member 0 learns; every member holds the very trunk modules of the base, untouched."""
+    from peft import LoraConfig, TaskType
+    from transformers import AutoModelForSequenceClassification
+    from trl.trainer.reward_trainer import DataCollatorForPreference
+
+    from rlcw.rewards.ensemble_trainer import JointSettings, member_model, train_joint, trainable_state
+
+    base = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
+    base.config.pad_token_id = tokenizer.pad_token_id
+    trunk_before = {k: v.clone() for k, v in base.model.layers[0].state_dict().items()}
+    peft = LoraConfig(task_type=TaskType.SEQ_CLS, r=4, target_modules=["q_proj", "v_proj"], layers_to_transform=[1])
+    members = [member_model(base, 1, seed, peft) for seed in (0, 1)]
+    assert all(m.get_base_model().model.layers[0] is base.model.layers[0] for m in members)
+    assert all(m.get_base_model().model.embed_tokens is base.model.embed_tokens for m in members)
+    start = [{k: v.clone() for k, v in trainable_state(m).items()} for m in members]
+    assert not torch.equal(
+        start[0]["base_model.model.score.modules_to_save.default.weight"],
+        start[1]["base_model.model.score.modules_to_save.default.weight"],
+    )  # own seeds
+    ids = tokenizer(["a good story", "the end", "once upon a time", "no"])["input_ids"]
+    rows = [{"chosen_ids": ids[i], "rejected_ids": ids[(i + 1) % 4]} for i in range(4)]
+    weights = torch.tensor([[1.0, 2.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    settings = JointSettings(learning_rate=1e-2, max_steps=2, batch_size=2, logging_steps=1)
+    logged = []
+    step = train_joint(
+        base,
+        members,
+        1,
+        rows,
+        weights,
+        settings,
+        DataCollatorForPreference(tokenizer.pad_token_id),
+        tmp_path,
+        lambda s, j, m: logged.append((s, j, m)),
+    )
+    assert step == 2 and [(s, j) for s, j, _ in logged] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    after = [trainable_state(m) for m in members]
+    assert all(torch.equal(after[1][k], start[1][k]) for k in start[1])  # no pair drawn: no update
+    assert any(not torch.equal(after[0][k], start[0][k]) for k in start[0])
+    assert all(m["loss"] == 0.0 for s, j, m in logged if j == 1)
+    for k, v in base.model.layers[0].state_dict().items():
+        assert torch.equal(v, trunk_before[k]), k
