@@ -1,7 +1,8 @@
 """`rlcw train-rm rm.ensemble.size=k`: k Bradley-Terry members saved as one RM folder (`rlcw.rewards.ensemble`).
 
 Members differ by SEED and by a BOOTSTRAP resample of the training pairs (`rm.ensemble.bootstrap`, default on):
-- the seed sets member j's score-head and LoRA initialisation and its data order (seed = `seed` + j). Coste et
+- the seed sets member j's score-head and LoRA initialisation (and, trained sequentially, its data order;
+  seed = `seed` + j). Coste et
   al. 2023 varied only the seed, but their members were whole RMs; here members adapt only the top layers of ONE
   pretrained base, so seed-only members stay close to each other (their errors correlate through the shared base);
 - the bootstrap (n pairs drawn with replacement from the n training pairs) leaves each member without ~37% of the
@@ -9,14 +10,28 @@ Members differ by SEED and by a BOOTSTRAP resample of the training pairs (`rm.en
   thin, which is where a policy goes looking for reward it does not deserve.
 Every member uses the same base model, pad row and render spec, and the same `train.*` budget.
 
-Cost: members are trained one after another with TRL's RewardTrainer (k x a single RM's training time; with
-`lora.top_layers` each member's backprop already stops at its top layers). What is shared is scoring: LoRA on
-the top layers leaves the embeddings and lower layers untouched, so the folder stores that trunk once and the
-scorer runs it once per batch (`rlcw.rewards.ensemble`). Whole fine-tuned members (no LoRA, or LoRA on every
-layer) are saved whole and scored one after another.
+Cost (`rm.ensemble.joint`, default auto): LoRA on the top layers (`lora.top_layers` < the model's layers) leaves
+the embeddings and the lower `shared_layers` decoder layers frozen and identical in every member, so
+- joint (auto's choice for such members; `rlcw.rewards.ensemble_trainer`): ONE pass over the batches; per batch
+  the trunk runs once without grad, then each member's top (its LoRA'd layers, final norm, score head) runs
+  forward + backward on those hidden states, each member with its own AdamW and schedule (the same `train.*`
+  budget: learning rate, warm-up, steps, batch size, grad_accum; gradient clipping at 1.0 as HF's Trainer).
+  What differs from the sequential path: the data ORDER is shared (one order from `seed`, not one per member),
+  and the bootstrap is applied as per-pair loss WEIGHTS (member j's count of each pair in the same draws the
+  sequential path resamples: 0 = no gradient from that pair, 2 = counts double) instead of a resampled list. The
+  members' diversity is what it was: each still starts from its own head and LoRA initialisation (seed + j) and
+  fits its own bootstrap; the shared order removes only the disagreement that came from meeting the pairs in
+  different sequences. So a joint member is not the sequential member bit for bit;
+  each one's held-out accuracy is recorded either way. One process only (auto falls back to sequential under
+  DeepSpeed or torchrun); resume: `<run>/checkpoints/checkpoint-<step>` holds every member's trainable tensors,
+  optimizers, schedulers and RNG, and a resumed run equals an uninterrupted one.
+- sequential (`rm.ensemble.joint=false`, and always for whole fine-tuned members: no LoRA, or LoRA on every
+  layer, share nothing): one member after another with TRL's RewardTrainer (k x a single RM's training time);
+  each member checkpoints under `<run>/checkpoints/member_<j>` and `train.resume=auto|true` skips a finished one.
+Scoring shares the trunk the same way: the folder stores it once and the scorer runs it once per batch
+(`rlcw.rewards.ensemble`); whole members are saved whole and scored one after another.
 
-Resume: each member checkpoints under `<run>/checkpoints/member_<j>`; a finished member leaves
-`<run>/members/<j>.json` + `.safetensors`, and `train.resume=auto|true` skips it. Metrics are logged as
+Either way a finished member leaves `<run>/members/<j>.json` + `.safetensors`. Metrics are logged as
 `member_<j>/...` in metrics.jsonl and the trackers.
 
     rlcw train-rm --config configs/train_rm/cpu.yaml rm.ensemble.size=4 rm.ensemble.aggregate=wco

@@ -37,6 +37,7 @@ from torch import nn
 
 from rlcw.io import atomic_folder, atomic_write_json
 from rlcw.rewards.ensemble import _view, last_token_scores
+from rlcw.rl.ppo.value import trainable_state  # the trainable tensors (LoRA + head), PPO's value checkpoints too
 
 STATE_FILE = "trainer_state.json"  # written last: rlcw.runs.last_checkpoint's mark of a complete checkpoint
 MAX_GRAD_NORM = 1.0  # HF Trainer's default clipping, as the sequential path has it
@@ -268,10 +269,6 @@ class _Window:
 
 
 # --- checkpoints ---
-
-
-def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
 
 
 def save_checkpoint(path: Path, step: int, members: list[nn.Module], optim: list, s: JointSettings) -> Path:

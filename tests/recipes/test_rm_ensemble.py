@@ -431,7 +431,8 @@ def test_a_member_with_zero_weights_does_not_move_and_the_trunk_is_shared(tiny_m
     from transformers import AutoModelForSequenceClassification
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, member_model, train_joint, trainable_state
+    from rlcw.rewards.ensemble_trainer import JointSettings, member_model, train_joint
+    from rlcw.rl.ppo.value import trainable_state
 
     base = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
     base.config.pad_token_id = tokenizer.pad_token_id

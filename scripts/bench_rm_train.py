@@ -1,0 +1,117 @@
+"""Benchmark RM-ensemble training: one BT RM vs an ensemble of K trained one after another vs the same K trained
+jointly on their shared trunk (`rm.ensemble.joint`, rlcw.rewards.ensemble_trainer), in the same run.
+
+Every phase is a real `rlcw train-rm` (recipes.train_rm.main) on the same corruption pairs (build-pairs with the
+quickstart's settings) at the quickstart RM's sizes: the embedded model (`rlcw prepare-model` cache), LoRA r16 on
+the top 8 of 30 layers, stories without prompts, max_length 256, batch 8, `--steps` optimizer steps, no held-out
+evaluation. Timed: the command's `time/train_s` (model loading + training, what a user waits for before the folder
+is assembled) and the process CPU time of the whole command (all threads; steadier on a shared machine, but it
+includes saving and, for the ensembles, the offset scoring). The single RM runs first and last; ratios are
+against the mean of the two (the drift between them says how steady the machine was). Naive: sequential K x,
+joint ~(trunk share + K x top share) of a single RM's time.
+
+    python scripts/bench_rm_train.py                       # K=4, 4 steps (the quickstart's sizes)
+    python scripts/bench_rm_train.py --members 4 --steps 6 --json bench_rm_train.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+from pathlib import Path
+
+from rlcw.config import load_config
+from rlcw.io import atomic_write_json
+from rlcw.models import EMBEDDED_ALIAS
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--members", type=int, default=4, help="ensemble size K")
+    ap.add_argument("--steps", type=int, default=4, help="optimizer steps of every run")
+    ap.add_argument("--batch-size", type=int, default=8, help="pairs per step")
+    ap.add_argument("--max-length", type=int, default=256, help="RM truncation in tokens")
+    ap.add_argument("--top-layers", type=int, default=8, help="LoRA on the top N layers (the members' own)")
+    ap.add_argument("--model", default=EMBEDDED_ALIAS, help="base model (default: the embedded SmolLM2-135M)")
+    ap.add_argument("--out", default=None, help="run folders go here (default: a temporary folder)")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    return ap.parse_args(argv)
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def build_pairs(root: Path) -> dict:
+    from rlcw.recipes.build_pairs import BuildPairsConfig, main
+
+    overrides = [
+        f"output_dir={root}",
+        "run_name=pairs",
+        "data.kinds=[shuffle,splice,substitute,repeat]",
+        "data.chunk_sentences=4",
+        "data.eval_fraction=0.3",
+    ]
+    return main(load_config(BuildPairsConfig, None, overrides))
+
+
+def train(root: Path, pairs: dict, args, name: str, *extra: str) -> dict:
+    """One `rlcw train-rm`; its timings."""
+    from rlcw.recipes.train_rm import TrainRMConfig, main
+
+    overrides = [
+        f"output_dir={root}",
+        f"run_name={name}",
+        f"model.name={args.model}",
+        f"data.train_file={pairs['artifacts']['train']}",
+        "data.eval_file=null",
+        "rm.include_prompt=false",
+        f"rm.max_length={args.max_length}",
+        "lora.r=16",
+        "lora.alpha=32",
+        f"lora.top_layers={args.top_layers}",
+        "train.learning_rate=5e-4",
+        f"train.batch_size={args.batch_size}",
+        f"train.max_steps={args.steps}",
+        "train.eval_steps=0",
+        f"train.logging_steps={args.steps}",
+        "train.report_to=[none]",
+        *extra,
+    ]
+    cpu = _cpu_s()
+    summary = main(load_config(TrainRMConfig, None, overrides))
+    out = {"train_s": summary["metrics"]["time/train_s"], "cpu_s": round(_cpu_s() - cpu, 1)}
+    print(f"[bench] {name}: {out}", flush=True)
+    return out
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    root = Path(args.out or tempfile.mkdtemp(prefix="bench_rm_train."))
+    pairs = build_pairs(root)
+    k = args.members
+    ens = [f"rm.ensemble.size={k}", "rm.ensemble.offset_stories=16"]
+    phases = {
+        "single_a": train(root, pairs, args, "single_a"),
+        "sequential": train(root, pairs, args, "sequential", *ens, "rm.ensemble.joint=false"),
+        "joint": train(root, pairs, args, "joint", *ens, "rm.ensemble.joint=true"),
+        "single_b": train(root, pairs, args, "single_b"),
+    }
+    result: dict = {"members": k, "steps": args.steps, "batch_size": args.batch_size, "phases": phases}
+    for key in ("train_s", "cpu_s"):
+        one = (phases["single_a"][key] + phases["single_b"][key]) / 2
+        result[f"{key}/single_drift"] = round(phases["single_b"][key] / phases["single_a"][key], 3)
+        result[f"{key}/sequential_over_single"] = round(phases["sequential"][key] / one, 3)
+        result[f"{key}/joint_over_single"] = round(phases["joint"][key] / one, 3)
+        result[f"{key}/sequential_over_joint"] = round(phases["sequential"][key] / phases["joint"][key], 3)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        atomic_write_json(args.json, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
