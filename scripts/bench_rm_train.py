@@ -4,11 +4,18 @@ jointly on their shared trunk (`rm.ensemble.joint`, rlcw.rewards.ensemble_traine
 Every phase is a real `rlcw train-rm` (recipes.train_rm.main) on the same corruption pairs (build-pairs with the
 quickstart's settings) at the quickstart RM's sizes: the embedded model (`rlcw prepare-model` cache), LoRA r16 on
 the top 8 of 30 layers, stories without prompts, max_length 256, batch 8, `--steps` optimizer steps, no held-out
-evaluation. Timed: the command's `time/train_s` (model loading + training, what a user waits for before the folder
-is assembled) and the process CPU time of the whole command (all threads; steadier on a shared machine, but it
-includes saving and, for the ensembles, the offset scoring). The single RM runs first and last; ratios are
-against the mean of the two (the drift between them says how steady the machine was). Naive: sequential K x,
-joint ~(trunk share + K x top share) of a single RM's time.
+evaluation. Timed:
+- `step_s`: seconds per optimizer step once training runs (steps 2..N, from the metrics rows' timestamps: every
+  step is logged; for the sequential ensemble the K members' step times are summed). The training cost itself,
+  without the fixed costs below; the headline figure;
+- `train_s`: the command's `time/train_s` (model loading + training; the ensembles also merge and save members
+  inside it, the single RM saves after it);
+- `cpu_s`: the process CPU time of the whole command (all threads; includes saving and the ensembles' offset
+  scoring). With more threads than free cores, OpenMP's waiting inflates it: run with OMP_NUM_THREADS=1 on a
+  shared machine.
+The single RM runs first and last; ratios are against the mean of the two (the drift between them says how steady
+the machine was). Naive: sequential K x; joint ~(trunk forward + K x top forward and backward) / (full forward + top
+backward) of a single RM's step.
 
     python scripts/bench_rm_train.py                       # K=4, 4 steps (the quickstart's sizes)
     python scripts/bench_rm_train.py --members 4 --steps 6 --json bench_rm_train.json
@@ -30,7 +37,7 @@ from rlcw.models import EMBEDDED_ALIAS
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--members", type=int, default=4, help="ensemble size K")
-    ap.add_argument("--steps", type=int, default=4, help="optimizer steps of every run")
+    ap.add_argument("--steps", type=int, default=4, help="optimizer steps of every run (>= 2: step_s skips the first)")
     ap.add_argument("--batch-size", type=int, default=8, help="pairs per step")
     ap.add_argument("--max-length", type=int, default=256, help="RM truncation in tokens")
     ap.add_argument("--top-layers", type=int, default=8, help="LoRA on the top N layers (the members' own)")
@@ -58,6 +65,27 @@ def build_pairs(root: Path) -> dict:
     return main(load_config(BuildPairsConfig, None, overrides))
 
 
+def step_seconds(metrics: Path) -> float:
+    """Seconds per step after the first, from the timestamps of the rows that log a training loss (`loss`, or
+    `member_<j>/loss`): each series' (last - first) / (steps - 1), summed over series (members trained one after
+    another add up; a joint run's members are logged together, so its series are one)."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        for key in row:
+            if key == "loss" or (key.startswith("member_") and key.endswith("/loss")):
+                series.setdefault(key, []).append((row["step"], row["time"]))
+    if any(k.startswith("member_") for k in series) and not _sequential(series):
+        series = {"member_0/loss": series["member_0/loss"]}
+    return sum((s[-1][1] - s[0][1]) / (s[-1][0] - s[0][0]) for s in map(sorted, series.values()))
+
+
+def _sequential(series: dict[str, list[tuple[int, float]]]) -> bool:
+    """True when the members' series follow one another in time (member 1 starts after member 0 ends)."""
+    a, b = sorted(series["member_0/loss"]), sorted(series["member_1/loss"])
+    return b[0][1] > a[-1][1]
+
+
 def train(root: Path, pairs: dict, args, name: str, *extra: str) -> dict:
     """One `rlcw train-rm`; its timings."""
     from rlcw.recipes.train_rm import TrainRMConfig, main
@@ -77,13 +105,17 @@ def train(root: Path, pairs: dict, args, name: str, *extra: str) -> dict:
         f"train.batch_size={args.batch_size}",
         f"train.max_steps={args.steps}",
         "train.eval_steps=0",
-        f"train.logging_steps={args.steps}",
+        "train.logging_steps=1",
         "train.report_to=[none]",
         *extra,
     ]
     cpu = _cpu_s()
     summary = main(load_config(TrainRMConfig, None, overrides))
-    out = {"train_s": summary["metrics"]["time/train_s"], "cpu_s": round(_cpu_s() - cpu, 1)}
+    out = {
+        "step_s": round(step_seconds(root / name / "metrics.jsonl"), 2),
+        "train_s": summary["metrics"]["time/train_s"],
+        "cpu_s": round(_cpu_s() - cpu, 1),
+    }
     print(f"[bench] {name}: {out}", flush=True)
     return out
 
@@ -101,7 +133,7 @@ def main(argv=None) -> dict:
         "single_b": train(root, pairs, args, "single_b"),
     }
     result: dict = {"members": k, "steps": args.steps, "batch_size": args.batch_size, "phases": phases}
-    for key in ("train_s", "cpu_s"):
+    for key in ("step_s", "train_s", "cpu_s"):
         one = (phases["single_a"][key] + phases["single_b"][key]) / 2
         result[f"{key}/single_drift"] = round(phases["single_b"][key] / phases["single_a"][key], 3)
         result[f"{key}/sequential_over_single"] = round(phases["sequential"][key] / one, 3)
