@@ -5,9 +5,10 @@ Every phase is a real `rlcw train-rm` (recipes.train_rm.main) on the same corrup
 quickstart's settings) at the quickstart RM's sizes: the embedded model (`rlcw prepare-model` cache), LoRA r16 on
 the top 8 of 30 layers, stories without prompts, max_length 256, batch 8, `--steps` optimizer steps, no held-out
 evaluation. Timed:
-- `step_s`: seconds per optimizer step once training runs (steps 2..N, from the metrics rows' timestamps: every
-  step is logged; for the sequential ensemble the K members' step times are summed). The training cost itself,
-  without the fixed costs below; the headline figure;
+- `step_s` / `step_cpu_s`: wall / process CPU seconds per optimizer step once training runs (steps 2..N, from
+  timestamps taken as each step's loss row is logged: every step is logged; for the sequential ensemble the K
+  members' step times are summed). The training cost itself, without the fixed costs below; `step_cpu_s` is the
+  headline figure on a shared machine (other jobs' time on the core does not count);
 - `train_s`: the command's `time/train_s` (model loading + training; the ensembles also merge and save members
   inside it, the single RM saves after it);
 - `cpu_s`: the process CPU time of the whole command (all threads; includes saving and the ensembles' offset
@@ -27,6 +28,7 @@ import argparse
 import json
 import resource
 import tempfile
+import time
 from pathlib import Path
 
 from rlcw.config import load_config
@@ -65,16 +67,34 @@ def build_pairs(root: Path) -> dict:
     return main(load_config(BuildPairsConfig, None, overrides))
 
 
-def step_seconds(metrics: Path) -> float:
-    """Seconds per step after the first, from the timestamps of the rows that log a training loss (`loss`, or
-    `member_<j>/loss`): each series' (last - first) / (steps - 1), summed over series (members trained one after
-    another add up; a joint run's members are logged together, so its series are one)."""
+CPU_KEY = "bench/cpu_s"  # the process CPU time when a row was logged (added by `_stamp_cpu`)
+
+
+def _is_loss(key: str) -> bool:
+    return key == "loss" or (key.startswith("member_") and key.endswith("/loss"))
+
+
+def _stamp_cpu() -> None:
+    """Every training-loss row of the runs in this process also records the process CPU time (all threads)."""
+    from rlcw.runs import RunDir
+
+    log = RunDir.log
+
+    def stamped(self, step: int, metrics: dict) -> None:
+        log(self, step, {**metrics, CPU_KEY: time.process_time()} if any(map(_is_loss, metrics)) else metrics)
+
+    RunDir.log = stamped
+
+
+def step_seconds(metrics: Path, clock: str = "time") -> float:
+    """Seconds per step after the first, from the `clock` stamps (`time`: wall; CPU_KEY: process CPU) of the rows
+    that log a training loss (`loss`, or `member_<j>/loss`): each series' (last - first) / (steps - 1), summed over
+    series (members trained one after another add up; a joint run's members are logged together: one series)."""
     series: dict[str, list[tuple[int, float]]] = {}
     for line in metrics.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
-        for key in row:
-            if key == "loss" or (key.startswith("member_") and key.endswith("/loss")):
-                series.setdefault(key, []).append((row["step"], row["time"]))
+        for key in filter(_is_loss, row):
+            series.setdefault(key, []).append((row["step"], row[clock]))
     if any(k.startswith("member_") for k in series) and not _sequential(series):
         series = {"member_0/loss": series["member_0/loss"]}
     return sum((s[-1][1] - s[0][1]) / (s[-1][0] - s[0][0]) for s in map(sorted, series.values()))
@@ -113,6 +133,7 @@ def train(root: Path, pairs: dict, args, name: str, *extra: str) -> dict:
     summary = main(load_config(TrainRMConfig, None, overrides))
     out = {
         "step_s": round(step_seconds(root / name / "metrics.jsonl"), 2),
+        "step_cpu_s": round(step_seconds(root / name / "metrics.jsonl", CPU_KEY), 2),
         "train_s": summary["metrics"]["time/train_s"],
         "cpu_s": round(_cpu_s() - cpu, 1),
     }
@@ -124,6 +145,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     root = Path(args.out or tempfile.mkdtemp(prefix="bench_rm_train."))
     pairs = build_pairs(root)
+    _stamp_cpu()
     k = args.members
     ens = [f"rm.ensemble.size={k}", "rm.ensemble.offset_stories=16"]
     phases = {
@@ -133,7 +155,7 @@ def main(argv=None) -> dict:
         "single_b": train(root, pairs, args, "single_b"),
     }
     result: dict = {"members": k, "steps": args.steps, "batch_size": args.batch_size, "phases": phases}
-    for key in ("step_s", "train_s", "cpu_s"):
+    for key in ("step_cpu_s", "step_s", "train_s", "cpu_s"):
         one = (phases["single_a"][key] + phases["single_b"][key]) / 2
         result[f"{key}/single_drift"] = round(phases["single_b"][key] / phases["single_a"][key], 3)
         result[f"{key}/sequential_over_single"] = round(phases["sequential"][key] / one, 3)
