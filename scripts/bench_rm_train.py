@@ -18,8 +18,16 @@ The single RM runs first and last; ratios are against the mean of the two (the d
 the machine was). Naive: sequential K x; joint ~(trunk forward + K x top forward and backward) / (full forward + top
 backward) of a single RM's step.
 
+The end-to-end runs draw different batches (the single RM and each sequential member have their own data order,
+the joint members share one), and a batch's cost follows its padded length. `--same-batches N` therefore also
+times, in this process, N identical batches through one LoRA RM (full forward, BT loss, backward, AdamW step: what
+TRL's RewardTrainer computes) and through K joint members (`micro_step` + `optimizer_step` of
+rlcw.rewards.ensemble_trainer), alternating single and joint batch by batch; the ratio of CPU seconds is the cost
+of the joint step itself.
+
     python scripts/bench_rm_train.py                       # K=4, 4 steps (the quickstart's sizes)
-    python scripts/bench_rm_train.py --members 4 --steps 6 --json bench_rm_train.json
+    OMP_NUM_THREADS=1 python scripts/bench_rm_train.py --steps 6 --json bench_rm_train.json   # on a shared machine
+    OMP_NUM_THREADS=1 python scripts/bench_rm_train.py --no-end-to-end --same-batches 6     # the step alone
 """
 
 from __future__ import annotations
@@ -46,6 +54,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--model", default=EMBEDDED_ALIAS, help="base model (default: the embedded SmolLM2-135M)")
     ap.add_argument("--out", default=None, help="run folders go here (default: a temporary folder)")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument(
+        "--end-to-end", action=argparse.BooleanOptionalAction, default=True, help="the three train-rm commands"
+    )
+    ap.add_argument("--same-batches", type=int, default=0, help="N > 0: also time N identical batches (see above)")
     return ap.parse_args(argv)
 
 
@@ -141,10 +153,90 @@ def train(root: Path, pairs: dict, args, name: str, *extra: str) -> dict:
     return out
 
 
+def same_batches(pairs: dict, args) -> dict:
+    """CPU seconds of N identical batches: one LoRA RM's training step vs K joint members' (module docstring)."""
+    import copy
+
+    import torch
+    from peft import get_peft_model
+    from transformers import set_seed
+    from trl.trainer.reward_trainer import DataCollatorForPreference
+
+    from rlcw.data.preferences import load_preferences
+    from rlcw.recipes.train_rm import TrainRMConfig, bt_parts
+    from rlcw.rewards.ensemble_trainer import (
+        JointSettings,
+        SharedTrunk,
+        make_optimizer,
+        member_model,
+        micro_step,
+        optimizer_step,
+        weighted_bt_loss,
+    )
+
+    overrides = [
+        f"model.name={args.model}",
+        "rm.include_prompt=false",
+        f"rm.max_length={args.max_length}",
+        "lora.r=16",
+        "lora.alpha=32",
+        f"lora.top_layers={args.top_layers}",
+    ]
+    cfg = load_config(TrainRMConfig, None, overrides)
+    set_seed(0)
+    parts = bt_parts(cfg, load_preferences(pairs["artifacts"]["train"], "train"), [])
+    base, s = parts.model, parts.model.config.num_hidden_layers - args.top_layers
+    collate = DataCollatorForPreference(pad_token_id=parts.tokenizer.pad_token_id)
+    b = args.batch_size
+    batches = [collate(parts.rows[i * b : (i + 1) * b]) for i in range(args.same_batches + 1)]  # +1: warm-up
+    settings = JointSettings(learning_rate=5e-4, max_steps=len(batches), batch_size=b)
+    single = get_peft_model(copy.deepcopy(base), parts.peft_config).train()
+    single_opt = [make_optimizer(single, settings)]
+    members = [member_model(base, s, j, parts.peft_config).train() for j in range(args.members)]
+    trunk, optim = SharedTrunk(base, members, s), [make_optimizer(m, settings) for m in members]
+    base.eval()
+
+    def single_step(batch):
+        c, r = torch.chunk(single(**batch, use_cache=False).logits.squeeze(-1), 2)
+        weighted_bt_loss(c, r, torch.ones(len(c))).backward()  # weights 1: TRL's mean BT loss
+        optimizer_step([single], single_opt)
+
+    def joint_step(batch):
+        micro_step(trunk, batch, torch.ones(len(members), len(batch["input_ids"]) // 2))
+        optimizer_step(members, optim)
+
+    cpu = {"single": 0.0, "joint": 0.0}
+    for n, batch in enumerate(batches):
+        for name, step in (("single", single_step), ("joint", joint_step)):
+            t0 = time.process_time()
+            step(batch)
+            if n:  # the first batch warms both up
+                cpu[name] += time.process_time() - t0
+    tokens = [int(x["input_ids"].shape[1]) for x in batches[1:]]
+    out = {f"{k}_cpu_s_per_step": round(v / args.same_batches, 2) for k, v in cpu.items()}
+    out["joint_over_single"] = round(cpu["joint"] / cpu["single"], 3)
+    out["padded_lengths"] = tokens
+    print(f"[bench] same batches: {out}", flush=True)
+    return out
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     root = Path(args.out or tempfile.mkdtemp(prefix="bench_rm_train."))
     pairs = build_pairs(root)
+    result: dict = {"members": args.members, "steps": args.steps, "batch_size": args.batch_size}
+    if args.same_batches:
+        result["same_batches"] = same_batches(pairs, args)
+    if args.end_to_end:
+        result.update(end_to_end(root, pairs, args))
+    print(json.dumps(result, indent=2))
+    if args.json:
+        atomic_write_json(args.json, result)
+    return result
+
+
+def end_to_end(root: Path, pairs: dict, args) -> dict:
+    """The three `rlcw train-rm` commands (single before and after), their timings and ratios."""
     _stamp_cpu()
     k = args.members
     ens = [f"rm.ensemble.size={k}", "rm.ensemble.offset_stories=16"]
@@ -154,16 +246,13 @@ def main(argv=None) -> dict:
         "joint": train(root, pairs, args, "joint", *ens, "rm.ensemble.joint=true"),
         "single_b": train(root, pairs, args, "single_b"),
     }
-    result: dict = {"members": k, "steps": args.steps, "batch_size": args.batch_size, "phases": phases}
+    result: dict = {"phases": phases}
     for key in ("step_cpu_s", "step_s", "train_s", "cpu_s"):
         one = (phases["single_a"][key] + phases["single_b"][key]) / 2
         result[f"{key}/single_drift"] = round(phases["single_b"][key] / phases["single_a"][key], 3)
         result[f"{key}/sequential_over_single"] = round(phases["sequential"][key] / one, 3)
         result[f"{key}/joint_over_single"] = round(phases["joint"][key] / one, 3)
         result[f"{key}/sequential_over_joint"] = round(phases["sequential"][key] / phases["joint"][key], 3)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        atomic_write_json(args.json, result)
     return result
 
 

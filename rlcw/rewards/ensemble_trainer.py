@@ -135,7 +135,8 @@ class SharedTrunk:
         return last_token_scores(_inner(self.members[j]).score(h), input_ids, self.pad_id)  # (B,)
 
 
-def _optimizer(member: nn.Module, s: JointSettings):
+def make_optimizer(member: nn.Module, s: JointSettings):
+    """AdamW over the member's trainable tensors and HF's linear schedule with warm-up: (optimizer, scheduler)."""
     from transformers import get_linear_schedule_with_warmup
 
     params = [p for p in member.parameters() if p.requires_grad]  # LoRA A/B and the head: no bias, no norm
@@ -193,7 +194,7 @@ def train_joint(
     base.eval()  # the frozen trunk: no dropout noise in the hidden states every member reads
     for m in members:
         m.train()
-    optim = [_optimizer(m, s) for m in members]
+    optim = [make_optimizer(m, s) for m in members]
     step = load_checkpoint(resume_from, members, optim) if resume_from else 0
     weights = weights.to(device)
     if step == 0 and eval_rows and s.eval_steps:
@@ -202,23 +203,14 @@ def train_joint(
     while step < s.max_steps:
         t0 = time.time()
         for a in range(s.grad_accum):
-            micro = step * s.grad_accum + a
-            idx = batch_indices(len(rows), s.batch_size, s.seed, micro)
+            idx = batch_indices(len(rows), s.batch_size, s.seed, step * s.grad_accum + a)
             batch = _to(collate([rows[i] for i in idx]), device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=s.bf16):
-                hidden = trunk.hidden(batch["input_ids"], batch["attention_mask"])  # (2B, T, H), once
-                for j in range(len(members)):
-                    c, r = _split(trunk.scores(j, hidden, batch["input_ids"], batch["attention_mask"]))
-                    w = weights[j, idx]  # (B,)
-                    loss = weighted_bt_loss(c.float(), r.float(), w, batch.get("margin"), s.center_rewards_coefficient)
-                    (loss / s.grad_accum).backward()
-                    window[j].add(loss.item() / s.grad_accum, c.detach().float(), r.detach().float(), w)
-        for j, (opt, sched) in enumerate(optim):
-            params = [p for p in members[j].parameters() if p.requires_grad]
-            window[j].grad_norm(torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM).item())
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+                out = micro_step(trunk, batch, weights[:, idx], s.grad_accum, s.center_rewards_coefficient)
+            for j, (loss, c, r) in enumerate(out):
+                window[j].add(loss, c, r, weights[j, idx])
+        for j, norm in enumerate(optimizer_step(members, optim)):
+            window[j].grad_norm(norm)
         step += 1
         epoch = step * s.grad_accum * s.batch_size / len(rows)
         if step % s.logging_steps == 0 or step == s.max_steps:
@@ -230,6 +222,31 @@ def train_joint(
         if s.save_steps and (step % s.save_steps == 0 or step == s.max_steps):
             save_checkpoint(checkpoints / f"checkpoint-{step}", step, members, optim, s)
     return step
+
+
+def micro_step(trunk: SharedTrunk, batch: dict, weights: torch.Tensor, grad_accum: int = 1, center_coef=None) -> list:
+    """One micro-batch: the trunk once without grad, then each member's top forward + backward with its weights
+    (k, B); per member (its loss / grad_accum, chosen scores, rejected scores)."""
+    hidden = trunk.hidden(batch["input_ids"], batch["attention_mask"])  # (2B, T, H), once for every member
+    out = []
+    for j in range(len(trunk.members)):
+        c, r = _split(trunk.scores(j, hidden, batch["input_ids"], batch["attention_mask"]))
+        loss = weighted_bt_loss(c.float(), r.float(), weights[j], batch.get("margin"), center_coef) / grad_accum
+        loss.backward()
+        out.append((loss.item(), c.detach().float(), r.detach().float()))
+    return out
+
+
+def optimizer_step(members: list[nn.Module], optim: list) -> list[float]:
+    """Clip each member's gradient (HF's max_grad_norm), step its optimizer and schedule; the norms before clipping."""
+    norms = []
+    for member, (opt, sched) in zip(members, optim, strict=True):
+        params = [p for p in member.parameters() if p.requires_grad]
+        norms.append(torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM).item())
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+    return norms
 
 
 def _log_eval(trunk, eval_rows, collate, s: JointSettings, device, step: int, log) -> None:
