@@ -704,6 +704,22 @@ def monitor_reads(
     return rows
 
 
+def add_slop(pool: list[dict], start: list[dict], measured: dict[str, list]) -> list[str]:
+    """Every pool and measured story's slop score (`slop`) against ONE fingerprint: the phrases the start's
+    stories and every checkpoint's, pooled, over-use against the bundled human stories (`rlcw.metrics.slop`)."""
+    from rlcw.metrics.slop import SlopBaseline
+    from rlcw.rewards.slop import load_human_texts
+
+    checkpoints = [r for points in measured.values() for _, recs in points for r in recs]
+    base = SlopBaseline(load_human_texts("bundled"))
+    sources = [*start, *checkpoints]
+    phrases = [p.text for p in base.fingerprint([r["story"] for r in sources], [r["prompt_id"] for r in sources])]
+    scored = [*pool, *checkpoints]
+    for r, v in zip(scored, base.scores([r["story"] for r in scored], phrases=phrases), strict=True):
+        r["slop"] = v
+    return phrases
+
+
 def agreement_rows(cfg: OutcomeConfig, pool: list[dict], rm_rows: list[dict]) -> list[dict]:
     """Each proxy's agreement with the gold on pairs of the pool (start samples, held-out prompts), and the
     length-only baseline's ("the longer story wins") on the same pairs."""
@@ -770,6 +786,8 @@ def main(cfg: OutcomeConfig) -> dict:
         start = [r for r in pool if r["sample_index"] < k]
         rest = [r for r in pool if r["sample_index"] >= k]  # the gold's length/ending slopes: not the start's stories
         measured = {name: measure_run(cfg, st, study, name, rows) for name in trained_runs(cfg)}
+        setup = study_setup(cfg, rows)
+        setup.slop_phrases = add_slop(pool, start, measured)
         curves = [
             analysis.rl_curve(name, f"proxy_{run_proxy(cfg, name)}", start, points, slope_records=rest or start)
             for name, points in measured.items()
@@ -782,9 +800,7 @@ def main(cfg: OutcomeConfig) -> dict:
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
         reads = monitor_reads(cfg, st, study, summaries, measured)
         st.timings["analysis"] = time.time() - t0
-        report, flat, plots = write_outcome_report(
-            run.path, summaries, rm_rows, study_setup(cfg, rows), st.timings, monitors=reads
-        )
+        report, flat, plots = write_outcome_report(run.path, summaries, rm_rows, setup, st.timings, monitors=reads)
         metrics = {**flat, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
         metrics.update({f"agreement/{r['rm']}": r["agreement"].accuracy for r in rm_rows if r.get("agreement")})
