@@ -248,22 +248,28 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
     for name, k in cfg.proxy_ensembles.items():
         _check(name in cfg.proxies, f"{name!r} is not a proxy", f"proxy_ensembles.{name}", "add it to proxies")
         _check(isinstance(k, int) and k >= 2, f"an ensemble needs >= 2 members, got {k!r}", f"proxy_ensembles.{name}")
-    if "grpo_ens" in cfg.runs:
-        _check(
-            cfg.ens_proxy in cfg.proxy_ensembles,
-            f"grpo_ens optimises {cfg.ens_proxy!r}, which is not an ensemble proxy",
-            "ens_proxy",
-            'e.g. "proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
-        )
     for name in cfg.proxy_length_heads:
         _check(name in cfg.proxies, f"{name!r} is not a proxy", "proxy_length_heads", "add it to proxies")
-    if "grpo_odin" in cfg.runs:
-        _check(
-            cfg.odin_proxy in cfg.proxy_length_heads,
-            f"grpo_odin optimises {cfg.odin_proxy!r}, which is not a two-head proxy",
+    special = (
+        (
+            "grpo_ens",
+            "ens_proxy",
+            cfg.proxy_ensembles,
+            "an ensemble",
+            '"proxies={large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
+        ),
+        (
+            "grpo_odin",
             "odin_proxy",
-            'e.g. "proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"',
-        )
+            cfg.proxy_length_heads,
+            "a two-head",
+            '"proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"',
+        ),
+    )
+    for run, key, kinds, kind, example in special:  # a run against a special proxy needs that proxy to be one
+        if run in cfg.runs:
+            proxy = getattr(cfg, key)
+            _check(proxy in kinds, f"{run} optimises {proxy!r}, which is not {kind} proxy", key, f"e.g. {example}")
     if cfg.grpo_seeds:
         _check("grpo" in cfg.runs, "grpo_seeds are more seeds of grpo, which runs does not list", "grpo_seeds")
         seeds = cfg.grpo_seeds
