@@ -11,7 +11,9 @@ with `score`, `words`, `finished`, `min_words`, `max_words`, `prompt_index`):
 
 Each comes with a 95% percentile interval over prompts (`<key>_lo`, `<key>_hi`; the samples of a
 prompt are resampled together) and its counts; a statistic with an empty group is NaN.
-`words_pearson` is Pearson(score, words) over every sample (cut ones included).
+`words_pearson` is Pearson(score, words) over every sample (cut ones included); `words_pearson_ended` over
+the ended stories only, where length is not confounded with being cut (cut stories are the long ones, so
+an RM that pays for ending reads as paying for shortness over every sample).
 
     prices = ending_prices(records, n_resamples=1000, seed=0)
 """
@@ -36,6 +38,11 @@ def _slope(y: np.ndarray, x: np.ndarray) -> float:
         return math.nan
     xc = x - x.mean()
     return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+
+
+def _pearson(score: np.ndarray, words: np.ndarray) -> float:
+    ok = score.size > 2 and np.ptp(score) > 0 and np.ptp(words) > 0
+    return float(np.corrcoef(score, words)[0, 1]) if ok else math.nan
 
 
 def ending_stats(score, words, finished, short, inside) -> dict[str, float]:
@@ -75,8 +82,8 @@ def ending_prices(records: list[dict], n_resamples: int = 1000, seed: int = 0, a
         arr = arr[~np.isnan(arr)]
         q = np.quantile(arr, [alpha / 2, 1 - alpha / 2]) if arr.size else (math.nan, math.nan)
         out[f"{k}_lo"], out[f"{k}_hi"] = float(q[0]), float(q[1])
-    sd_ok = score.size > 2 and np.ptp(score) > 0 and np.ptp(words) > 0
-    out["words_pearson"] = float(np.corrcoef(score, words)[0, 1]) if sd_ok else math.nan
+    out["words_pearson"] = _pearson(score, words)
+    out["words_pearson_ended"] = _pearson(score[ended], words[ended])
     out.update(n_ended=float(ended.sum()), n_cut=float((~ended).sum()), n_short=float(short.sum()))
     out["n_inside"] = float(inside.sum())
     return out

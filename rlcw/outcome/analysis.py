@@ -20,6 +20,14 @@ both the rise (peak - start) and the fall (final - peak) are tested on the other
 (`split_half_peak`); the proxy rose when the final point's proxy change CI is above 0; length and
 repetition explain the proxy gain when their start-policy slopes predict at least half of it
 (`rlcw.metrics.proxy_gain`).
+
+Residual gold (length- and ending-free): the gold is regressed on words and on whether the story ended
+(EOS before the cap) over start-policy stories that are NOT the curve's start point (`slope_records`: the
+rest of the best-of-n pool; best-of-n curves use the whole pool, whose stories every point mixes anyway),
+gold ~ c + b_words words + b_ended ended. A story's residual is gold - b_words words - b_ended ended; a
+point's explained change is b_words Δwords + b_ended Δended, its residual change (with a prompt-level CI)
+is the rest: Δgold = explained + Δresidual exactly. A residual gain is a gold gain that neither writing
+longer/shorter nor ending more often buys.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from rlcw.metrics.overopt import (
     split_half_peak,
     split_prompts,
 )
-from rlcw.metrics.proxy_gain import SurfaceExplanation, explain_proxy_gain
+from rlcw.metrics.proxy_gain import SurfaceExplanation, explain_proxy_gain, surface_slopes
 from rlcw.metrics.text import distinct_n
 from rlcw.rewards.best_of_n import best_index, best_of_weights, kl_best_of
 
@@ -54,7 +62,7 @@ class Point:
     x: int  # step (RL) or n (best-of-n); 0 / 1 = the start
     kl: float  # mean KL per story (k3 for RL; analytic for best-of-n)
     kl_k1: float | None  # RL only
-    values: dict[str, dict[StoryKey, float]]  # "gold", "proxy", "words", "rep" per story key
+    values: dict[str, dict[StoryKey, float]]  # "gold", "proxy", "words", "rep", "ended" per story key
     distinct: float
 
     @property
@@ -74,15 +82,45 @@ class Curve:
     start_features: dict[str, list[float]] = field(default_factory=dict)  # words, rep of the start's stories
     start_proxy: list[float] = field(default_factory=list)
     start_gold: list[float] = field(default_factory=list)  # the same stories' gold scores
+    gold_slopes: dict[str, float] = field(default_factory=dict)  # gold per word / for ending (`slope_records`)
 
 
 def _values(records: list[dict], proxy: str, key_of=lambda r: (r["prompt_id"], r["sample_index"])) -> dict:
-    out: dict[str, dict] = {"gold": {}, "proxy": {}, "words": {}, "rep": {}}
+    out: dict[str, dict] = {key: {} for key in _keys(records)}
     for r in records:
         k = key_of(r)
         out["gold"][k], out["proxy"][k] = r["scores"]["gold"], r["scores"][proxy]
-        out["words"][k], out["rep"][k] = float(r["words"]), float(r["rep"])
+        out["words"][k], out["rep"][k], out["ended"][k] = float(r["words"]), float(r["rep"]), _ended(r)
+        if "slop" in out:
+            out["slop"][k] = float(r["slop"])
     return out
+
+
+def _keys(records: list[dict]) -> tuple[str, ...]:
+    """VALUES, plus `slop` when every record carries a slop score (the study adds one; `rlcw.metrics.slop`)."""
+    return (*VALUES, "slop") if records and all("slop" in r for r in records) else VALUES
+
+
+VALUES = ("gold", "proxy", "words", "rep", "ended")
+NUISANCE = ("words", "ended")  # what the residual gold is free of
+
+
+def _ended(record: dict) -> float:
+    """1.0 when the story ended (EOS before the cap), else 0.0 (records without the flag: `finished` missing)."""
+    if "finished" not in record:
+        raise ValueError(f"record {record.get('prompt_id')}/{record.get('sample_index')} has no 'finished' flag")
+    return float(bool(record["finished"]))
+
+
+def gold_slopes(records: list[dict]) -> dict[str, float]:
+    """Least-squares gold ~ c + b_words words + b_ended ended over `records` (start-policy stories)."""
+    feats = {"words": [float(r["words"]) for r in records], "ended": [_ended(r) for r in records]}
+    return surface_slopes(feats, [r["scores"]["gold"] for r in records])
+
+
+def residuals(values: dict[str, dict[StoryKey, float]], slopes: dict[str, float]) -> dict[StoryKey, float]:
+    """gold - sum_f slope_f x feature_f per story key (the intercept cancels in every change)."""
+    return {k: g - sum(slopes[f] * values[f][k] for f in NUISANCE) for k, g in values["gold"].items()}
 
 
 def diversity(records: list[dict]) -> float:
@@ -97,12 +135,20 @@ def _mean_kl(records: list[dict], estimator: str) -> float:
     return float(np.mean([r[f"kl_{estimator}"] for r in records]))
 
 
-def rl_curve(run: str, proxy: str, start: list[dict], checkpoints: Sequence[tuple[int, list[dict]]]) -> Curve:
-    """Start (step 0, KL 0) then each checkpoint's measured samples (records with kl_k3 / kl_k1)."""
+def rl_curve(
+    run: str,
+    proxy: str,
+    start: list[dict],
+    checkpoints: Sequence[tuple[int, list[dict]]],
+    slope_records: list[dict] | None = None,
+) -> Curve:
+    """Start (step 0, KL 0) then each checkpoint's measured samples (records with kl_k3 / kl_k1); the gold's
+    length/ending slopes from `slope_records` (other start-policy stories; default: the start's own)."""
     points = [Point(0, 0.0, 0.0, _values(start, proxy), diversity(start))]
     for step, recs in checkpoints:
         points.append(Point(step, _mean_kl(recs, "k3"), _mean_kl(recs, "k1"), _values(recs, proxy), diversity(recs)))
-    return Curve(run, proxy, "rl", points, *_start_regression(start, proxy))
+    slopes = gold_slopes(slope_records or start)
+    return Curve(run, proxy, "rl", points, *_start_regression(start, proxy), gold_slopes=slopes)
 
 
 def _start_regression(records: list[dict], proxy: str) -> tuple[dict[str, list[float]], list[float], list[float]]:
@@ -120,7 +166,7 @@ def bon_curve(run: str, proxy: str, pool: list[dict], sizes: Sequence[int]) -> C
         raise ValueError(f"every prompt needs the same pool of >= {max(sizes)} samples, got sizes {sorted(sizes_n)}")
     points = []
     for n in sorted(sizes):
-        values: dict[str, dict] = {"gold": {}, "proxy": {}, "words": {}, "rep": {}}
+        values: dict[str, dict] = {key: {} for key in _keys(pool)}
         picked = []
         for p, cands in by_prompt.items():
             sel = [c["scores"][proxy] for c in cands]
@@ -129,9 +175,12 @@ def bon_curve(run: str, proxy: str, pool: list[dict], sizes: Sequence[int]) -> C
             values["proxy"][(p, 0)] = float(w @ sel)
             values["words"][(p, 0)] = float(w @ [float(c["words"]) for c in cands])
             values["rep"][(p, 0)] = float(w @ [float(c["rep"]) for c in cands])
+            values["ended"][(p, 0)] = float(w @ [_ended(c) for c in cands])
+            if "slop" in values:
+                values["slop"][(p, 0)] = float(w @ [float(c["slop"]) for c in cands])
             picked.append({**cands[best_index(sel, n)], "sample_index": 0})
         points.append(Point(n, kl_best_of(n), None, values, diversity(picked)))
-    return Curve(run, proxy, "bon", points, *_start_regression(pool, proxy))
+    return Curve(run, proxy, "bon", points, *_start_regression(pool, proxy), gold_slopes=gold_slopes(pool))
 
 
 @dataclass(frozen=True)
@@ -151,7 +200,7 @@ class AfterPeak:
 @dataclass
 class Summary:
     curve: Curve
-    deltas: dict[int, dict[str, PairedDiff]]  # x -> {"gold", "proxy", "words", "rep"}: change from the start
+    deltas: dict[int, dict[str, PairedDiff]]  # x -> {"gold", "proxy", "words", "rep", "ended"}: change from the start
     peak: PeakTest
     rise: PairedDiff | None  # peak - start on the test half; None when the peak is the start
     fit: GaoFit
@@ -159,6 +208,9 @@ class Summary:
     surface: SurfaceExplanation
     gold_surface: SurfaceExplanation | None = None  # the same rule for the gold rise at the peak (None: no rise)
     after_peak: list[AfterPeak] = field(default_factory=list)
+    residual: dict[int, PairedDiff] = field(default_factory=dict)  # x -> residual gold change from the start
+    explained: dict[int, float] = field(default_factory=dict)  # x -> the gold change words and ending predict
+    residual_rise: PairedDiff | None = None  # residual at the peak - start on the test half (None: peak = start)
 
     @property
     def final(self) -> Point:
@@ -174,7 +226,8 @@ def summarise(curve: Curve, n_resamples: int = 1000, fit_resamples: int = 300, s
     deltas = {
         p.x: {
             k: paired_prompt_bootstrap(p.values[k], start.values[k], n_resamples=n_resamples, seed=seed)
-            for k in ("gold", "proxy", "words", "rep")
+            for k in start.values
+            if k in p.values
         }
         for p in pts[1:]
     }
@@ -206,7 +259,13 @@ def summarise(curve: Curve, n_resamples: int = 1000, fit_resamples: int = 300, s
             at_peak["gold"].delta,
         )
     after = after_peak(curve, order.index(peak.peak), half)
-    return Summary(curve, deltas, peak, rise, fit, fit_ci, surface, gold_surface, after)
+    res = {p.x: residuals(p.values, curve.gold_slopes) for p in pts}
+    residual = {
+        p.x: paired_prompt_bootstrap(res[p.x], res[order[0]], n_resamples=n_resamples, seed=seed) for p in pts[1:]
+    }
+    explained = {x: deltas[x]["gold"].delta - residual[x].delta for x in residual}
+    res_rise = half.diff(res[peak.peak], res[order[0]]) if peak.peak != order[0] else None
+    return Summary(curve, deltas, peak, rise, fit, fit_ci, surface, gold_surface, after, residual, explained, res_rise)
 
 
 @dataclass(frozen=True)
@@ -278,6 +337,7 @@ def run_verdict(s: Summary) -> list[str]:
             f"{gs.total_predicted:+.3f} of {gs.actual:+.3f} ({gs.share:.0%}; words {gs.predicted['words']:+.3f}, "
             f"repetition {gs.predicted['rep']:+.3f})."
         )
+    out.extend(_residual_sentence(s))
     if s.peak.verdict == "peak_is_final":
         out.append("The peak is the last point: no fall to test.")
     else:
@@ -298,6 +358,27 @@ def run_verdict(s: Summary) -> list[str]:
         reach = "reached" if top >= KL_TARGET else "not reached: the budget ended first"
         out.append(f"Largest KL {top:.2f} nats/story (target {KL_TARGET:g}: {reach}).")
     return [" ".join(out)]
+
+
+def residual_verdict(s: Summary) -> str:
+    """rose | fell | no change | - (no rise to test): the residual gold at the peak on the test half."""
+    r = s.residual_rise
+    if r is None:
+        return "-"
+    tol = 1e-9  # a residual that is zero up to rounding must not read as a change
+    return "rose" if r.ci_low > tol else "fell" if r.ci_high < -tol else "no change"
+
+
+def _residual_sentence(s: Summary) -> list[str]:
+    """The length- and ending-free part of the gold change at the peak (test half)."""
+    if s.residual_rise is None:
+        return []
+    b = s.curve.gold_slopes
+    word = {"rose": "rose", "fell": "fell", "no change": "did not change measurably"}[residual_verdict(s)]
+    return [
+        f"Free of length and ending (the gold pays {b['words']:+.4f} per word and {b['ended']:+.3f} for ending on "
+        f"start stories), the gold {word} from the start to the peak ({ci_text(s.residual_rise)}, test half)."
+    ]
 
 
 def _after_peak_sentence(s: Summary, x: str) -> list[str]:

@@ -16,7 +16,8 @@ import numpy as np
 
 from rlcw.io import atomic_write_text
 from rlcw.metrics.proxy_gain import EXPLAINED_SHARE
-from rlcw.outcome.analysis import KL_TARGET, Summary, ci_text, proxy_verdict, run_verdict
+from rlcw.outcome.analysis import KL_TARGET, Summary, ci_text, proxy_verdict, residual_verdict, run_verdict
+from rlcw.outcome.monitors import MonitorRead, lead_summary, lead_table
 from rlcw.report import save_figure
 
 # (why, overrides): the report's "Scale up" section; tests/recipes/test_outcome.py validates every one
@@ -59,6 +60,7 @@ class StudySetup:
     max_new_tokens: int
     kl_estimator: str = "k3"
     rl_proxy: str = ""
+    slop_phrases: list[str] | None = None  # the fingerprint every story's slop score counts
 
 
 def _label(s: Summary) -> str:
@@ -129,9 +131,20 @@ def _f(v, digits: int = 3) -> str:
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
+def slop_note(setup: StudySetup) -> list[str]:
+    if not setup.slop_phrases:
+        return []
+    top = ", ".join(f"'{p}'" for p in setup.slop_phrases[:12])
+    return [
+        f"Slop: % of a story's words inside the {len(setup.slop_phrases)} phrases the measured stories (the start's "
+        f"and every checkpoint's, pooled) over-use against the bundled human stories (`rlcw.metrics.slop`): {top}.",
+        "",
+    ]
+
+
 def points_table(summaries: list[Summary]) -> list[str]:
     head = ["run", "step / n", "d", "KL k3", "KL k1", "proxy", "Δproxy [95% CI]", "gold", "Δgold [95% CI]"]
-    head += ["words", "rep-3", "distinct-3"]
+    head += ["words", "rep-3", "distinct-3", "slop % [Δ 95% CI]"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         for p in s.curve.points:
@@ -139,8 +152,67 @@ def points_table(summaries: list[Summary]) -> list[str]:
             cells = [s.curve.run, str(p.x), f"{p.d:.3f}", f"{p.kl:.4f}", _f(p.kl_k1, 4), f"{p.mean('proxy'):.3f}"]
             cells += [ci_text(dl.get("proxy")), f"{p.mean('gold'):.3f}", ci_text(dl.get("gold"))]
             cells += [f"{p.mean('words'):.1f}", f"{p.mean('rep'):.3f}", f"{p.distinct:.3f}"]
+            slop = f"{p.mean('slop'):.2f}" + (f" ({ci_text(dl['slop'])})" if "slop" in dl else "")
+            cells.append(slop if "slop" in p.values else "-")
             lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _pearson(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 3 or np.std(xs) == 0 or np.std(ys) == 0:
+        return None
+    return float(np.corrcoef(xs, ys)[0, 1])
+
+
+def after_peak_text(s: Summary) -> str:
+    """One cell: what happened after the gold peak (split-half verdict, then the per-point readings)."""
+    kinds = [a.kind for a in s.after_peak]
+    if s.peak.verdict == "peak_is_final":
+        return "peak is the last point"
+    text = {"fell": "gold fell", "rose": "gold rose further", "no_fall": "no measurable fall"}[s.peak.verdict]
+    if "overoptimised" in kinds:
+        text += "; over-optimised"
+    if "collapsed" in kinds:
+        text += "; collapsed"
+    return text
+
+
+def methods_table(summaries: list[Summary]) -> list[str]:
+    """One row per run: where gold peaked, the gold and residual rise there (test half), what came after, and
+    how much the optimised proxy paid for length on start stories."""
+    head = ["run", "proxy", "d at the gold peak", "gold peak - start [95% CI]", "residual peak - start [95% CI]"]
+    head += ["residual", "after the peak", "r(proxy, words) on start stories"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        c = s.curve
+        r = _pearson(c.start_features.get("words", []), c.start_proxy)
+        cells = [c.run, c.proxy, f"{s.point(s.peak.peak).d:.3f}", ci_text(s.rise), ci_text(s.residual_rise)]
+        cells += [residual_verdict(s), after_peak_text(s), _f(r, 2)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def residual_table(summaries: list[Summary]) -> list[str]:
+    """Every point's gold change split into what words and ending predict and the residual (prompt-level CIs)."""
+    head = ["run", "step / n", "d", "Δgold [95% CI]", "Δwords", "Δended", "explained by words + ending"]
+    head += ["Δresidual [95% CI]"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        for p in s.curve.points[1:]:
+            dl = s.deltas[p.x]
+            cells = [s.curve.run, str(p.x), f"{p.d:.3f}", ci_text(dl["gold"]), f"{dl['words'].delta:+.1f}"]
+            cells += [f"{dl['ended'].delta:+.3f}", f"{s.explained[p.x]:+.3f}", ci_text(s.residual[p.x])]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def slopes_line(summaries: list[Summary]) -> str:
+    seen = {}
+    for s in summaries:
+        b = s.curve.gold_slopes
+        seen.setdefault((round(b["words"], 6), round(b["ended"], 6)), []).append(s.curve.run)
+    parts = [f"{w:+.4f} per word and {e:+.3f} for ending ({', '.join(runs)})" for (w, e), runs in seen.items()]
+    return "The gold's slopes on start-policy stories outside each curve's start point: " + "; ".join(parts) + "."
 
 
 def fits_table(summaries: list[Summary]) -> list[str]:
@@ -213,8 +285,36 @@ def rm_table(rm_rows: list[dict]) -> list[str]:
     return lines
 
 
+def monitor_section(reads: list[MonitorRead]) -> list[str]:
+    """The monitors' lead-time table and its per-rule summary (empty without RL runs)."""
+    if not reads:
+        return []
+    runs = len({r.run for r in reads})
+    return [
+        "## Monitors against the gold peak",
+        "",
+        "Each statistic the RL runs logged, read against the run's gold peak (`rlcw.outcome.monitors`): a useful "
+        "warn rule breaks at or before the peak of a run whose gold then fell (early), and stays quiet otherwise. "
+        "`measured_disagreement` is the ensemble proxy's member spread on each checkpoint's held-out samples, "
+        "whichever proxy the run optimised. Lead = peak - first warning (positive: before the peak).",
+        "",
+        *lead_summary(reads),
+        "",
+        f"{runs} run(s): counts this small calibrate nothing on their own; read them with the levels below "
+        "(start, at the peak) to place a threshold between what the start logs and what the peak logs.",
+        "",
+        *lead_table(reads),
+        "",
+    ]
+
+
 def write_outcome_report(
-    root: Path, summaries: list[Summary], rm_rows: list[dict], setup: StudySetup, timings: dict[str, float]
+    root: Path,
+    summaries: list[Summary],
+    rm_rows: list[dict],
+    setup: StudySetup,
+    timings: dict[str, float],
+    monitors: list[MonitorRead] | None = None,
 ) -> tuple[Path, dict, dict]:
     plots = {
         "gao": plot_gao(summaries, root / "plots" / "gao_gold_proxy_vs_d.png"),
@@ -248,6 +348,13 @@ def write_outcome_report(
         f"Rules: a change is real when its CI excludes 0; length and repetition explain a proxy gain when their slopes "
         f"on the start's stories predict at least {EXPLAINED_SHARE:.0%} of it; KL target {KL_TARGET:g} nats per story.",
         "",
+        "## Every method at its gold peak",
+        "",
+        "Peaks chosen on one half of the prompts, rises tested on the other; the residual is the gold free of "
+        "length and ending (`rlcw.outcome.analysis`: gold minus its own start-story slopes on words and ending).",
+        "",
+        *methods_table(summaries),
+        "",
         "## Reward models",
         "",
         *rm_table(rm_rows),
@@ -264,12 +371,20 @@ def write_outcome_report(
         "",
         *peak_table(summaries),
         "",
+        *monitor_section(monitors or []),
         "## Length, repetition and diversity",
         "",
         f"![length, repetition, diversity against d](plots/{plots['surface'].name})",
         "",
+        "## Gold change: length and ending against the residual",
+        "",
+        slopes_line(summaries),
+        "",
+        *residual_table(summaries),
+        "",
         "## Every point (changes from the start with prompt-level 95% CIs)",
         "",
+        *slop_note(setup),
         *points_table(summaries),
         "",
         "## Stage times",
@@ -320,6 +435,7 @@ def flat_metrics(summaries: list[Summary]) -> dict[str, float]:
         put(f"{key}/peak", s.peak.peak)
         put(f"{key}/peak_d", s.point(s.peak.peak).d)
         put_ci(f"{key}/rise_test_half", s.rise)
+        put_ci(f"{key}/residual_rise_test_half", s.residual_rise)
         put_ci(f"{key}/fall_test_half", s.peak.fall)
         put(f"{key}/gold_fell", s.peak.verdict == "fell")
         put(f"{key}/overoptimised", any(a.kind == "overoptimised" for a in s.after_peak))

@@ -440,6 +440,7 @@ def report(metrics: dict, info: dict) -> str:
         "mean_margin",
         *[f"ending/{k}" for k in ENDING_KEYS],
         "ending/words_pearson",
+        "ending/words_pearson_ended",
     ):
         if any(p + key in metrics for p in cols.values()):
             cells = [_fmt_ci(metrics, p + key) for p in cols.values()]
@@ -450,7 +451,7 @@ def report(metrics: dict, info: dict) -> str:
         if k.startswith(
             ("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/", "ending/", "ensemble/")
         )
-        and not k.startswith(tuple(f"ending/{e}" for e in (*ENDING_KEYS, "words_pearson")))
+        and not k.startswith(tuple(f"ending/{e}" for e in (*ENDING_KEYS, "words_pearson", "words_pearson_ended")))
     ]
     counts = ("invalid_", "pairs_scored", "length_control/n", "ending/n_", "ending/samples", "ensemble/members")
     if info.get("aggregate"):

@@ -52,8 +52,10 @@ from rlcw.data.prompts import load_prompts
 from rlcw.data.records import write_preferences, write_stories
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from rlcw.measure.monitors import validate_rules
 from rlcw.outcome import analysis
 from rlcw.outcome.measure import add_kl, add_scores, checkpoints_of, load_gold_scorer, sample_stories
+from rlcw.outcome.monitors import MEASURED, MonitorRead, lead_rows, read_series
 from rlcw.outcome.pairs import accuracy_by_prompt, agreement_with, labelled_pairs, split_by_prompt
 from rlcw.outcome.report import StudySetup, write_outcome_report
 from rlcw.recipes import build_pairs, eval_rm, prepare_model, train_rm
@@ -69,6 +71,14 @@ TRAINED = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo")
 GRPO_RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin")
 # grpo_ens needs an ensemble proxy (proxy_ensembles), grpo_odin a two-head one (proxy_length_heads)
 DEFAULT_RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
+# configs/grpo/cpu.yaml's monitor.warn: the thresholds the lead-time table tests by default
+SHIPPED_WARN = {
+    "max_cap_share": 0.95,
+    "max_rep_intra": 0.15,
+    "min_distinct_group": 0.6,
+    "max_reward_length_corr": 0.8,
+    "max_kl_to_start": 0.5,
+}
 GOLD_REWARDS = (
     "It was trained to tell TELL ME A STORY's human-written stories from the start model's own stories for the "
     "same prompts, both cut to the same length: it rewards text that reads like those human writers' rather "
@@ -138,6 +148,9 @@ class OutcomeConfig:
     odin_proxy: str = "odin"  # the two-head proxy grpo_odin optimises (its quality head)
     # the study's optimization runs: grpo | grpo_lc | grpo_ens | grpo_odin | ppo | dpo | best_of_n
     runs: list[str] = field(default_factory=lambda: list(DEFAULT_RUNS))
+    grpo_seeds: list[int] = field(default_factory=list)  # more seeds of grpo (runs grpo_seed<k>): monitor calibration
+    # warn rules the monitors' lead-time table reads the RL runs' logged statistics against (rlcw.outcome.monitors)
+    monitor_rules: dict[str, float] = field(default_factory=lambda: dict(SHIPPED_WARN))
     gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
     gold_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
     proxy_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)  # every proxy's settings
@@ -207,6 +220,18 @@ def proxy_stage(cfg: OutcomeConfig, name: str) -> train_rm.TrainRMConfig:
     return out
 
 
+def seeded_grpo(cfg: OutcomeConfig, seed: int) -> grpo_recipe.GRPORecipeConfig:
+    """grpo (after `wire`) with another seed, in its own folder grpo_seed<k>."""
+    out = copy.deepcopy(cfg.grpo)
+    out.run_name, out.seed = f"grpo_seed{seed}", seed
+    return out
+
+
+def trained_runs(cfg: OutcomeConfig) -> list[str]:
+    """Every trained run's name, in training order: `runs` then grpo's extra seeds."""
+    return [r for r in cfg.runs if r in TRAINED] + [f"grpo_seed{k}" for k in cfg.grpo_seeds]
+
+
 def _check(ok: bool, message: str, where: str, hint: str | None = None) -> None:
     if not ok:
         raise RlcwError(message, where=where, hint=hint)
@@ -223,22 +248,34 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
     for name, k in cfg.proxy_ensembles.items():
         _check(name in cfg.proxies, f"{name!r} is not a proxy", f"proxy_ensembles.{name}", "add it to proxies")
         _check(isinstance(k, int) and k >= 2, f"an ensemble needs >= 2 members, got {k!r}", f"proxy_ensembles.{name}")
-    if "grpo_ens" in cfg.runs:
-        _check(
-            cfg.ens_proxy in cfg.proxy_ensembles,
-            f"grpo_ens optimises {cfg.ens_proxy!r}, which is not an ensemble proxy",
-            "ens_proxy",
-            'e.g. "proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
-        )
     for name in cfg.proxy_length_heads:
         _check(name in cfg.proxies, f"{name!r} is not a proxy", "proxy_length_heads", "add it to proxies")
-    if "grpo_odin" in cfg.runs:
-        _check(
-            cfg.odin_proxy in cfg.proxy_length_heads,
-            f"grpo_odin optimises {cfg.odin_proxy!r}, which is not a two-head proxy",
+    special = (
+        (
+            "grpo_ens",
+            "ens_proxy",
+            cfg.proxy_ensembles,
+            "an ensemble",
+            '"proxies={large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
+        ),
+        (
+            "grpo_odin",
             "odin_proxy",
-            'e.g. "proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"',
-        )
+            cfg.proxy_length_heads,
+            "a two-head",
+            '"proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"',
+        ),
+    )
+    for run, key, kinds, kind, example in special:  # a run against a special proxy needs that proxy to be one
+        if run in cfg.runs:
+            proxy = getattr(cfg, key)
+            _check(proxy in kinds, f"{run} optimises {proxy!r}, which is not {kind} proxy", key, f"e.g. {example}")
+    if cfg.grpo_seeds:
+        _check("grpo" in cfg.runs, "grpo_seeds are more seeds of grpo, which runs does not list", "grpo_seeds")
+        seeds = cfg.grpo_seeds
+        ok = all(isinstance(k, int) for k in seeds) and len(set(seeds)) == len(seeds) and cfg.seed not in seeds
+        _check(ok, f"seeds must be distinct integers other than seed={cfg.seed}, got {seeds}", "grpo_seeds")
+    validate_rules({k: v for k, v in cfg.monitor_rules.items() if k.partition("_")[2] != MEASURED}, "monitor_rules")
     sizes, m, d = cfg.best_of_n.sizes, cfg.measure, cfg.proxy_data
     _check(bool(sizes) and all(isinstance(k, int) and k >= 1 for k in sizes), f"bad sizes {sizes}", "best_of_n.sizes")
     pool = max(sizes)
@@ -613,6 +650,82 @@ def measure_run(
     return out
 
 
+def monitor_proxy(cfg: OutcomeConfig) -> str | None:
+    """The ensemble proxy whose disagreement is measured on every checkpoint (`ens_proxy`, else the first)."""
+    if not cfg.proxy_ensembles:
+        return None
+    return cfg.ens_proxy if cfg.ens_proxy in cfg.proxy_ensembles else next(iter(cfg.proxy_ensembles))
+
+
+def _disagreement(members: list[list[float]]) -> float:
+    from rlcw.rewards.aggregate import member_summary
+
+    return float(member_summary(members)["disagreement"])
+
+
+def measured_disagreement(
+    cfg: OutcomeConfig, st: Stages, study: Study, name: str, measured: list[tuple[int, list[dict]]]
+) -> list[tuple[int, float]]:
+    """[(step, mean std across the ensemble proxy's members)] on each checkpoint's held-out samples, the start's
+    (step 0) from the pool's first samples: how far from agreement a run drove the ensemble, whichever proxy it
+    optimised. Each checkpoint's member scores are their own cached step (`ensemble_<proxy>/`)."""
+    ens = monitor_proxy(cfg)
+    if ens is None:
+        return []
+    k = cfg.measure.samples_per_prompt
+    pool = read_jsonl(study.root / "pool" / "samples.jsonl")
+    members = json.loads((study.root / "pool_scores" / f"proxy_{ens}" / "members.json").read_text())
+    start = [j for j, r in enumerate(pool) if r["sample_index"] < k]
+    out = [(0, _disagreement([[m[j] for j in start] for m in members]))]
+    ident = study.identity()[ens]
+    for step, recs in measured:
+        folder = study.root / "measure" / name / f"step_{step:06d}" / f"ensemble_{ens}"
+        done = json.loads((folder.parent / "done.json").read_text())["key"]
+
+        def write(folder: Path, recs=recs) -> None:
+            scorer = study.scorer(f"proxy_{ens}")
+            scorer.score([r["prompt"] for r in recs], [r["story"] for r in recs])
+            atomic_write_json(folder / "members.json", scorer.last_members)
+
+        st.cached(f"measure_{name}", folder, {"samples": done, "scorer": ident}, write)
+        out.append((step, _disagreement(json.loads((folder / "members.json").read_text()))))
+    return out
+
+
+def monitor_reads(
+    cfg: OutcomeConfig, st: Stages, study: Study, summaries: list, measured: dict[str, list]
+) -> list[MonitorRead]:
+    """The lead-time table's rows: every RL run's logged monitor statistics and the measured ensemble
+    disagreement, read against its gold peak (`rlcw.outcome.monitors`)."""
+    rows = []
+    for s in summaries:
+        name = s.curve.run
+        if name not in measured:
+            continue
+        series = read_series(study.root / name / "metrics.jsonl")
+        dis = measured_disagreement(cfg, st, study, name, measured[name])
+        if dis:
+            series[MEASURED] = dis
+        rows += lead_rows(s, series, cfg.monitor_rules)
+    return rows
+
+
+def add_slop(pool: list[dict], start: list[dict], measured: dict[str, list]) -> list[str]:
+    """Every pool and measured story's slop score (`slop`) against ONE fingerprint: the phrases the start's
+    stories and every checkpoint's, pooled, over-use against the bundled human stories (`rlcw.metrics.slop`)."""
+    from rlcw.metrics.slop import SlopBaseline
+    from rlcw.rewards.slop import load_human_texts
+
+    checkpoints = [r for points in measured.values() for _, recs in points for r in recs]
+    base = SlopBaseline(load_human_texts("bundled"))
+    sources = [*start, *checkpoints]
+    phrases = [p.text for p in base.fingerprint([r["story"] for r in sources], [r["prompt_id"] for r in sources])]
+    scored = [*pool, *checkpoints]
+    for r, v in zip(scored, base.scores([r["story"] for r in scored], phrases=phrases), strict=True):
+        r["slop"] = v
+    return phrases
+
+
 def agreement_rows(cfg: OutcomeConfig, pool: list[dict], rm_rows: list[dict]) -> list[dict]:
     """Each proxy's agreement with the gold on pairs of the pool (start samples, held-out prompts), and the
     length-only baseline's ("the longer story wins") on the same pairs."""
@@ -638,6 +751,8 @@ def train_runs(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
     trainers.update(ppo=ppo_recipe.main, dpo=dpo_recipe.main)
     for name in [r for r in cfg.runs if r in TRAINED]:
         st.run(name, trainers[name], getattr(cfg, name))
+    for k in cfg.grpo_seeds:
+        st.run(f"grpo_seed{k}", grpo_recipe.main, seeded_grpo(cfg, k))
 
 
 def study_setup(cfg: OutcomeConfig, rows: list[dict]) -> StudySetup:
@@ -673,11 +788,15 @@ def main(cfg: OutcomeConfig) -> dict:
         pool = pool_step(cfg, st, study, rows)
         rm_rows = agreement_rows(cfg, pool, rm_rows)
         train_runs(cfg, st, study)
-        start = [r for r in pool if r["sample_index"] < cfg.measure.samples_per_prompt]
+        k = cfg.measure.samples_per_prompt
+        start = [r for r in pool if r["sample_index"] < k]
+        rest = [r for r in pool if r["sample_index"] >= k]  # the gold's length/ending slopes: not the start's stories
+        measured = {name: measure_run(cfg, st, study, name, rows) for name in trained_runs(cfg)}
+        setup = study_setup(cfg, rows)
+        setup.slop_phrases = add_slop(pool, start, measured)
         curves = [
-            analysis.rl_curve(name, f"proxy_{run_proxy(cfg, name)}", start, measure_run(cfg, st, study, name, rows))
-            for name in cfg.runs
-            if name in TRAINED
+            analysis.rl_curve(name, f"proxy_{run_proxy(cfg, name)}", start, points, slope_records=rest or start)
+            for name, points in measured.items()
         ]
         if "best_of_n" in cfg.runs:
             curves += [
@@ -685,8 +804,9 @@ def main(cfg: OutcomeConfig) -> dict:
             ]
         t0, m = time.time(), cfg.measure
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
+        reads = monitor_reads(cfg, st, study, summaries, measured)
         st.timings["analysis"] = time.time() - t0
-        report, flat, plots = write_outcome_report(run.path, summaries, rm_rows, study_setup(cfg, rows), st.timings)
+        report, flat, plots = write_outcome_report(run.path, summaries, rm_rows, setup, st.timings, monitors=reads)
         metrics = {**flat, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
         metrics.update({f"agreement/{r['rm']}": r["agreement"].accuracy for r in rm_rows if r.get("agreement")})

@@ -223,6 +223,7 @@ def start_prices(records: list[dict], n_resamples: int) -> dict[str, float]:
     p = ending_prices(records, n_resamples)
     out = {new + end: p[old + end] for old, new in ENDING_NAMES.items() for end in ("", "_lo", "_hi")}
     out["rm_words_pearson_start"] = p["words_pearson"]
+    out["rm_words_pearson_start_ended"] = p["words_pearson_ended"]
     return out
 
 
@@ -256,6 +257,7 @@ SUMMARY_KEYS = (
     "rm_delta_length_controlled_hi",
     *[k + end for k in ENDING_NAMES.values() for end in ("", "_lo", "_hi")],
     "rm_words_pearson_start",
+    "rm_words_pearson_start_ended",
     "words_start",
     "words_final",
     "rep_start",
@@ -462,7 +464,8 @@ def heldout_table(h: dict) -> list[str]:
             f"- for ending short (ended below the range minus ended inside it): "
             f"{_ci(h, 'rm_pays_ending_short', empty='no story of one kind')}",
             f"- per 10 words within ended stories: {_ci(h, 'rm_per_10_words_ended', empty='too few ended stories')}",
-            f"- Pearson(RM score, words) over all start samples: {h['rm_words_pearson_start']:+.2f}",
+            f"- Pearson(RM score, words) over all start samples: {h['rm_words_pearson_start']:+.2f}; over the ended "
+            f"ones only: {h.get('rm_words_pearson_start_ended', math.nan):+.2f}",
         ]
     return lines
 

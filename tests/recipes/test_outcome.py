@@ -71,6 +71,7 @@ TINY = (
         "dpo.lora.r=4",
         "dpo.data.max_pairs=16",
         "grpo_lc.reward.specs.overlong.buffer=4",
+        "grpo_seeds=[1]",
     ]
     + [
         f"{rm}.{k}"
@@ -135,7 +136,7 @@ def test_every_stage_gold_proxies_and_runs(study):
     assert all(p["meta"]["chosen_score"] >= p["meta"]["rejected_score"] for p in dpo)
 
 
-RL_RUNS = ("grpo", "grpo_lc", "ppo", "dpo")
+RL_RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "grpo_seed1")
 
 
 def test_measurement_samples_ids_with_kl_on_common_prompts(study):
@@ -170,6 +171,9 @@ def test_report_holds_the_gao_plot_fits_agreement_surface_and_ci_tables(study):
         "## Peak and fall (split-half)",
         "## Length, repetition and diversity",
         "## Every point",
+        "## Every method at its gold peak",
+        "## Gold change: length and ending against the residual",
+        "## Monitors against the gold peak",
         "## Stage times",
         "## Scale up",
         "estimator k3",
@@ -182,13 +186,20 @@ def test_report_holds_the_gao_plot_fits_agreement_surface_and_ci_tables(study):
     for run in (*RL_RUNS, "best_of_n_small", "best_of_n_large"):
         assert f"**{run}**" in text and f"| {run} | " in text, run
     # every point row: run, x, d, KL, ..., a change with its CI "[low, high]"
-    rows = [line for line in text.splitlines() if line.startswith("| best_of_n_large | 4 |") and line.count("|") == 13]
-    assert len(rows) == 1 and rows[0].count("[") == 2
+    rows = [line for line in text.splitlines() if line.startswith("| best_of_n_large | 4 |") and line.count("|") == 14]
+    assert len(rows) == 1 and rows[0].count("[") == 3  # proxy, gold and slop changes with their CIs
     d4 = float(rows[0].split("|")[3])
     assert d4 == pytest.approx(math.sqrt(math.log(4) - 3 / 4), abs=1e-3)
     # best-of-n has 3 points at d > 0: the Gao form d (a - b d) is fitted (a, b as numbers with a CI)
     fit = next(line for line in text.splitlines() if line.startswith("| best_of_n_large | d(a - b d) |"))
     assert fit.split("|")[3].strip()[0] in "+-0123456789" and "[" in fit.split("|")[3]
+    # the monitors' table reads every RL run (grpo's second seed included) against the shipped warn rules
+    monitor_rows = [line for line in text.splitlines() if line.startswith("| grpo_seed1 | cap_share |")]
+    assert len(monitor_rows) == 1 and "max_cap_share 0.95" in monitor_rows[0]
+    assert "| max_kl_to_start 0.5 | 5 |" in text  # 5 RL runs read against that rule
+    assert "seed: 1" in (root / "grpo_seed1" / "config.yaml").read_text()
+    residual_rows = [line for line in text.splitlines() if line.startswith("| grpo | 2 |") and "explained" not in line]
+    assert any(line.count("[") == 2 for line in residual_rows)  # Δgold and Δresidual with their CIs
     m = summary["metrics"]
     assert 0.0 <= m["agreement/proxy_large"] <= 1.0 and "time/pool_s" in m and m["grpo/gold_fell"] in (0.0, 1.0)
     assert all(isinstance(v, float) for v in m.values()), {k: v for k, v in m.items() if not isinstance(v, float)}
@@ -200,10 +211,10 @@ def test_rerun_reuses_every_stage(study, capsys):
     again = main(load_config(cls, "configs/outcome/cpu.yaml", overrides))
     out = capsys.readouterr().out
     assert again["status"] == "completed" and " ... " not in out.replace("[outcome] analysis", "")
-    assert out.count("completed before, reused") == 10  # prepare_model, gold x2, proxies x2, length_fit, 4 runs
+    assert out.count("completed before, reused") == 11  # prepare_model, gold x2, proxies x2, length_fit, 5 runs
     assert (
-        out.count("done before with the same settings, reused") == 7 + 2 * 4
-    )  # gold_samples, proxy_data, pool, pool_scores x3 (gold, small, large), dpo_pairs; 4 runs x 2 checkpoints
+        out.count("done before with the same settings, reused") == 7 + 2 * 5
+    )  # gold_samples, proxy_data, pool, pool_scores x3 (gold, small, large), dpo_pairs; 5 runs x 2 checkpoints
 
     def body(text: str) -> str:  # stage times are rounded differently when reused
         return text.split("## Stage times")[0]
@@ -243,7 +254,7 @@ def test_a_given_gold_skips_gold_training_and_best_of_n_runs_alone(study, tmp_pa
     from rlcw.recipes.outcome import OutcomeConfig, main
 
     root, _, (_, overrides, _) = study
-    given = [o for o in overrides if not o.startswith("output_dir=")]
+    given = [o for o in overrides if not o.startswith(("output_dir=", "grpo_seeds="))]
     cfg = load_config(
         OutcomeConfig,
         "configs/outcome/cpu.yaml",
@@ -291,7 +302,7 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
             "data.fit_to_cap=ignore",
         )
     ]
-    tiny = [o for o in TINY if not o.startswith("proxies=")]
+    tiny = [o for o in TINY if not o.startswith(("proxies=", "grpo_seeds="))]
     overrides = [f"output_dir={tmp_path}", f"model.name={tiny_model_dir}", f"data.tmas={_tmas(tmp_path / 'tmas')}"]
     summary = main(load_config(OutcomeConfig, "configs/outcome/cpu.yaml", [*overrides, *tiny, *ens]))
     out = tmp_path / "outcome"
@@ -320,6 +331,10 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
     assert [r["scores"]["proxy_odin"] for r in pool] == pytest.approx(heads["quality"], abs=1e-4)
     assert heads["quality"] != pytest.approx(heads["sum"], abs=1e-4)
     assert "**grpo_odin**" in text and "**best_of_n_odin**" in text and "two-head (ODIN), quality head" in text
+    # the ensemble's disagreement measured on every checkpoint of both runs, read against their gold peaks
+    for run in ("grpo_ens", "grpo_odin"):
+        assert (out / "measure" / run / "step_000002" / "ensemble_ens" / "members.json").is_file()
+        assert f"| {run} | measured_disagreement | - |" in text, run
 
 
 def test_grpo_odin_needs_a_two_head_proxy(tmp_path):

@@ -29,6 +29,7 @@ def test_prices_on_hand_worked_numbers():
     assert out["per_10_words_ended"] == pytest.approx(10 * 7.0 / (158 / 3), abs=1e-9)
     scores, words = [r["score"] for r in RECORDS], [r["words"] for r in RECORDS]
     assert out["words_pearson"] == pytest.approx(float(np.corrcoef(scores, words)[0, 1]))
+    assert out["words_pearson_ended"] == pytest.approx(float(np.corrcoef([2.0, 1.0, 3.0], [15, 5, 12])[0, 1]))
     assert (out["n_ended"], out["n_cut"], out["n_short"], out["n_inside"]) == (3, 2, 1, 2)
     for k in ("ended_minus_cut", "per_10_words_ended"):
         assert out[f"{k}_lo"] <= out[k] <= out[f"{k}_hi"]

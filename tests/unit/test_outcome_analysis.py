@@ -26,7 +26,7 @@ def test_checkpoints_of_finds_trl_and_ppo_layouts(tmp_path):
     assert checkpoints_of(tmp_path / "missing") == []
 
 
-def _rec(p, k, gold, proxy, words=10, rep=0.0, story=None, kl=0.0):
+def _rec(p, k, gold, proxy, words=10, rep=0.0, story=None, kl=0.0, ended=True):
     return {
         "prompt_id": p,
         "sample_index": k,
@@ -36,6 +36,7 @@ def _rec(p, k, gold, proxy, words=10, rep=0.0, story=None, kl=0.0):
         "rep": rep,
         "kl_k3": kl,
         "kl_k1": kl,
+        "finished": ended,
     }
 
 
@@ -201,3 +202,42 @@ def test_length_can_explain_the_gold_rise_too():
     assert "Length and repetition do not explain the gold rise at the peak" in run_verdict(s)[0]
     flat = _rl_points({0: 0.0, 4: 0.0}, {0: 0, 4: 0.1}, {0: 0.0, 4: 0.0})
     assert summarise(rl_curve("dpo", "proxy", *flat), n_resamples=100, fit_resamples=10).gold_surface is None
+
+
+def test_residual_gold_removes_what_words_and_ending_buy():
+    # slope stories (other start samples): gold = 0.1 x words + 2 x ended exactly, so b_words 0.1, b_ended 2.
+    fit = [
+        _rec(f"q{i}", k, 0.1 * (10 + i) + 2.0 * (k % 2), 0.0, words=10 + i, ended=bool(k % 2))
+        for i in range(6)
+        for k in range(4)
+    ]
+    # start: 10 + i words, none ended, gold 0.1 x words; checkpoint 4: 10 words more, all ended, gold +1 + 2 + 0.5:
+    # words explain 1.0, ending 2.0, and 0.5 is left (the same on every prompt, so the CI is the point)
+    start = [_rec(f"p{i}", k, 0.1 * (10 + i), 0.0, words=10 + i, ended=False) for i in range(8) for k in range(2)]
+    ckpt = [_rec(f"p{i}", k, 0.1 * (20 + i) + 2.5, 1.0, words=20 + i, kl=0.5) for i in range(8) for k in range(2)]
+    s = summarise(rl_curve("grpo", "proxy", start, [(4, ckpt)], slope_records=fit), n_resamples=100, fit_resamples=5)
+    assert s.curve.gold_slopes == pytest.approx({"words": 0.1, "ended": 2.0})
+    assert s.deltas[4]["gold"].delta == pytest.approx(3.5) and s.deltas[4]["ended"].delta == pytest.approx(1.0)
+    assert s.explained[4] == pytest.approx(3.0)
+    assert s.residual[4].delta == pytest.approx(0.5) and s.residual[4].ci_low == pytest.approx(0.5)
+    assert s.residual_rise.delta == pytest.approx(0.5) and s.residual_rise.n_prompts == 4  # the test half
+    assert "Free of length and ending (the gold pays +0.1000 per word and +2.000 for ending" in run_verdict(s)[0]
+    assert "the gold rose from the start to the peak (+0.500" in run_verdict(s)[0]
+    # a run whose whole gold gain is the ending price: residual 0, said as no change
+    ckpt = [_rec(f"p{i}", k, 0.1 * (10 + i) + 2.0, 1.0, words=10 + i, kl=0.5) for i in range(8) for k in range(2)]
+    s = summarise(rl_curve("grpo", "proxy", start, [(4, ckpt)], slope_records=fit), n_resamples=100, fit_resamples=5)
+    assert s.explained[4] == pytest.approx(2.0) and s.residual[4].delta == pytest.approx(0.0, abs=1e-9)
+    assert "the gold did not change measurably from the start to the peak" in run_verdict(s)[0]
+
+
+def test_best_of_n_residual_uses_the_pool_for_slopes_and_weights_ending():
+    # prompt a: c1 (the proxy's pick at n = 3) ended, the others not; gold pays 1 per ending and nothing per word
+    pool = [_rec("a", 0, 0.0, 0.3, ended=False), _rec("a", 1, 1.0, 0.9), _rec("a", 2, 0.0, 0.5, ended=False)]
+    pool += [_rec("b", 0, 1.0, 0.2), _rec("b", 1, 0.0, 0.1, ended=False), _rec("b", 2, 0.0, 0.0, ended=False)]
+    c = bon_curve("bon", "proxy", pool, [1, 3])
+    assert c.gold_slopes["ended"] == pytest.approx(1.0) and c.gold_slopes["words"] == 0.0  # words constant
+    s = summarise(c, n_resamples=50, fit_resamples=5)
+    assert c.points[1].values["ended"][("a", 0)] == 1.0 and c.points[0].values["ended"][("a", 0)] == pytest.approx(
+        1 / 3
+    )
+    assert s.explained[3] == pytest.approx(s.deltas[3]["gold"].delta) and s.residual[3].delta == pytest.approx(0.0)
