@@ -469,3 +469,51 @@ def test_a_member_with_zero_weights_does_not_move_and_the_trunk_is_shared(tiny_m
     assert all(m["loss"] == 0.0 for s, j, m in logged if j == 1)
     for k, v in base.model.layers[0].state_dict().items():
         assert torch.equal(v, trunk_before[k]), k
+
+
+def _tiny_joint(tiny_model_dir, tokenizer, k: int = 2):
+    """A tiny base (2 layers: layer 0 shared) with k members, and 4 preference rows."""
+    from peft import LoraConfig, TaskType
+    from transformers import AutoModelForSequenceClassification
+
+    from rlcw.rewards.ensemble_trainer import member_model
+
+    base = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
+    base.config.pad_token_id = tokenizer.pad_token_id
+    peft = LoraConfig(task_type=TaskType.SEQ_CLS, r=4, target_modules=["q_proj", "v_proj"], layers_to_transform=[1])
+    members = [member_model(base, 1, seed, peft) for seed in range(k)]
+    ids = tokenizer(["a good story", "the end", "once upon a time", "no", "a fox", "rain"])["input_ids"]
+    rows = [{"chosen_ids": ids[i], "rejected_ids": ids[(i + 1) % 6]} for i in range(6)]
+    return base, members, rows
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_gradient_accumulation_equals_one_larger_batch(tiny_model_dir, tokenizer, tmp_path, bf16):
+    """grad_accum=2 x batch 2 takes the same optimizer step as batch 4 (the same 4 pairs of the shared order, the
+    same per-pair weights); also under bf16 autocast (train.bf16), to a looser tolerance."""
+    from trl.trainer.reward_trainer import DataCollatorForPreference
+
+    from rlcw.rewards.ensemble_trainer import JointSettings, train_joint
+    from rlcw.rl.ppo.value import trainable_state
+
+    weights = torch.tensor([[1.0, 2.0, 0.0, 1.0, 3.0, 0.0], [2.0, 0.0, 1.0, 1.0, 0.0, 1.0]])
+    states, logs = [], []
+    for batch, accum in ((4, 1), (2, 2)):
+        base, members, rows = _tiny_joint(tiny_model_dir, tokenizer)
+        s = JointSettings(learning_rate=1e-2, max_steps=1, batch_size=batch, grad_accum=accum, bf16=bf16)
+        collate = DataCollatorForPreference(tokenizer.pad_token_id)
+        logged = {}
+        train_joint(
+            base, members, 1, rows, weights, s, collate, tmp_path, lambda _, j, m, out=logged: out.update({j: m})
+        )
+        states.append([{k: v.clone() for k, v in trainable_state(m).items()} for m in members])
+        logs.append(logged)
+    start = [trainable_state(m) for m in _tiny_joint(tiny_model_dir, tokenizer)[1]]
+    tol = 2e-2 if bf16 else 1e-5
+    for j in range(2):  # Adam's first step hardly sees the gradient's scale: the loss and norm before clipping do
+        for key in ("loss", "grad_norm"):
+            assert logs[1][j][key] == pytest.approx(logs[0][j][key], rel=tol, abs=tol), (j, key)
+    for j in range(2):
+        assert any(not torch.equal(states[0][j][k], start[j][k]) for k in start[j])  # the step moved the member
+        for k in states[0][j]:
+            torch.testing.assert_close(states[1][j][k], states[0][j][k], rtol=tol, atol=tol, msg=k)
