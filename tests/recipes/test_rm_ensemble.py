@@ -422,6 +422,12 @@ def test_joint_resume_equals_an_uninterrupted_run(runs_root, pairs_run, tiny_mod
     assert [r["step"] for r in eval_rows[0]] == [0, 2, 4]
     assert eval_rows[1][-1]["member_1/eval_loss"] == pytest.approx(eval_rows[0][-1]["member_1/eval_loss"], abs=1e-6)
     assert resumed["metrics"]["eval/accuracy"] == full["metrics"]["eval/accuracy"]
+    # resumed once more after it finished: the members are kept (no training), the folder is the same
+    trained = sum("member_0/loss" in r for r in _rows(resumed))
+    again = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_joint_killed", *extra, "train.resume=true")
+    assert again["metrics"]["train/steps"] == 4 and sum("member_0/loss" in r for r in _rows(again)) == trained
+    for a, b in zip(_member_files(resumed), _member_files(again), strict=True):
+        assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_a_member_with_zero_weights_does_not_move_and_the_trunk_is_shared(tiny_model_dir, tokenizer, tmp_path):
@@ -517,3 +523,24 @@ def test_gradient_accumulation_equals_one_larger_batch(tiny_model_dir, tokenizer
         assert any(not torch.equal(states[0][j][k], start[j][k]) for k in start[j])  # the step moved the member
         for k in states[0][j]:
             torch.testing.assert_close(states[1][j][k], states[0][j][k], rtol=tol, atol=tol, msg=k)
+
+
+def test_margins_reach_the_joint_loss(tiny_model_dir, tokenizer, tmp_path):
+    """rm.margin's per-pair margins ride in TRL's collated batch: margin 0 changes nothing, margin 1 raises the loss."""
+    from trl.trainer.reward_trainer import DataCollatorForPreference
+
+    from rlcw.rewards.ensemble_trainer import JointSettings, train_joint
+
+    losses = []
+    for margin in (None, 0.0, 1.0):
+        base, members, rows = _tiny_joint(tiny_model_dir, tokenizer, k=1)
+        if margin is not None:
+            rows = [{**r, "margin": margin} for r in rows]
+        logged = {}
+        s = JointSettings(learning_rate=1e-2, max_steps=1, batch_size=6)
+        collate = DataCollatorForPreference(tokenizer.pad_token_id)
+        train_joint(
+            base, members, 1, rows, torch.ones(1, 6), s, collate, tmp_path, lambda _, j, m, o=logged: o.update(m)
+        )
+        losses.append(logged["loss"])
+    assert losses[1] == pytest.approx(losses[0], abs=1e-7) and losses[2] > losses[0] + 0.3
