@@ -544,3 +544,24 @@ def test_margins_reach_the_joint_loss(tiny_model_dir, tokenizer, tmp_path):
         )
         losses.append(logged["loss"])
     assert losses[1] == pytest.approx(losses[0], abs=1e-7) and losses[2] > losses[0] + 0.3
+
+
+def test_a_joint_checkpoint_of_another_ensemble_is_a_clear_error(tiny_model_dir, tokenizer, tmp_path):
+    from peft import LoraConfig, TaskType
+
+    from rlcw.rewards.ensemble_trainer import JointSettings, load_checkpoint, make_optimizer, member_model
+    from rlcw.rewards.ensemble_trainer import save_checkpoint as save
+
+    base, members, _ = _tiny_joint(tiny_model_dir, tokenizer, k=2)
+    s = JointSettings(learning_rate=1e-3, max_steps=2, batch_size=2)
+    path = save(tmp_path / "checkpoint-1", 1, members, [make_optimizer(m, s) for m in members], s)
+    three = _tiny_joint(tiny_model_dir, tokenizer, k=3)[1]
+    with pytest.raises(RlcwError, match="holds 2 ensemble members, this run trains 3") as err:
+        load_checkpoint(path, three, [make_optimizer(m, s) for m in three])
+    assert "trainer_state.json" in str(err.value)
+    wider = LoraConfig(task_type=TaskType.SEQ_CLS, r=4, target_modules=["q_proj", "k_proj"], layers_to_transform=[1])
+    other = [member_model(base, 1, seed, wider) for seed in (0, 1)]
+    with pytest.raises(RlcwError, match="member 0's checkpointed tensors do not fit") as err:
+        load_checkpoint(path, other, [make_optimizer(m, s) for m in other])
+    assert "member_0.safetensors" in str(err.value) and "lora" in str(err.value)
+    assert load_checkpoint(path, members, [make_optimizer(m, s) for m in members]) == 1
