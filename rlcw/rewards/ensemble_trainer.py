@@ -250,9 +250,13 @@ def optimizer_step(members: list[nn.Module], optim: list) -> list[float]:
 
 
 def _log_eval(trunk, eval_rows, collate, s: JointSettings, device, step: int, log) -> None:
+    for m in trunk.members:
+        m.eval()  # no LoRA dropout while measuring, as HF's evaluate
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=s.bf16):
-        for j, m in enumerate(evaluate_members(trunk, eval_rows, collate, s.eval_batch_size, device)):
-            log(step, j, m)
+        results = evaluate_members(trunk, eval_rows, collate, s.eval_batch_size, device)
+    for j, m in enumerate(trunk.members):
+        m.train()
+        log(step, j, results[j])
 
 
 class _Window:

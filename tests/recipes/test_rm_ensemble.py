@@ -422,6 +422,8 @@ def test_joint_resume_equals_an_uninterrupted_run(runs_root, pairs_run, tiny_mod
     assert [r["step"] for r in eval_rows[0]] == [0, 2, 4]
     assert eval_rows[1][-1]["member_1/eval_loss"] == pytest.approx(eval_rows[0][-1]["member_1/eval_loss"], abs=1e-6)
     assert resumed["metrics"]["eval/accuracy"] == full["metrics"]["eval/accuracy"]
+    for j in range(3):  # the loop's held-out accuracy at the last step is the saved folder's, scored by BTScorer
+        assert a[4][f"member_{j}/eval_accuracy"] == full["metrics"][f"eval/member_{j}/accuracy"]
     # resumed once more after it finished: the members are kept (no training), the folder is the same
     trained = sum("member_0/loss" in r for r in _rows(resumed))
     again = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_joint_killed", *extra, "train.resume=true")
