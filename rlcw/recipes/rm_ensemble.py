@@ -21,7 +21,9 @@ the embeddings and the lower `shared_layers` decoder layers frozen and identical
   sequential path resamples: 0 = no gradient from that pair, 2 = counts double) instead of a resampled list. The
   members' diversity is what it was: each still starts from its own head and LoRA initialisation (seed + j) and
   fits its own bootstrap; the shared order removes only the disagreement that came from meeting the pairs in
-  different sequences. So a joint member is not the sequential member bit for bit;
+  different sequences. Cost of the weights: each batch gives a member gradient from ~63% of its pairs (the rest
+  weigh 0), so within less than an epoch it meets fewer distinct pairs than a sequential member in the same steps.
+  So a joint member is not the sequential member bit for bit;
   each one's held-out accuracy is recorded either way. One process only (auto falls back to sequential under
   DeepSpeed or torchrun); resume: `<run>/checkpoints/checkpoint-<step>` holds every member's trainable tensors,
   optimizers, schedulers and RNG, and a resumed run equals an uninterrupted one.
