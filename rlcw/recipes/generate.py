@@ -247,7 +247,12 @@ def score_candidates(cfg: GenerateConfig, cands: list[dict]) -> tuple[list[float
             "judge/cache_hits": float(scorer.client.stats["cache_hits"]),
         }
         judge = scorer.client.cfg
-        return scores, verdicts, stats, f"a rubric ({', '.join(names)}; {b.rubric.verdict} verdicts of {judge.kind} {judge.model})"
+        return (
+            scores,
+            verdicts,
+            stats,
+            f"a rubric ({', '.join(names)}; {b.rubric.verdict} verdicts of {judge.kind} {judge.model})",
+        )
     from rlcw.rewards.scorers import load_scorer
 
     scorer = load_scorer(

@@ -276,7 +276,9 @@ def check_rubric(options: dict, key: str) -> list[Criterion]:
         )
     kind = client.get("kind", "local")
     if kind not in KINDS:
-        raise RlcwError(f"unknown client kind '{kind}'", where=f"{key}.client.kind", hint=f"use one of {', '.join(KINDS)}")
+        raise RlcwError(
+            f"unknown client kind '{kind}'", where=f"{key}.client.kind", hint=f"use one of {', '.join(KINDS)}"
+        )
     if verdict == "logprobs" and kind not in ("local", "openai"):
         raise RlcwError(
             f"verdict=logprobs reads P(yes) from a local or openai judge, not client.kind={kind}",

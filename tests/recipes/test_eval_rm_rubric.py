@@ -30,7 +30,9 @@ def _files(tmp_path: Path, replies: dict[str, tuple[str, str]]) -> tuple[Path, P
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(
         "".join(
-            json.dumps({"prompt": "Write a story.", "chosen": f"A story {k}.", "rejected": f"Another story [r{k[2]}] here."})
+            json.dumps(
+                {"prompt": "Write a story.", "chosen": f"A story {k}.", "rejected": f"Another story [r{k[2]}] here."}
+            )
             + "\n"
             for k in ("[c1]", "[c2]", "[c3]", "[c4]")
         )
@@ -83,7 +85,10 @@ def test_rubric_accuracy_ties_criteria_and_invalid_by_hand(tmp_path):
     assert m["judge/calls"] == 16 and m["judge/cache_hits"] == 0
     run = Path(summary["artifacts"]["eval"]).parent
     rows = [json.loads(x) for x in (run / "scores.jsonl").read_text().splitlines()]
-    assert rows[0]["chosen_score"] == pytest.approx(2 / 3) and rows[0]["rejected_rubric"] == {"ends": 0.0, "named": 1.0}
+    assert rows[0]["chosen_score"] == pytest.approx(2 / 3) and rows[0]["rejected_rubric"] == {
+        "ends": 0.0,
+        "named": 1.0,
+    }
     assert rows[3]["chosen_score"] is None and rows[2]["chosen_rubric"] == {"ends": 0.0, "named": None}
     report = (run / "report.md").read_text()
     assert "| named | 0.250 | 0.500 | 2 |" in report and "- pairs_no_verdict: 1" in report
@@ -114,9 +119,7 @@ def test_bad_rubric_keys_name_the_key_before_the_run(tmp_path, override, where):
     extra = [] if "verdict=maybe" in override or "client=" in override else ["scorer.rubric.verdict=text"]
     if "client=" not in override:
         extra.append("scorer.rubric.client={kind: scripted, script: x.jsonl}")
-    cfg = load_config(
-        EvalRMConfig, None, [f"output_dir={tmp_path}", "scorer.kind=rubric", *extra, override]
-    )
+    cfg = load_config(EvalRMConfig, None, [f"output_dir={tmp_path}", "scorer.kind=rubric", *extra, override])
     with pytest.raises(RlcwError) as err:
         main(cfg)
     assert err.value.where.startswith(where) and err.value.hint
