@@ -86,12 +86,19 @@ class Curve:
 
 
 def _values(records: list[dict], proxy: str, key_of=lambda r: (r["prompt_id"], r["sample_index"])) -> dict:
-    out: dict[str, dict] = {key: {} for key in VALUES}
+    out: dict[str, dict] = {key: {} for key in _keys(records)}
     for r in records:
         k = key_of(r)
         out["gold"][k], out["proxy"][k] = r["scores"]["gold"], r["scores"][proxy]
         out["words"][k], out["rep"][k], out["ended"][k] = float(r["words"]), float(r["rep"]), _ended(r)
+        if "slop" in out:
+            out["slop"][k] = float(r["slop"])
     return out
+
+
+def _keys(records: list[dict]) -> tuple[str, ...]:
+    """VALUES, plus `slop` when every record carries a slop score (the study adds one; `rlcw.metrics.slop`)."""
+    return (*VALUES, "slop") if records and all("slop" in r for r in records) else VALUES
 
 
 VALUES = ("gold", "proxy", "words", "rep", "ended")
@@ -159,7 +166,7 @@ def bon_curve(run: str, proxy: str, pool: list[dict], sizes: Sequence[int]) -> C
         raise ValueError(f"every prompt needs the same pool of >= {max(sizes)} samples, got sizes {sorted(sizes_n)}")
     points = []
     for n in sorted(sizes):
-        values: dict[str, dict] = {key: {} for key in VALUES}
+        values: dict[str, dict] = {key: {} for key in _keys(pool)}
         picked = []
         for p, cands in by_prompt.items():
             sel = [c["scores"][proxy] for c in cands]
@@ -169,6 +176,8 @@ def bon_curve(run: str, proxy: str, pool: list[dict], sizes: Sequence[int]) -> C
             values["words"][(p, 0)] = float(w @ [float(c["words"]) for c in cands])
             values["rep"][(p, 0)] = float(w @ [float(c["rep"]) for c in cands])
             values["ended"][(p, 0)] = float(w @ [_ended(c) for c in cands])
+            if "slop" in values:
+                values["slop"][(p, 0)] = float(w @ [float(c["slop"]) for c in cands])
             picked.append({**cands[best_index(sel, n)], "sample_index": 0})
         points.append(Point(n, kl_best_of(n), None, values, diversity(picked)))
     return Curve(run, proxy, "bon", points, *_start_regression(pool, proxy), gold_slopes=gold_slopes(pool))
@@ -217,7 +226,8 @@ def summarise(curve: Curve, n_resamples: int = 1000, fit_resamples: int = 300, s
     deltas = {
         p.x: {
             k: paired_prompt_bootstrap(p.values[k], start.values[k], n_resamples=n_resamples, seed=seed)
-            for k in VALUES
+            for k in start.values
+            if k in p.values
         }
         for p in pts[1:]
     }

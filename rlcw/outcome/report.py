@@ -60,6 +60,7 @@ class StudySetup:
     max_new_tokens: int
     kl_estimator: str = "k3"
     rl_proxy: str = ""
+    slop_phrases: list[str] | None = None  # the fingerprint every story's slop score counts
 
 
 def _label(s: Summary) -> str:
@@ -130,9 +131,20 @@ def _f(v, digits: int = 3) -> str:
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
+def slop_note(setup: StudySetup) -> list[str]:
+    if not setup.slop_phrases:
+        return []
+    top = ", ".join(f"'{p}'" for p in setup.slop_phrases[:12])
+    return [
+        f"Slop: % of a story's words inside the {len(setup.slop_phrases)} phrases the measured stories (the start's "
+        f"and every checkpoint's, pooled) over-use against the bundled human stories (`rlcw.metrics.slop`): {top}.",
+        "",
+    ]
+
+
 def points_table(summaries: list[Summary]) -> list[str]:
     head = ["run", "step / n", "d", "KL k3", "KL k1", "proxy", "Δproxy [95% CI]", "gold", "Δgold [95% CI]"]
-    head += ["words", "rep-3", "distinct-3"]
+    head += ["words", "rep-3", "distinct-3", "slop % [Δ 95% CI]"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         for p in s.curve.points:
@@ -140,6 +152,8 @@ def points_table(summaries: list[Summary]) -> list[str]:
             cells = [s.curve.run, str(p.x), f"{p.d:.3f}", f"{p.kl:.4f}", _f(p.kl_k1, 4), f"{p.mean('proxy'):.3f}"]
             cells += [ci_text(dl.get("proxy")), f"{p.mean('gold'):.3f}", ci_text(dl.get("gold"))]
             cells += [f"{p.mean('words'):.1f}", f"{p.mean('rep'):.3f}", f"{p.distinct:.3f}"]
+            slop = f"{p.mean('slop'):.2f}" + (f" ({ci_text(dl['slop'])})" if "slop" in dl else "")
+            cells.append(slop if "slop" in p.values else "-")
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -370,6 +384,7 @@ def write_outcome_report(
         "",
         "## Every point (changes from the start with prompt-level 95% CIs)",
         "",
+        *slop_note(setup),
         *points_table(summaries),
         "",
         "## Stage times",

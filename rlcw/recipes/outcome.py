@@ -248,22 +248,28 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
     for name, k in cfg.proxy_ensembles.items():
         _check(name in cfg.proxies, f"{name!r} is not a proxy", f"proxy_ensembles.{name}", "add it to proxies")
         _check(isinstance(k, int) and k >= 2, f"an ensemble needs >= 2 members, got {k!r}", f"proxy_ensembles.{name}")
-    if "grpo_ens" in cfg.runs:
-        _check(
-            cfg.ens_proxy in cfg.proxy_ensembles,
-            f"grpo_ens optimises {cfg.ens_proxy!r}, which is not an ensemble proxy",
-            "ens_proxy",
-            'e.g. "proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
-        )
     for name in cfg.proxy_length_heads:
         _check(name in cfg.proxies, f"{name!r} is not a proxy", "proxy_length_heads", "add it to proxies")
-    if "grpo_odin" in cfg.runs:
-        _check(
-            cfg.odin_proxy in cfg.proxy_length_heads,
-            f"grpo_odin optimises {cfg.odin_proxy!r}, which is not a two-head proxy",
+    special = (
+        (
+            "grpo_ens",
+            "ens_proxy",
+            cfg.proxy_ensembles,
+            "an ensemble",
+            '"proxies={large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
+        ),
+        (
+            "grpo_odin",
             "odin_proxy",
-            'e.g. "proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"',
-        )
+            cfg.proxy_length_heads,
+            "a two-head",
+            '"proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"',
+        ),
+    )
+    for run, key, kinds, kind, example in special:  # a run against a special proxy needs that proxy to be one
+        if run in cfg.runs:
+            proxy = getattr(cfg, key)
+            _check(proxy in kinds, f"{run} optimises {proxy!r}, which is not {kind} proxy", key, f"e.g. {example}")
     if cfg.grpo_seeds:
         _check("grpo" in cfg.runs, "grpo_seeds are more seeds of grpo, which runs does not list", "grpo_seeds")
         seeds = cfg.grpo_seeds
@@ -704,6 +710,22 @@ def monitor_reads(
     return rows
 
 
+def add_slop(pool: list[dict], start: list[dict], measured: dict[str, list]) -> list[str]:
+    """Every pool and measured story's slop score (`slop`) against ONE fingerprint: the phrases the start's
+    stories and every checkpoint's, pooled, over-use against the bundled human stories (`rlcw.metrics.slop`)."""
+    from rlcw.metrics.slop import SlopBaseline
+    from rlcw.rewards.slop import load_human_texts
+
+    checkpoints = [r for points in measured.values() for _, recs in points for r in recs]
+    base = SlopBaseline(load_human_texts("bundled"))
+    sources = [*start, *checkpoints]
+    phrases = [p.text for p in base.fingerprint([r["story"] for r in sources], [r["prompt_id"] for r in sources])]
+    scored = [*pool, *checkpoints]
+    for r, v in zip(scored, base.scores([r["story"] for r in scored], phrases=phrases), strict=True):
+        r["slop"] = v
+    return phrases
+
+
 def agreement_rows(cfg: OutcomeConfig, pool: list[dict], rm_rows: list[dict]) -> list[dict]:
     """Each proxy's agreement with the gold on pairs of the pool (start samples, held-out prompts), and the
     length-only baseline's ("the longer story wins") on the same pairs."""
@@ -770,6 +792,8 @@ def main(cfg: OutcomeConfig) -> dict:
         start = [r for r in pool if r["sample_index"] < k]
         rest = [r for r in pool if r["sample_index"] >= k]  # the gold's length/ending slopes: not the start's stories
         measured = {name: measure_run(cfg, st, study, name, rows) for name in trained_runs(cfg)}
+        setup = study_setup(cfg, rows)
+        setup.slop_phrases = add_slop(pool, start, measured)
         curves = [
             analysis.rl_curve(name, f"proxy_{run_proxy(cfg, name)}", start, points, slope_records=rest or start)
             for name, points in measured.items()
@@ -782,9 +806,7 @@ def main(cfg: OutcomeConfig) -> dict:
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
         reads = monitor_reads(cfg, st, study, summaries, measured)
         st.timings["analysis"] = time.time() - t0
-        report, flat, plots = write_outcome_report(
-            run.path, summaries, rm_rows, study_setup(cfg, rows), st.timings, monitors=reads
-        )
+        report, flat, plots = write_outcome_report(run.path, summaries, rm_rows, setup, st.timings, monitors=reads)
         metrics = {**flat, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
         metrics.update({f"agreement/{r['rm']}": r["agreement"].accuracy for r in rm_rows if r.get("agreement")})
