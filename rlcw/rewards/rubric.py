@@ -289,10 +289,11 @@ def check_rubric(options: dict, key: str) -> list[Criterion]:
 
 
 def rubric_scorer(options: dict, key: str) -> RubricReward:
-    """A RubricReward from a config section's options (criteria, verdict, template, max_tokens, client);
-    `check_rubric` first, and a constructor's error names `key`."""
+    """A RubricReward from a config section's options (criteria, verdict, template, max_tokens, client; a client
+    without `kind` is local, the embedded model unless `model` says otherwise); `check_rubric` first, and a
+    constructor's error names `key`."""
     check_rubric(options, key)
-    client = dict(options.get("client") or {}) or None
+    client = {"kind": "local", **dict(options.get("client") or {})}  # kind as check_rubric reads it
     kwargs = {k: options[k] for k in ("criteria", "verdict", "template", "max_tokens") if k in options}
     try:
         return RubricReward(client=client, **kwargs)

@@ -270,3 +270,14 @@ def test_rubric_scorer_relocates_a_file_error_under_the_key(tmp_path):
     with pytest.raises(RlcwError) as err:
         rubric_scorer({"criteria": str(tmp_path / "missing.yaml"), "verdict": "text"}, "scorer.rubric")
     assert err.value.where == f"scorer.rubric ({tmp_path / 'missing.yaml'})" and "cannot read" in err.value.message
+
+
+def test_rubric_scorer_client_without_kind_is_the_local_judge():
+    from rlcw.rewards.rubric import rubric_scorer
+
+    scorer = rubric_scorer({"criteria": ["Q?"], "client": {"concurrency": 8}}, "scorer.rubric")
+    assert (scorer.client.cfg.kind, scorer.client.cfg.model, scorer.client.cfg.concurrency) == (
+        "local",
+        "smollm2-135m-instruct",
+        8,
+    )
