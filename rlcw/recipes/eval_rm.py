@@ -434,9 +434,8 @@ def main(cfg: EvalRMConfig) -> dict:
         info = {"kind": type(scorer).__name__, "pairwise": pairwise, "path": s.path, "data": cfg.data.file}
         if s.kind == "rubric":
             judge = scorer.client.cfg
-            info["path"] = (
-                f"{', '.join(c.name for c in scorer.criteria)} ({s.rubric.verdict} verdicts of {judge.kind} {judge.model})"
-            )
+            names = ", ".join(c.name for c in scorer.criteria)
+            info["path"] = f"{names} ({s.rubric.verdict} verdicts of {judge.kind} {judge.model})"
             info["criteria"] = [asdict(c) for c in scorer.criteria]
         if getattr(scorer, "ensemble", None) is not None:
             info["aggregate"] = f"{scorer.aggregate}" + (

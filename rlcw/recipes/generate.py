@@ -18,7 +18,8 @@ Best-of-n (`best_of.n > 1`, default generator only): samples n candidates per pr
 with a BT RM (`best_of.scorer=bt`: `best_of.rm_path`, its length-control fit applied unless
 `best_of.length_control=false`) or a rubric (`best_of.scorer=rubric`: `best_of.rubric.*` = the options of a
 `type: rubric` reward spec, `rlcw.rewards.rubric`; every candidate of every prompt goes to the judge in one
-batched call, `best_of.rubric.client.cache_dir` reuses the judge cache), and writes `samples/candidates.jsonl` (every candidate, `meta.candidate` and `meta.score`),
+batched call, `best_of.rubric.client.cache_dir` reuses the judge cache), and writes
+`samples/candidates.jsonl` (every candidate, `meta.candidate` and `meta.score`),
 `samples/stories.jsonl` (the best of all n; system `bon<n>` unless `system` is set) and, for each k
 in `best_of.sizes` (default powers of two up to n), `samples/best_of_<k>.jsonl` = the best among the
 FIRST k candidates, so every k uses one pool (`rlcw.rewards.best_of_n`). Metrics per k: `bon/<k>/score`,

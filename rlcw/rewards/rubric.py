@@ -29,9 +29,10 @@ All stories x criteria of a batch go to the judge in one call (`rlcw.judges.clie
 scores `client.concurrency` conversations per forward, a server gets `client.concurrency` requests in
 flight; `client.cache_dir` reuses the judge cache (a repeated story costs nothing). Logged through
 TRL's `log_metric` (reward name `r`): `rubric/r/<criterion>` (mean P(yes) or yes-share of the batch),
-`rubric/r/invalid` (share of invalid verdicts), `rubric/r/no_verdict` (stories with no valid verdict), `rubric/r/no_signal` (criteria whose verdict was the
-same for every story of the batch: they move no advantage); the RL report plots them (`plots/rubric.png`). A 135M judge (the embedded model) is weak: its P(yes) is
-close to a constant per criterion; use a large served judge for training (configs/grpo/rubric_cpu.yaml
+`rubric/r/invalid` (share of invalid verdicts), `rubric/r/no_verdict` (stories with no valid verdict),
+`rubric/r/no_signal` (criteria whose verdict was the same for every story of the batch: they move no
+advantage); the RL report plots them (`plots/rubric.png`). A 135M judge (the embedded model) is weak: its
+P(yes) is close to a constant per criterion; use a large served judge for training (configs/grpo/rubric_cpu.yaml
 shows a vLLM-served one). `transformers serve` returns no logprobs: with it use `verdict: text`.
 """
 

@@ -41,7 +41,8 @@ class RubricSection:
     verdict: str = "logprobs"  # logprobs: P(yes) from a local/openai judge | text: parsed Yes/No replies
     template: str = "ttcw_baseline"  # judge template of each (story, criterion) conversation
     max_tokens: int = 64  # verdict=text: the cap of each judge reply
-    # judge client keys (kind, model, base_url, concurrency, cache_dir, script, ...); kind defaults to local, {} = the embedded model
+    # judge client keys (kind, model, base_url, concurrency, cache_dir, script, ...); kind defaults to local,
+    # {} = the embedded model
     client: dict[str, Any] = field(default_factory=dict)
 
 

@@ -154,7 +154,8 @@ def _fill_no_verdict(func, scores: torch.Tensor) -> torch.Tensor:
     warnings.warn(
         f"reward {name}: {n} of {len(scores)} stories got no valid verdict from the {judge}; they get the "
         f"batch mean of the valid scores ({float(filled[torch.isnan(scores)][0]):.3f}) for this term. "
-        "Check the judge's replies, or use verdict=logprobs (P(yes) read from a local or vLLM judge, no reply to parse).",
+        "Check the judge's replies, or use verdict=logprobs (P(yes) read from a local or vLLM judge, "
+        "no reply to parse).",
         RuntimeWarning,
         stacklevel=2,
     )
