@@ -281,3 +281,25 @@ def test_rubric_scorer_client_without_kind_is_the_local_judge():
         "smollm2-135m-instruct",
         8,
     )
+
+
+def test_rl_report_plots_no_verdict_apart_from_the_criteria(tmp_path, monkeypatch):
+    from rlcw.rl.grpo import report
+
+    rows = [
+        {"step": s, "reward": 0.5, "rubric/r/ends": 0.4, "rubric/r/invalid": 0.25, "rubric/r/no_verdict": 1.0}
+        | {"rubric/r/no_signal": 0.0}
+        for s in (1, 2)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    drawn = {}
+    monkeypatch.setattr(
+        report, "plot_lines", lambda panels, path, *a, **k: drawn.setdefault(path.name, panels) and path
+    )
+    report.grpo_plots(tmp_path)
+    titles = {p[0]: set(p[1]) for p in drawn["rubric.png"]}
+    assert titles == {
+        "rubric 'r': mean P(yes) per criterion": {"ends"},
+        "rubric 'r': invalid share": {"invalid"},
+        "rubric 'r': stories without verdict": {"no_verdict"},
+    }
