@@ -9,6 +9,12 @@ wins) on the same pairs, and
 - pairwise scorers (genrm, judge): each pair is asked in both orders; accuracy uses
   P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2, consistency = share of pairs whose
   verdict flips with the order, first-position rate, invalid verdicts counted (and excluded).
+- rubric scorers (`scorer.kind=rubric`, `scorer.rubric.*` = the options of a `type: rubric` reward spec): both
+  sides of every pair x every criterion go to the judge in one batched call; a pair is won when the chosen
+  story's weighted mean verdict is higher, a tie (frequent with yes/no verdicts) counts half in `accuracy` and
+  is reported (`ties`, `pairs_tied`, `accuracy_strict` = chosen strictly higher, `accuracy_untied`); per
+  criterion `rubric/<name>/accuracy|ties|pairs`; a pair with a side without any valid verdict is left out
+  (`pairs_no_verdict`), invalid verdicts are counted (`invalid_verdicts`, `invalid_verdict_share`).
 A two-head RM (`rm.length_head=true`) is scored with `scorer.head` (default quality) and every head also
 gets its own column (`head/<quality|length|sum>/...`: accuracy, chosen-longer/shorter accuracy, Pearson
 and Spearman with words).
@@ -27,12 +33,14 @@ Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
     rlcw eval-rm --config configs/eval_rm/bt.yaml length_control.fit_on=runs/build_pairs/pairs/train.jsonl
     rlcw eval-rm scorer.path=runs/qs/train_rm/model ending.samples=runs/qs/heldout/start.jsonl
     rlcw eval-rm scorer.kind=judge scorer.judge_client.base_url=http://127.0.0.1:8000/v1 scorer.judge_client.model=m
+    rlcw eval-rm scorer.kind=rubric scorer.rubric.criteria=ttcw:1,9,13 scorer.rubric.client.concurrency=8
 """
 
 from __future__ import annotations
 
+import math
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +54,7 @@ from rlcw.metrics.ending import KEYS as ENDING_KEYS
 from rlcw.metrics.ending import ending_prices
 from rlcw.metrics.text import count_words
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RubricSection
 from rlcw.report import save_figure
 from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.rewards.scorers import is_pairwise, load_scorer
@@ -54,7 +63,7 @@ from rlcw.runs import done_line
 
 @dataclass
 class ScorerSection:
-    kind: str = "auto"  # auto | bt | genrm | judge
+    kind: str = "auto"  # auto | bt | genrm | judge | rubric
     path: str | None = "runs/train_rm/model"  # RM folder (bt, genrm)
     batch_size: int = 16  # items per scorer batch
     device: str | None = None  # torch device of the scorer (cpu, cuda, ...); None = the scorer's default
@@ -63,6 +72,7 @@ class ScorerSection:
     judge_client: dict[str, Any] = field(default_factory=dict)  # judge: rlcw.judges.clients.base.ClientConfig keys
     # judge: LitBench prompt template (writerly | minimal | reddit_minimal | reddit_verbose | permuted)
     judge_template: str = "writerly"
+    rubric: RubricSection = field(default_factory=RubricSection)  # kind=rubric: criteria and judge
 
 
 @dataclass
@@ -230,6 +240,82 @@ def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     return metrics, rows
 
 
+def _tie_block(c: list[float], r: list[float], prefix: str) -> dict:
+    """Ties and the accuracy without them (a yes/no rubric ties often)."""
+    n = len(c)
+    tied = sum(a == b for a, b in zip(c, r, strict=True))
+    won = sum(a > b for a, b in zip(c, r, strict=True))
+    return {
+        f"{prefix}ties": tied / n if n else None,
+        f"{prefix}accuracy_strict": won / n if n else None,
+        f"{prefix}accuracy_untied": won / (n - tied) if n > tied else None,
+    }
+
+
+def criterion_accuracy(values: list[list[float | None]], names: list[str], n: int) -> dict:
+    """Per criterion: accuracy (ties half), ties and the pairs where both sides got a valid verdict;
+    `values` holds the n chosen rows, then the n rejected rows."""
+    out: dict = {}
+    for j, name in enumerate(names):
+        both = [(values[i][j], values[n + i][j]) for i in range(n) if None not in (values[i][j], values[n + i][j])]
+        c, r = [a for a, _ in both], [b for _, b in both]
+        out[f"rubric/{name}/accuracy"] = pw.mean_of(pw.pair_outcomes(c, r)) if both else None
+        out[f"rubric/{name}/ties"] = _tie_block(c, r, "")["ties"]
+        out[f"rubric/{name}/pairs"] = float(len(both))
+    return out
+
+
+def eval_rubric(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
+    """A rubric on pairs: one judge call for both sides; ties, per-criterion accuracy, invalid verdicts."""
+    n = len(pairs)
+    prompts = [p["prompt"] for p in pairs] * 2
+    scores = scorer.score(prompts, [p["chosen"] for p in pairs] + [p["rejected"] for p in pairs])
+    values, names = scorer.last_values, [c.name for c in scorer.criteria]
+    chosen, rejected = scores[:n], scores[n:]
+    valid = [i for i in range(n) if math.isfinite(chosen[i]) and math.isfinite(rejected[i])]
+    if not valid:
+        raise RlcwError(
+            "the rubric judge gave no valid verdict for both sides of any pair",
+            where="scorer.rubric",
+            hint="check the judge's replies (verdict=text), or use scorer.rubric.verdict=logprobs",
+        )
+    pos = {i: j for j, i in enumerate(valid)}
+    sub = {k: [pos[i] for i in idx if i in pos] for k, idx in split.items()}
+    c, r = [chosen[i] for i in valid], [rejected[i] for i in valid]
+    metrics = accuracy_block(pw.pair_outcomes(c, r), sub, "", cfg.bootstrap_resamples, cfg.seed)
+    metrics.update(_tie_block(c, r, ""))
+    cells = [v for row in values for v in row]
+    metrics.update(
+        {
+            "pairs_scored": float(len(valid)),
+            "pairs_tied": float(sum(a == b for a, b in zip(c, r, strict=True))),
+            "pairs_no_verdict": float(n - len(valid)),
+            "invalid_verdicts": float(sum(v is None for v in cells)),
+            "invalid_verdict_share": sum(v is None for v in cells) / len(cells),
+            "mean_margin": pw.mean_of([a - b for a, b in zip(c, r, strict=True)]),
+            "judge/calls": float(scorer.client.stats["calls"]),  # uncached: scorer.rubric.client.cache_dir reuses
+            "judge/cache_hits": float(scorer.client.stats["cache_hits"]),
+        }
+    )
+    corr = pw.length_correlation(c + r, [float(cw[i]) for i in valid] + [float(rw[i]) for i in valid])
+    metrics["score_length_pearson"], metrics["score_length_spearman"] = corr["pearson"], corr["spearman"]
+    metrics.update(criterion_accuracy(values, names, n))
+
+    def finite(v: float) -> float | None:
+        return v if math.isfinite(v) else None
+
+    rows = [
+        {
+            "chosen_score": finite(chosen[i]),
+            "rejected_score": finite(rejected[i]),
+            "chosen_rubric": dict(zip(names, values[i], strict=True)),
+            "rejected_rubric": dict(zip(names, values[n + i], strict=True)),
+        }
+        for i in range(n)
+    ]
+    return metrics, rows
+
+
 def load_samples(path: str) -> list[dict]:
     """Policy samples for the ending prices; a row without its fields is an error naming the row and key."""
     rows = []
@@ -266,7 +352,11 @@ def validate(cfg: EvalRMConfig) -> None:
     s = cfg.scorer
     if s.kind not in KINDS:
         raise RlcwError(f"unknown scorer kind '{s.kind}'", where="scorer.kind", hint=f"use one of {', '.join(KINDS)}")
-    if s.kind != "judge" and not s.path:
+    if s.kind == "rubric":
+        from rlcw.rewards.rubric import check_rubric
+
+        check_rubric(asdict(s.rubric), "scorer.rubric")
+    elif s.kind != "judge" and not s.path:
         raise RlcwError(
             f"scorer.kind={s.kind} needs scorer.path", where="scorer.path", hint="e.g. scorer.path=runs/train_rm/model"
         )
@@ -276,15 +366,15 @@ def validate(cfg: EvalRMConfig) -> None:
     check_choice("length_control.feature", cfg.length_control.feature, ("words", "log_words"))
     check_choice("scorer.head", s.head, ("quality", "length", "sum"))
     check_at_least("ending.n_resamples", cfg.ending.n_resamples, 1)
-    if s.kind in ("genrm", "judge") and (s.head != "quality" or cfg.ending.samples):
+    if s.kind in ("genrm", "judge", "rubric") and (s.head != "quality" or cfg.ending.samples):
         raise RlcwError(
-            "heads and ending prices apply to pointwise (bt) scorers",
+            "heads and ending prices apply to BT reward models",
             where="scorer.head" if s.head != "quality" else "ending.samples",
             hint="use scorer.kind=bt, or drop the key",
         )
-    if cfg.length_control.fit_on and s.kind in ("genrm", "judge"):
+    if cfg.length_control.fit_on and s.kind in ("genrm", "judge", "rubric"):
         raise RlcwError(
-            "length control applies to pointwise (bt) scorers",
+            "length control applies to BT reward models",
             where="length_control.fit_on",
             hint="use scorer.kind=bt, or drop length_control.fit_on",
         )
@@ -304,6 +394,7 @@ def main(cfg: EvalRMConfig) -> dict:
             head=s.head,
             judge_client=s.judge_client,
             judge_template=s.judge_template,
+            rubric=asdict(s.rubric),
         )
         pairwise = is_pairwise(scorer)
         if hasattr(scorer, "progress"):
@@ -315,8 +406,12 @@ def main(cfg: EvalRMConfig) -> dict:
             metrics.update(fit_length_control(scorer, cfg.length_control, run))
         cw, rw = [count_words(p["chosen"]) for p in pairs], [count_words(p["rejected"]) for p in pairs]
         split = pw.length_direction(cw, rw)
-        evaluate = eval_pairwise if pairwise else eval_pointwise
-        scored, rows = evaluate(scorer, pairs, cw, rw, split, cfg)
+        evaluate = eval_rubric if s.kind == "rubric" else eval_pairwise if pairwise else eval_pointwise
+        try:
+            scored, rows = evaluate(scorer, pairs, cw, rw, split, cfg)
+        finally:
+            if s.kind == "rubric":
+                scorer.client.close()  # the judge cache (scorer.rubric.client.cache_dir) is written through
         metrics.update(scored)
         if cfg.ending.samples:
             if pairwise:
@@ -337,6 +432,11 @@ def main(cfg: EvalRMConfig) -> dict:
             for i, (c, r, row) in enumerate(zip(cw, rw, rows, strict=False))
         ]
         info = {"kind": type(scorer).__name__, "pairwise": pairwise, "path": s.path, "data": cfg.data.file}
+        if s.kind == "rubric":
+            judge = scorer.client.cfg
+            names = ", ".join(c.name for c in scorer.criteria)
+            info["path"] = f"{names} ({s.rubric.verdict} verdicts of {judge.kind} {judge.model})"
+            info["criteria"] = [asdict(c) for c in scorer.criteria]
         if getattr(scorer, "ensemble", None) is not None:
             info["aggregate"] = f"{scorer.aggregate}" + (
                 f" (lambda {scorer.uwo_lambda})" if scorer.aggregate == "uwo" else ""
@@ -382,7 +482,9 @@ def plot_eval(metrics: dict, rows: list[dict], pairwise: bool, path: Path) -> Pa
         ax2.set_ylabel("P(chosen better)")
     else:
         words = [r["chosen_words"] for r in rows] + [r["rejected_words"] for r in rows]
-        ax2.scatter(words, [r["chosen_score"] for r in rows] + [r["rejected_score"] for r in rows], s=8, label="raw")
+        scores = [r["chosen_score"] for r in rows] + [r["rejected_score"] for r in rows]
+        # a rubric's story without a valid verdict has no score: NaN is left out of the scatter
+        ax2.scatter(words, [math.nan if v is None else v for v in scores], s=8, label="raw")
         if rows and "chosen_score_lc" in rows[0]:
             ax2.scatter(
                 words,
@@ -449,14 +551,46 @@ def report(metrics: dict, info: dict) -> str:
         k
         for k in metrics
         if k.startswith(
-            ("order_", "first_", "invalid_", "pairs_scored", "p_chosen", "length_control/", "ending/", "ensemble/")
+            (
+                "order_",
+                "first_",
+                "invalid_",
+                "pairs_scored",
+                "pairs_tied",
+                "pairs_no_verdict",
+                "ties",
+                "accuracy_strict",
+                "accuracy_untied",
+                "p_chosen",
+                "length_control/",
+                "ending/",
+                "ensemble/",
+                "judge/",
+            )
         )
         and not k.startswith(tuple(f"ending/{e}" for e in (*ENDING_KEYS, "words_pearson", "words_pearson_ended")))
     ]
-    counts = ("invalid_", "pairs_scored", "length_control/n", "ending/n_", "ending/samples", "ensemble/members")
+    counts = (
+        "invalid_verdicts",
+        "invalid_chosen_first",
+        "invalid_rejected_first",
+        "pairs_",
+        "length_control/n",
+        "ending/n_",
+        "ending/samples",
+        "ensemble/members",
+        "judge/",
+    )
     if info.get("aggregate"):
         lines += [f"- RM ensemble: `scorer` is the members' {info['aggregate']}; each member's accuracy below"]
     lines += [""] + [f"- {k}: {_fmt(metrics[k], k.startswith(counts))}" for k in extra]
+    criteria = [c["name"] for c in info.get("criteria", [])]
+    if criteria:
+        lines += ["", "| criterion | accuracy | ties | pairs with both verdicts |", "|---|---|---|---|"]
+        for c in criteria:
+            cells = [_fmt(metrics[f"rubric/{c}/{k}"]) for k in ("accuracy", "ties")]
+            lines.append(f"| {c} | {' | '.join(cells)} | {_fmt(metrics[f'rubric/{c}/pairs'], True)} |")
+        lines += ["", "A tie (same weighted verdict for both stories) counts half in `accuracy`."]
     lines += [
         "",
         "A scorer that does not beat `longer wins` may be a length detector.",

@@ -15,20 +15,29 @@ keeps the human story as each record's `reference`. The system prompt and chat t
 `model.system_prompt` / `model.chat_template`; sampling is seeded.
 
 Best-of-n (`best_of.n > 1`, default generator only): samples n candidates per prompt, scores them
-with a BT RM (`best_of.rm_path`, its length-control fit applied unless `best_of.length_control=false`)
-and writes `samples/candidates.jsonl` (every candidate, `meta.candidate` and `meta.score`),
+with a BT RM (`best_of.scorer=bt`: `best_of.rm_path`, its length-control fit applied unless
+`best_of.length_control=false`) or a rubric (`best_of.scorer=rubric`: `best_of.rubric.*` = the options of a
+`type: rubric` reward spec, `rlcw.rewards.rubric`; every candidate of every prompt goes to the judge in one
+batched call, `best_of.rubric.client.cache_dir` reuses the judge cache), and writes
+`samples/candidates.jsonl` (every candidate, `meta.candidate` and `meta.score`),
 `samples/stories.jsonl` (the best of all n; system `bon<n>` unless `system` is set) and, for each k
 in `best_of.sizes` (default powers of two up to n), `samples/best_of_<k>.jsonl` = the best among the
 FIRST k candidates, so every k uses one pool (`rlcw.rewards.best_of_n`). Metrics per k: `bon/<k>/score`,
-`bon/<k>/words`, `bon/<k>/kl_analytic` (log k - (k-1)/k).
+`bon/<k>/words`, `bon/<k>/kl_analytic` (log k - (k-1)/k); with a rubric also `bon/<k>/rubric/<criterion>` (the
+chosen stories' mean P(yes), or yes-share with text verdicts), `bon/invalid` (share of invalid verdicts) and
+`bon/no_verdict` (candidates with no valid verdict: they score NaN and are never picked over a scored one),
+and each record's `meta.rubric` holds its verdict per criterion.
 
     rlcw generate data.format=tmas data.source=../shared/data/tell-me-a-story best_of.n=8 best_of.rm_path=runs/rm/model
+    rlcw generate best_of.n=8 best_of.scorer=rubric best_of.rubric.criteria=ttcw:1,9,13 \
+        best_of.rubric.client='{kind: openai, base_url: "http://127.0.0.1:8000/v1", model: judge, cache_dir: judge_cache}'
 """
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +49,7 @@ from rlcw.generation import apply_chat_template_file, generate_stories
 from rlcw.metrics.text import count_words
 from rlcw.models import load_causal_lm, load_tokenizer
 from rlcw.recipes.common.run import stage_run
-from rlcw.recipes.common.sections import ModelConfig
+from rlcw.recipes.common.sections import ModelConfig, RubricSection
 from rlcw.rewards.best_of_n import best_index, check_sizes, default_sizes, kl_best_of
 
 
@@ -76,11 +85,13 @@ class AgentsSection:
 @dataclass
 class BestOfSection:
     n: int = 1  # candidates per prompt; 1 = off
-    rm_path: str | None = None  # BT RM folder (`rlcw train-rm`) that scores the candidates
+    scorer: str = "bt"  # what scores the candidates: bt (the RM at best_of.rm_path) | rubric (best_of.rubric)
+    rm_path: str | None = None  # scorer=bt: BT RM folder (`rlcw train-rm`) that scores the candidates
     sizes: list[int] = field(default_factory=list)  # k of each best_of_<k>.jsonl; [] = powers of two up to n, and n
     batch_size: int = 16  # RM scoring batch
     length_control: bool = True  # use the RM folder's length-control fit when it has one
     head: str = "quality"  # an RM with a length head (rm.length_head=true): quality | length | sum
+    rubric: RubricSection = field(default_factory=RubricSection)  # scorer=rubric: criteria and judge
 
 
 @dataclass
@@ -167,11 +178,22 @@ def check_best_of(cfg: GenerateConfig) -> list[int]:
         raise RlcwError(
             "best_of.n > 1 needs generator=default", where="best_of.n", hint="Agents' Room writes one story per prompt"
         )
-    if not b.rm_path:
+    check_choice("best_of.scorer", b.scorer, ("bt", "rubric"))
+    if b.scorer == "rubric":
+        if b.rm_path:
+            raise RlcwError(
+                "best_of.rm_path is set but best_of.scorer=rubric scores the candidates",
+                where="best_of.rm_path",
+                hint="drop best_of.rm_path, or set best_of.scorer=bt",
+            )
+        from rlcw.rewards.rubric import check_rubric
+
+        check_rubric(asdict(b.rubric), "best_of.rubric")
+    elif not b.rm_path:
         raise RlcwError(
             "best_of.n > 1 needs a reward model",
             where="best_of.rm_path",
-            hint="e.g. best_of.rm_path=runs/train_rm/model",
+            hint="e.g. best_of.rm_path=runs/train_rm/model, or best_of.scorer=rubric with best_of.rubric.* judge keys",
         )
     check_choice("best_of.head", b.head, ("quality", "length", "sum"))
     return check_sizes(list(b.sizes), b.n) if b.sizes else default_sizes(b.n)
@@ -197,55 +219,108 @@ def sample(cfg: GenerateConfig, rows: list[dict], model, tokenizer, n: int) -> l
     return [{**x, "reference": ref} if ref else x for x, ref in zip(stories, refs, strict=False)]
 
 
-def best_of_outputs(
-    cfg: GenerateConfig, run, rows: list[dict], cands: list[dict], sizes: list[int]
-) -> tuple[dict, dict]:
-    """Score the candidates, write candidates/stories/best_of_<k> files; return (metrics, artifact paths)."""
+def _mean(values) -> float | None:
+    """Mean of the finite values (None when there is none: a rubric's NaN is no score)."""
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(kept) / len(kept) if kept else None
+
+
+def score_candidates(cfg: GenerateConfig, cands: list[dict]) -> tuple[list[float], list[dict] | None, dict, str]:
+    """(score per candidate, per-candidate rubric verdicts {criterion: P(yes) or None} or None, the scorer's own
+    metrics, what scored them for the report). A rubric asks the judge once for every candidate x criterion."""
+    b = cfg.best_of
+    prompts, stories = [c["prompt"] for c in cands], [c["story"] for c in cands]
+    if b.scorer == "rubric":
+        from rlcw.rewards.rubric import rubric_scorer
+
+        scorer = rubric_scorer(asdict(b.rubric), "best_of.rubric")
+        scorer.progress = True
+        try:
+            scores = scorer.score(prompts, stories)
+        finally:
+            scorer.client.close()
+        names = [c.name for c in scorer.criteria]
+        verdicts = [dict(zip(names, row, strict=True)) for row in scorer.last_values]
+        stats = {
+            "bon/invalid": scorer.last_stats["invalid"],
+            "bon/no_verdict": scorer.last_stats["no_verdict"],
+            "judge/calls": float(scorer.client.stats["calls"]),  # uncached ones: client.cache_dir reuses verdicts
+            "judge/cache_hits": float(scorer.client.stats["cache_hits"]),
+        }
+        judge = scorer.client.cfg
+        return (
+            scores,
+            verdicts,
+            stats,
+            f"a rubric ({', '.join(names)}; {b.rubric.verdict} verdicts of {judge.kind} {judge.model})",
+        )
     from rlcw.rewards.scorers import load_scorer
 
-    b, n = cfg.best_of, cfg.best_of.n
     scorer = load_scorer(
         "bt", b.rm_path, batch_size=b.batch_size, length_control="auto" if b.length_control else False, head=b.head
     )
     scorer.progress = True
-    scores = scorer.score([c["prompt"] for c in cands], [c["story"] for c in cands])
-    pools = [scores[i * n : (i + 1) * n] for i in range(len(rows))]  # (prompts, n)
+    return scorer.score(prompts, stories), None, {}, str(b.rm_path)
+
+
+def best_of_outputs(
+    cfg: GenerateConfig, run, rows: list[dict], cands: list[dict], sizes: list[int]
+) -> tuple[dict, dict]:
+    """Score the candidates, write candidates/stories/best_of_<k> files; return (metrics, artifact paths)."""
+    n = cfg.best_of.n
+    scores, verdicts, metrics, label = score_candidates(cfg, cands)
+    pools = [scores[i * n : (i + 1) * n] for i in range(len(rows))]  # (prompts, n); NaN never beats a score
     for i, c in enumerate(cands):
-        c["meta"] = {"prompt_id": rows[i // n]["id"], "candidate": i % n, "score": scores[i]}
+        score = scores[i] if math.isfinite(scores[i]) else None
+        c["meta"] = {"prompt_id": rows[i // n]["id"], "candidate": i % n, "score": score}
+        if verdicts is not None:
+            c["meta"]["rubric"] = verdicts[i]
     paths = {"candidates": write_stories(run.samples / "candidates.jsonl", cands)}
 
     def chosen(k: int, system: str) -> list[dict]:
         out = []
         for i, row in enumerate(rows):
             j = best_index(pools[i], k)
-            out.append(
-                {
-                    **cands[i * n + j],
-                    "id": row["id"],
-                    "system": system,
-                    "meta": {"best_of": k, "candidate": j, "score": pools[i][j]},
-                }
-            )
+            meta = {"best_of": k, **cands[i * n + j]["meta"], "prompt_id": row["id"]}
+            out.append({**cands[i * n + j], "id": row["id"], "system": system, "meta": meta})
         return out
 
-    metrics: dict = {}
+    names = list(verdicts[0]) if verdicts else []
     for k in sizes:
         picked = chosen(k, f"bon{k}" if cfg.system == "model" else f"{cfg.system}_bon{k}")
         paths[f"best_of_{k}"] = write_stories(run.samples / f"best_of_{k}.jsonl", picked)
-        metrics[f"bon/{k}/score"] = sum(x["meta"]["score"] for x in picked) / len(picked)
+        metrics[f"bon/{k}/score"] = _mean(x["meta"]["score"] for x in picked)
         metrics[f"bon/{k}/words"] = sum(count_words(x["story"]) for x in picked) / len(picked)
         metrics[f"bon/{k}/kl_analytic"] = kl_best_of(k)
+        for name in names:
+            metrics[f"bon/{k}/rubric/{name}"] = _mean(x["meta"]["rubric"][name] for x in picked)
     best = chosen(n, f"bon{n}" if cfg.system == "model" else cfg.system)
     paths["stories"] = write_stories(run.samples / "stories.jsonl", best)
-    table = "\n".join(
-        f"| {k} | {metrics[f'bon/{k}/score']:.4f} | {metrics[f'bon/{k}/words']:.1f} | {kl_best_of(k):.3f} |"
-        for k in sizes
-    )
-    run.write_report(
-        f"# Best-of-{n} with {b.rm_path}\n\n{len(rows)} prompts, {len(cands)} candidates; best-of-k = best of the "
-        f"first k candidates.\n\n| k | mean RM score | mean words | KL bound (nats) |\n|---|---|---|---|\n{table}\n"
-    )
+    run.write_report(best_of_report(metrics, sizes, names, label, n, len(rows), len(cands)))
     return metrics, paths
+
+
+def best_of_report(metrics: dict, sizes: list[int], names: list[str], label: str, n: int, prompts: int, cands: int):
+    def fmt(v, digits: int = 4) -> str:
+        return "n/a" if v is None else f"{v:.{digits}f}"
+
+    head = "| k | mean score | mean words | KL bound (nats) |" + "".join(f" {c} |" for c in names)
+    rows = [
+        f"| {k} | {fmt(metrics[f'bon/{k}/score'])} | {fmt(metrics[f'bon/{k}/words'], 1)} | {kl_best_of(k):.3f} |"
+        + "".join(f" {fmt(metrics[f'bon/{k}/rubric/{c}'], 3)} |" for c in names)
+        for k in sizes
+    ]
+    text = (
+        f"# Best-of-{n} with {label}\n\n{prompts} prompts, {cands} candidates; best-of-k = best of the first k "
+        f"candidates.\n\n{head}\n|---|---|---|---|{'---|' * len(names)}\n" + "\n".join(rows) + "\n"
+    )
+    if names:
+        text += (
+            f"\nRubric columns: the chosen stories' mean verdict per criterion. Invalid verdicts: "
+            f"{metrics['bon/invalid']:.1%}; candidates with no valid verdict (never picked over a scored one): "
+            f"{int(metrics['bon/no_verdict'])}.\n"
+        )
+    return text
 
 
 def validate(cfg: GenerateConfig) -> list[int]:

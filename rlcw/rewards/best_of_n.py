@@ -6,6 +6,7 @@ lowest index. The KL between best-of-k and the sampling policy is bounded by
 `log k - (k - 1) / k` nats (Stiennon et al. 2020, Gao et al. 2022).
 
     best_index([0.1, 0.7, 0.7, 0.2], k=4)    # -> 1
+    best_index([nan, 0.2, 0.1], k=3)         # -> 1: no score never wins
     kl_best_of(4)                            # -> log 4 - 3/4 = 0.636...
     best_of_weights([0.3, 0.9, 0.1], n=2)    # -> [1/3, 2/3, 0]: P(each candidate is best-of-2's pick)
 
@@ -22,12 +23,13 @@ from rlcw.errors import RlcwError
 
 
 def best_index(scores: list[float], k: int) -> int:
-    """Index of the highest score among the first k (ties -> the lowest index)."""
+    """Index of the highest score among the first k (ties -> the lowest index). NaN (a rubric with no valid
+    verdict: no score) loses to any number; k NaN scores -> 0."""
     if not 1 <= k <= len(scores):
         raise ValueError(f"k={k} needs 1 <= k <= {len(scores)} candidates")
     best = 0
     for i in range(1, k):
-        if scores[i] > scores[best]:
+        if scores[i] > scores[best] or (math.isnan(scores[best]) and not math.isnan(scores[i])):
             best = i
     return best
 

@@ -19,16 +19,20 @@ Each (story, criterion) is one judge conversation rendered from a `ttcw_baseline
   reads it (real replies start "Yes," / "No." or end "Answer: No"); Yes = 1, No = 0. A reply with no
   verdict, two verdicts or a hedge is invalid: it is counted (`rubric/invalid`) and left out of the
   weighted mean, never read as a No.
-A story whose criteria were all invalid gets NaN (TRL leaves such a completion out of its group's
-baseline and gives it no advantage).
+A story whose criteria were all invalid gets NaN, and `rubric/r/no_verdict` counts those stories per batch.
+What a trainer makes of the NaN: TRL's GRPO/RLOO sum the weighted rewards with nansum, so the term counts 0 for
+that story (a story with no valid reward at all is left out of its group's baseline and gets no advantage);
+`rlcw ppo` gives the story the batch mean of the rubric's valid scores (0 when no story of the batch has one),
+so the term moves no advantage, and warns (`rlcw.rl.ppo.rollout.score_completions`).
 
 All stories x criteria of a batch go to the judge in one call (`rlcw.judges.client`): a local model
 scores `client.concurrency` conversations per forward, a server gets `client.concurrency` requests in
 flight; `client.cache_dir` reuses the judge cache (a repeated story costs nothing). Logged through
 TRL's `log_metric` (reward name `r`): `rubric/r/<criterion>` (mean P(yes) or yes-share of the batch),
-`rubric/r/invalid` (share of invalid verdicts), `rubric/r/no_signal` (criteria whose verdict was the
-same for every story of the batch: they move no advantage); the RL report plots them (`plots/rubric.png`). A 135M judge (the embedded model) is weak: its P(yes) is
-close to a constant per criterion; use a large served judge for training (configs/grpo/rubric_cpu.yaml
+`rubric/r/invalid` (share of invalid verdicts), `rubric/r/no_verdict` (stories with no valid verdict),
+`rubric/r/no_signal` (criteria whose verdict was the same for every story of the batch: they move no
+advantage); the RL report plots them (`plots/rubric.png`). A 135M judge (the embedded model) is weak: its
+P(yes) is close to a constant per criterion; use a large served judge for training (configs/grpo/rubric_cpu.yaml
 shows a vLLM-served one). `transformers serve` returns no logprobs: with it use `verdict: text`.
 """
 
@@ -48,7 +52,7 @@ from rlcw.errors import RlcwError
 VERDICTS = ("logprobs", "text")
 ANSWER_PREFIX = "Answer:"
 LABELS = ("Yes", "No")
-RESERVED = ("invalid", "no_signal")  # batch statistics logged beside the criteria
+RESERVED = ("invalid", "no_signal", "no_verdict")  # batch statistics logged beside the criteria
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,13 @@ def criterion_stats(values: list[list[float | None]], names: list[str]) -> dict[
 
 
 class RubricReward:
-    """TRL reward callable and pointwise scorer: the weighted mean of a judge's yes/no answers."""
+    """TRL reward callable and pointwise scorer: the weighted mean of a judge's yes/no answers.
+
+    `score` keeps the (stories, criteria) verdicts of its last call in `last_values` (None = invalid) and the
+    batch statistics in `last_stats`. `nan_is_no_verdict` tells a trainer that a NaN score means "the judge gave
+    no valid verdict", not a bug (rlcw ppo fills it instead of stopping)."""
+
+    nan_is_no_verdict = True
 
     def __init__(
         self,
@@ -183,6 +193,7 @@ class RubricReward:
         if verdict == "logprobs" and self.client.cfg.kind not in ("local", "openai"):
             raise ValueError(f"verdict=logprobs needs client.kind local or openai, not {self.client.cfg.kind}")
         self.last_stats: dict[str, float] = {}
+        self.last_values: list[list[float | None]] = []
         self.progress = False
         self.__name__ = "rubric"
 
@@ -216,8 +227,11 @@ class RubricReward:
 
     def score(self, prompts: list[str], stories: list[str]) -> list[float]:
         values = self.verdicts(prompts, stories)
+        scores = weighted_rubric(values, [c.weight for c in self.criteria])
+        self.last_values = values
         self.last_stats = criterion_stats(values, [c.name for c in self.criteria])
-        return weighted_rubric(values, [c.weight for c in self.criteria])
+        self.last_stats["no_verdict"] = float(sum(math.isnan(s) for s in scores))
+        return scores
 
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
         scores = self.score([message_text(p) for p in prompts], [message_text(c) for c in completions])
@@ -227,3 +241,64 @@ class RubricReward:
                 if value == value:  # a criterion with no valid verdict this batch logs nothing
                     log(f"rubric/{self.__name__}/{key}", value)
         return scores
+
+
+def _at(key: str, exc: RlcwError) -> RlcwError:
+    """`exc` relocated under the config key `key` (a criteria or template file keeps its path)."""
+    where = exc.where or ""
+    if where.startswith(("criteria", "client.")):
+        where = f"{key}.{where}"
+    else:
+        where = f"{key} ({where})" if where else key
+    return RlcwError(exc.message, where=where, hint=exc.hint or f"fix {key}.* (the options of a rubric reward spec)")
+
+
+def check_rubric(options: dict, key: str) -> list[Criterion]:
+    """Every check of a rubric scorer's options that needs no judge: criteria, verdict, client keys, the
+    verdict's client kind. Errors name `key`.<option> (e.g. best_of.rubric.verdict); returns the criteria."""
+    from rlcw.judges.clients.base import KINDS, ClientConfig
+
+    try:
+        criteria = load_criteria(options.get("criteria", "ttcw"))
+    except RlcwError as exc:
+        raise _at(key, exc) from None
+    verdict = options.get("verdict", "logprobs")
+    if verdict not in VERDICTS:
+        raise RlcwError(
+            f"unknown verdict '{verdict}'", where=f"{key}.verdict", hint=f"use one of {', '.join(VERDICTS)}"
+        )
+    client = dict(options.get("client") or {})
+    unknown = sorted(set(client) - set(ClientConfig.__dataclass_fields__))
+    if unknown:
+        raise RlcwError(
+            f"unknown client option '{unknown[0]}'",
+            where=f"{key}.client",
+            hint=f"valid: {', '.join(ClientConfig.__dataclass_fields__)}",
+        )
+    kind = client.get("kind", "local")
+    if kind not in KINDS:
+        raise RlcwError(
+            f"unknown client kind '{kind}'", where=f"{key}.client.kind", hint=f"use one of {', '.join(KINDS)}"
+        )
+    if verdict == "logprobs" and kind not in ("local", "openai"):
+        raise RlcwError(
+            f"verdict=logprobs reads P(yes) from a local or openai judge, not client.kind={kind}",
+            where=f"{key}.verdict",
+            hint=f"set {key}.verdict=text (parsed Yes/No replies), or use a local/openai client",
+        )
+    return criteria
+
+
+def rubric_scorer(options: dict, key: str) -> RubricReward:
+    """A RubricReward from a config section's options (criteria, verdict, template, max_tokens, client; a client
+    without `kind` is local, the embedded model unless `model` says otherwise); `check_rubric` first, and a
+    constructor's error names `key`."""
+    check_rubric(options, key)
+    client = {"kind": "local", **dict(options.get("client") or {})}  # kind as check_rubric reads it
+    kwargs = {k: options[k] for k in ("criteria", "verdict", "template", "max_tokens") if k in options}
+    try:
+        return RubricReward(client=client, **kwargs)
+    except RlcwError as exc:
+        raise _at(key, exc) from None
+    except ValueError as exc:
+        raise RlcwError(str(exc), where=key, hint=f"fix {key}.*") from None

@@ -3,6 +3,8 @@
 - `bt`: a Bradley-Terry RM folder -> `rlcw.rewards.bt.BTScorer` (pointwise: `.score(prompts, stories)`);
 - `genrm`: a generative RM folder -> `rlcw.rewards.genrm.GenRMScorer` (pairwise);
 - `judge`: a zero-shot LLM judge -> `rlcw.judges.pairwise.JudgePairwiseScorer` (pairwise; no folder);
+- `rubric`: a judge's yes/no criteria -> `rlcw.rewards.rubric.RubricReward` (pointwise, 0..1, NaN when no
+  criterion got a valid verdict; `rubric` = the options of a `type: rubric` reward spec; no folder);
 - `auto`: `bt` or `genrm` from the folder's `rlcw_rm.json`.
 
 Pairwise scorers share one method: `prefer_ordered(prompts, first, second) -> list[float | None]`,
@@ -19,7 +21,7 @@ from typing import Any
 from rlcw.errors import RlcwError
 from rlcw.rewards.render import load_spec
 
-KINDS = ("auto", "bt", "genrm", "judge")
+KINDS = ("auto", "bt", "genrm", "judge", "rubric")
 
 
 def is_pairwise(scorer) -> bool:
@@ -53,10 +55,15 @@ def load_scorer(
     judge_client: dict[str, Any] | None = None,
     judge_template: str = "writerly",
     head: str = "quality",
+    rubric: dict[str, Any] | None = None,
 ):
-    """A pointwise (bt) or pairwise (genrm, judge) scorer; imports each kind's module only when asked."""
+    """A pointwise (bt, rubric) or pairwise (genrm, judge) scorer; imports each kind's module only when asked."""
     if kind not in KINDS:
         raise RlcwError(f"unknown scorer kind '{kind}'", where="scorer.kind", hint=f"use one of {', '.join(KINDS)}")
+    if kind == "rubric":
+        from rlcw.rewards.rubric import rubric_scorer
+
+        return rubric_scorer(dict(rubric or {}), "scorer.rubric")
     if kind == "judge":
         try:
             from rlcw.judges.pairwise import JudgePairwiseScorer

@@ -19,6 +19,8 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 VALIDATE_ONLY = {
     "train_rm/bt_margin.yaml": "needs `rlcw curate` output (upvote margins) from a hub dataset or a raw file",
     "eval_rm/judge.yaml": "needs an OpenAI-compatible judge server",
+    "eval_rm/rubric.yaml": "needs an OpenAI-compatible judge server (the rubric recipe tests use a scripted one)",
+    "generate/best_of_rubric.yaml": "needs an OpenAI-compatible judge server (the rubric recipe tests use a scripted one)",
     "generate/agents_room_cpu.yaml": "needs TELL ME A STORY (not shipped)",
     "train_agents/cpu.yaml": "needs TELL ME A STORY (not shipped)",
     "train_rm/litbench_bt_1b.yaml": "GPU cluster config: hub backbone + curated LitBench pairs (planned in test_plan)",

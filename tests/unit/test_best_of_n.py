@@ -74,3 +74,10 @@ def test_best_of_weights_match_every_subset_enumerated():
         for sub in subsets:
             wins[sub[best_index([scores[i] for i in sub], n)]] += 1
         assert best_of_weights(scores, n) == pytest.approx([w / len(subsets) for w in wins])
+
+
+def test_a_nan_score_never_wins():
+    nan = math.nan
+    assert best_index([nan, 0.2, 0.1], 3) == 1  # a rubric story with no valid verdict has no score
+    assert best_index([0.1, nan, 0.3], 3) == 2 and best_index([0.1, nan, 0.3], 2) == 0
+    assert best_index([nan, nan], 2) == 0  # nothing scored: the first, as with ties

@@ -7,6 +7,7 @@ import torch
 
 from rlcw.rl.ppo.maths import (
     explained_variance,
+    fill_missing_scores,
     gae,
     last_token_index,
     masked_mean,
@@ -186,3 +187,14 @@ def test_whiten_with_summed_moments_is_global():
     assert close(parts, whole)
     per_rank = torch.cat([whiten(x[:2], mask[:2]), whiten(x[2:], mask[2:])])
     assert not close(per_rank, whole)
+
+
+def test_fill_missing_scores_uses_the_batch_mean_of_the_valid_ones():
+    filled, n = fill_missing_scores(T([0.2, math.nan, 0.8, math.nan]))
+    torch.testing.assert_close(filled, T([0.2, 0.5, 0.8, 0.5]))  # (0.2 + 0.8) / 2
+    assert n == 2
+    filled, n = fill_missing_scores(T([math.nan, math.nan]))
+    torch.testing.assert_close(filled, T([0.0, 0.0]))  # nothing to average: the term is 0 for the batch
+    assert n == 2
+    same = T([1.0, 2.0])
+    assert fill_missing_scores(same) == (same, 0)

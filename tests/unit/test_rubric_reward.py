@@ -112,6 +112,7 @@ def test_text_verdicts_exact_rewards_and_logged_means():
         "rubric/rubric/named": 0.5,
         "rubric/rubric/invalid": pytest.approx(2 / 6),
         "rubric/rubric/no_signal": 0.0,
+        "rubric/rubric/no_verdict": 0.0,
     }
 
 
@@ -218,3 +219,87 @@ def test_server_logprob_verdicts_go_out_concurrently():
         assert _SlowLogprobServer.peak == 4  # 8 verdicts, 4 requests in flight at a time
     finally:
         server.shutdown()
+
+
+def test_no_verdict_counts_stories_and_ppo_fills_them_with_the_batch_mean():
+    import torch
+
+    from rlcw.rl.ppo.rollout import score_completions
+
+    judge = ScriptedClient(ClientConfig(kind="scripted"), ["Answer: Yes", "Answer: No", "garbage", "Answer: Yes"])
+    reward = RubricReward(criteria=["Does it end?"], verdict="text", judge=judge)
+    with pytest.warns(RuntimeWarning, match=r"1 of 4 stories got no valid verdict from the scripted judge"):
+        total, stats = score_completions([reward], [2.0], ["p"] * 4, ["a", "b", "c", "d"])
+    # story c: no verdict -> the mean of 1, 0, 1 = 2/3 for this term, times the weight 2
+    torch.testing.assert_close(total, torch.tensor([2.0, 0.0, 4 / 3, 2.0]))
+    assert stats["rubric/rubric/no_verdict"] == 1.0 and stats["rewards/rubric/mean"] == pytest.approx(2 / 3)
+
+
+def test_ppo_still_stops_on_a_nan_from_a_reward_that_is_no_rubric():
+    from rlcw.rl.ppo.rollout import score_completions
+
+    def broken(prompts, completions, **kwargs):
+        return [0.5, math.nan]
+
+    with pytest.raises(ValueError, match="reward function broken returned NaN"):
+        score_completions([broken], [1.0], ["p", "q"], ["a", "b"])
+
+
+@pytest.mark.parametrize(
+    "options,where",
+    [
+        ({"verdict": "maybe"}, "best_of.rubric.verdict"),
+        ({"criteria": "ttcw:99"}, "best_of.rubric.criteria"),
+        ({"criteria": [{"question": "Q?", "wieght": 1}]}, "best_of.rubric.criteria item 0"),
+        ({"client": {"kind": "scripted"}}, "best_of.rubric.verdict"),  # logprobs need a local/openai judge
+        ({"client": {"kind": "nope"}, "verdict": "text"}, "best_of.rubric.client.kind"),
+        ({"client": {"modle": "x"}}, "best_of.rubric.client"),
+    ],
+)
+def test_check_rubric_names_the_config_key(options, where):
+    from rlcw.rewards.rubric import check_rubric
+
+    with pytest.raises(RlcwError) as err:
+        check_rubric(options, "best_of.rubric")
+    assert err.value.where == where and err.value.hint
+
+
+def test_rubric_scorer_relocates_a_file_error_under_the_key(tmp_path):
+    from rlcw.rewards.rubric import rubric_scorer
+
+    with pytest.raises(RlcwError) as err:
+        rubric_scorer({"criteria": str(tmp_path / "missing.yaml"), "verdict": "text"}, "scorer.rubric")
+    assert err.value.where == f"scorer.rubric ({tmp_path / 'missing.yaml'})" and "cannot read" in err.value.message
+
+
+def test_rubric_scorer_client_without_kind_is_the_local_judge():
+    from rlcw.rewards.rubric import rubric_scorer
+
+    scorer = rubric_scorer({"criteria": ["Q?"], "client": {"concurrency": 8}}, "scorer.rubric")
+    assert (scorer.client.cfg.kind, scorer.client.cfg.model, scorer.client.cfg.concurrency) == (
+        "local",
+        "smollm2-135m-instruct",
+        8,
+    )
+
+
+def test_rl_report_plots_no_verdict_apart_from_the_criteria(tmp_path, monkeypatch):
+    from rlcw.rl.grpo import report
+
+    rows = [
+        {"step": s, "reward": 0.5, "rubric/r/ends": 0.4, "rubric/r/invalid": 0.25, "rubric/r/no_verdict": 1.0}
+        | {"rubric/r/no_signal": 0.0}
+        for s in (1, 2)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    drawn = {}
+    monkeypatch.setattr(
+        report, "plot_lines", lambda panels, path, *a, **k: drawn.setdefault(path.name, panels) and path
+    )
+    report.grpo_plots(tmp_path)
+    titles = {p[0]: set(p[1]) for p in drawn["rubric.png"]}
+    assert titles == {
+        "rubric 'r': mean P(yes) per criterion": {"ends"},
+        "rubric 'r': invalid share": {"invalid"},
+        "rubric 'r': stories without verdict": {"no_verdict"},
+    }

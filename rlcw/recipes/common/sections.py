@@ -33,6 +33,20 @@ class ModelConfig:
 
 
 @dataclass
+class RubricSection:
+    """A rubric scorer (rlcw.rewards.rubric): the options of a `type: rubric` reward spec, for best-of-n and eval-rm."""
+
+    # ttcw (the 14 TTCW tests) | ttcw:<ids> | a YAML/JSON file | a list of questions or {question, name, weight}
+    criteria: Any = "ttcw"
+    verdict: str = "logprobs"  # logprobs: P(yes) from a local/openai judge | text: parsed Yes/No replies
+    template: str = "ttcw_baseline"  # judge template of each (story, criterion) conversation
+    max_tokens: int = 64  # verdict=text: the cap of each judge reply
+    # judge client keys (kind, model, base_url, concurrency, cache_dir, script, ...); kind defaults to local,
+    # {} = the embedded model
+    client: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class LoraSection:
     enabled: bool = True  # train LoRA adapters; false = full fine-tuning
     r: int = 16  # LoRA rank

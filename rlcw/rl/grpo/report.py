@@ -18,6 +18,7 @@ from pathlib import Path
 from rlcw.measure.monitors import member_panels, plot_monitors
 from rlcw.measure.probe import MIN_MOVE, plot_probe, read_probe
 from rlcw.report import plot_lines, read_metrics, series
+from rlcw.rewards.rubric import RESERVED
 
 
 def grpo_plots(run_dir: Path, warn: dict | None = None, stop: dict | None = None) -> list[Path]:
@@ -63,12 +64,17 @@ def grpo_plots(run_dir: Path, warn: dict | None = None, stop: dict | None = None
                 {
                     k.split("/", 2)[2]: series(rows, k)
                     for k in rubric
-                    if k.startswith(f"rubric/{n}/") and k.split("/", 2)[2] not in ("invalid", "no_signal")
+                    if k.startswith(f"rubric/{n}/") and k.split("/", 2)[2] not in RESERVED
                 },
             )
             for n in names
         ]
         panels += [(f"rubric '{n}': invalid share", {"invalid": series(rows, f"rubric/{n}/invalid")}) for n in names]
+        panels += [
+            (f"rubric '{n}': stories without verdict", {"no_verdict": series(rows, f"rubric/{n}/no_verdict")})
+            for n in names
+            if any(f"rubric/{n}/no_verdict" in r for r in rows)
+        ]
         plots.append(plot_lines(panels, run_dir / "plots" / "rubric.png"))
     probe = read_probe(run_dir / "probe.jsonl")
     if probe:

@@ -140,3 +140,14 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     """1 - Var(R - V) / Var(R) over masked tokens: 1 = perfect value, 0 = no better than a constant."""
     var_r = masked_var(returns, mask)
     return 1.0 - masked_var(returns - values, mask) / var_r.clamp(min=1e-8)
+
+
+def fill_missing_scores(scores: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(scores (B,) with each NaN replaced by the mean of the batch's other scores, or 0 when every one is NaN;
+    the number replaced). A filled story gets this reward term's batch mean, so the term moves no advantage."""
+    missing = torch.isnan(scores)
+    n = int(missing.sum())
+    if n == 0:
+        return scores, 0
+    fill = scores[~missing].mean() if n < len(scores) else torch.tensor(0.0, dtype=scores.dtype)
+    return torch.where(missing, fill, scores), n

@@ -13,10 +13,12 @@ distribution the tokens were sampled from.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 
+from rlcw.rl.ppo.maths import fill_missing_scores
 from rlcw.sampling import entropy_from_logits, left_pad, logprobs_from_logits
 
 
@@ -133,7 +135,28 @@ def score_completions(
             )
         t = torch.tensor([float(v) for v in values])
         if torch.isnan(t).any():
-            raise ValueError(f"reward function {getattr(func, '__name__', func)} returned NaN")
+            t = _fill_no_verdict(func, t)
         stats[f"rewards/{getattr(func, '__name__', type(func).__name__)}/mean"] = float(t.mean())
         total += weight * t
     return total, stats
+
+
+def _fill_no_verdict(func, scores: torch.Tensor) -> torch.Tensor:
+    """A NaN from a reward that declares `nan_is_no_verdict` (a rubric whose judge gave no valid verdict for
+    the story) -> the batch mean of its valid scores, 0 when none, with a warning (the reward logs the count
+    itself); a NaN from any other reward is a bug and stops the run."""
+    name = getattr(func, "__name__", type(func).__name__)
+    if not getattr(func, "nan_is_no_verdict", False):
+        raise ValueError(f"reward function {name} returned NaN")
+    filled, n = fill_missing_scores(scores)
+    client = getattr(getattr(func, "client", None), "cfg", None)
+    judge = f"{client.kind} judge {client.model or ''}".strip() if client is not None else "its judge"
+    warnings.warn(
+        f"reward {name}: {n} of {len(scores)} stories got no valid verdict from the {judge}; they get the "
+        f"batch mean of the valid scores ({float(filled[torch.isnan(scores)][0]):.3f}) for this term. "
+        "Check the judge's replies, or use verdict=logprobs (P(yes) read from a local or vLLM judge, "
+        "no reply to parse).",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return filled
