@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -52,7 +53,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-length", type=int, default=256, help="RM truncation in tokens")
     ap.add_argument("--top-layers", type=int, default=8, help="LoRA on the top N layers (the members' own)")
     ap.add_argument("--model", default=EMBEDDED_ALIAS, help="base model (default: the embedded SmolLM2-135M)")
-    ap.add_argument("--out", default=None, help="run folders go here (default: a temporary folder)")
+    ap.add_argument("--out", default=None, help="keep the run folders here (default: a temporary folder, removed)")
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument(
         "--end-to-end", action=argparse.BooleanOptionalAction, default=True, help="the three train-rm commands"
@@ -223,12 +224,16 @@ def same_batches(pairs: dict, args) -> dict:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     root = Path(args.out or tempfile.mkdtemp(prefix="bench_rm_train."))
-    pairs = build_pairs(root)
-    result: dict = {"members": args.members, "steps": args.steps, "batch_size": args.batch_size}
-    if args.same_batches:
-        result["same_batches"] = same_batches(pairs, args)
-    if args.end_to_end:
-        result.update(end_to_end(root, pairs, args))
+    try:
+        pairs = build_pairs(root)
+        result: dict = {"members": args.members, "steps": args.steps, "batch_size": args.batch_size}
+        if args.same_batches:
+            result["same_batches"] = same_batches(pairs, args)
+        if args.end_to_end:
+            result.update(end_to_end(root, pairs, args))
+    finally:
+        if not args.out:  # five run folders of ~1 GB each (model copies): kept only under --out
+            shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(result, indent=2))
     if args.json:
         atomic_write_json(args.json, result)
