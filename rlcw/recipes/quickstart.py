@@ -137,7 +137,10 @@ def main(cfg: QuickstartConfig) -> dict:
         stage("export", export.main, cfg.export)
         metrics, checks, verdict = _gate(cfg, results)
         plots = _plots(run.path, cfg.grpo.monitor)
-        run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots))
+        slop = held_out_slop(run.path, cfg.heldout.n_resamples)
+        keys = ("slop_start", "slop_final", "slop_delta", "slop_delta_lo", "slop_delta_hi")
+        metrics.update({f"heldout/{k}": float(slop[k]) for k in keys if math.isfinite(slop[k])})
+        run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots, slop))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
         metrics["gate/passed"] = float(status == "completed")  # every check (1.0) or not (0.0)
         metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
@@ -470,8 +473,11 @@ def heldout_table(h: dict) -> list[str]:
     return lines
 
 
-def slop_lines(root: Path, n_resamples: int, k: int = 8) -> list[str]:
-    """Slop of the held-out samples against the bundled human stories (rlcw.metrics.slop): score start vs
+SLOP_WARN = 1.0  # points of slop (% of words): a tuned-minus-start lower bound above this is warned about
+
+
+def held_out_slop(root: Path, n_resamples: int) -> dict:
+    """Slop of the held-out samples against the bundled human stories (rlcw.metrics.slop.slop_change): start vs
     tuned with a CI over prompts, and each model's most over-represented phrases."""
     import json
 
@@ -480,7 +486,7 @@ def slop_lines(root: Path, n_resamples: int, k: int = 8) -> list[str]:
 
     start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
     tuned = [json.loads(x) for x in (root / "heldout" / "tuned.jsonl").read_text().splitlines()]
-    c = slop_change(
+    return slop_change(
         SlopBaseline(load_human_texts("bundled")),
         [r["story"] for r in start],
         [r["story"] for r in tuned],
@@ -488,8 +494,30 @@ def slop_lines(root: Path, n_resamples: int, k: int = 8) -> list[str]:
         n_resamples=n_resamples,
     )
 
+
+def _top(phrases, k: int) -> str:
+    return ", ".join(f"'{p.text}' ({p.ratio:.0f}x, {p.model_count} uses)" for p in phrases[:k]) or "none"
+
+
+def slop_warning(c: dict) -> list[str]:
+    """A line under the verdict when the tuned model's slop rose beyond SLOP_WARN points (95% lower bound): the
+    RM change may be paid for stock phrasing, which the gate does not check."""
+    if not c["slop_delta_lo"] > SLOP_WARN:
+        return []
+    return [
+        f"**Warning: slop rose {c['slop_delta']:+.1f} points [{c['slop_delta_lo']:+.1f}, {c['slop_delta_hi']:+.1f}] "
+        f"(% of words inside phrases over-used against human stories; the tuned model's most over-used: "
+        f"{_top(c['top_tuned'], 4)}): part of the RM gain may be paid for stock phrasing. The gate does not check "
+        "this; a `type: slop` reward term with a negative weight, or the monitor's `max_slop` rule, counters it.**",
+        "",
+    ]
+
+
+def slop_lines(c: dict, k: int = 8) -> list[str]:
+    """The report's slop paragraph: start vs tuned with the CI, and each model's most over-represented phrases."""
+
     def top(phrases) -> str:
-        return ", ".join(f"'{p.text}' ({p.ratio:.0f}x, {p.model_count} uses)" for p in phrases[:k]) or "none"
+        return _top(phrases, k)
 
     return [
         f"Slop (% of words inside phrases over-used against the bundled human stories; {len(c['phrases'])} phrases "
@@ -535,7 +563,7 @@ def headline(checks: list, h: dict) -> str:
     )
 
 
-def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots: list) -> str:
+def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots: list, slop: dict) -> str:
     from rlcw.measure.probe import MIN_MOVE, did_not_move, read_probe
 
     total = sum(timings.values())
@@ -558,6 +586,7 @@ def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots
         "",
         f"**{verdict}**",
         "",
+        *slop_warning(slop),
         "## Training reward and learning probe",
         "",
         f"![training reward](plots/{by_name['training_reward'].name})",
@@ -572,7 +601,7 @@ def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots
         "",
         *heldout_table(h),
         "",
-        *slop_lines(root, cfg.heldout.n_resamples),
+        *slop_lines(slop),
         "",
         "## Checks",
         "",

@@ -62,6 +62,7 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     named = ["rm_delta", "rm_delta_lo", "rm_delta_hi", "win_rate", "win_rate_lo", "win_rate_hi", "in_range_start"]
     named += ["in_range_final", "in_range_delta_lo", "finished_start", "finished_final", "rm_delta_both_finished"]
     named += ["rm_pays_ending", "rm_pays_ending_short", "rm_per_10_words_ended", "rm_words_pearson_start"]
+    named += ["slop_start", "slop_final", "slop_delta"]
     assert all(isinstance(m[f"heldout/{k}"], float) for k in named)
     start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
     assert len(start) == 8 and {r["sample_index"] for r in start} == {0, 1}
@@ -168,3 +169,15 @@ def test_start_prices_are_reported_with_their_intervals():
     assert f"- for ending (ended minus cut at the cap): +2.50 [{p['rm_pays_ending_lo']:+.2f}," in text
     assert "- for ending short (ended below the range minus ended inside it): -1.50" in text
     assert "per 10 words within ended stories: +1.33" in text
+
+
+def test_a_slop_rise_is_warned_under_the_verdict():
+    from rlcw.metrics.slop import Phrase
+    from rlcw.recipes.quickstart import slop_warning
+
+    top = [Phrase("the very", 59.0, 103, 0, 20), Phrase("the the", 62.0, 54, 0, 18)]
+    rise = {"slop_delta": 12.7, "slop_delta_lo": 10.9, "slop_delta_hi": 14.7, "top_tuned": top}
+    text = " ".join(slop_warning(rise))
+    assert "Warning: slop rose +12.7 points [+10.9, +14.7]" in text and "'the very' (59x, 103 uses)" in text
+    assert slop_warning({**rise, "slop_delta_lo": 0.9}) == []  # within SLOP_WARN (1 point) of no change
+    assert slop_warning({**rise, "slop_delta_lo": float("nan")}) == []
