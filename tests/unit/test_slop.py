@@ -133,7 +133,7 @@ def test_slop_change_pairs_prompts_and_scores_both_against_one_fingerprint():
 
 
 def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
-    from rlcw.recipes.quickstart import slop_lines
+    from rlcw.recipes.quickstart import held_out_slop, slop_lines, slop_warning
 
     (tmp_path / "heldout").mkdir()
     human_like = ["The dog ran home.", "One man walked in.", "Rain fell all night.", "She sang by the sea."]
@@ -141,7 +141,8 @@ def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
     tuned = [{"prompt_id": f"p{i}", "story": "A tapestry of light, a testament to hope."} for i in range(4)]
     for name, rows in (("start", start), ("tuned", tuned)):
         (tmp_path / "heldout" / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    lines = slop_lines(tmp_path, n_resamples=100)
+    change = held_out_slop(tmp_path, n_resamples=100)
+    lines = slop_lines(change)
     assert (
         lines[0].startswith("Slop (% of words inside phrases over-used")
         and "start 0.00" in lines[0]
@@ -149,6 +150,8 @@ def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
     )
     assert "'tapestry' (" in lines[3] and "x, 4 uses)" in lines[3]
     assert lines[2].endswith("none")  # no start phrase is used 3 times in 2 prompts
+    # every tuned story is slop, every start story clean: the rise is warned under the verdict
+    assert change["slop_delta"] > 50 and "Warning: slop rose" in slop_warning(change)[0]
 
 
 def test_slop_is_a_monitor_statistic_rules_can_use():
