@@ -78,6 +78,7 @@ SHIPPED_WARN = {
     "min_distinct_group": 0.6,
     "max_reward_length_corr": 0.8,
     "max_kl_to_start": 0.5,
+    "max_slop": 15.0,
 }
 GOLD_REWARDS = (
     "It was trained to tell TELL ME A STORY's human-written stories from the start model's own stories for the "
