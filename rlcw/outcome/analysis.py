@@ -417,3 +417,33 @@ def proxy_verdict(proxy: str, summaries: list[Summary]) -> str:
             text += f"; fitted peak d* = {s.fit.d_star:.2f} ({where} the measured range)"
         parts.append(f"{s.curve.run}: {text}")
     return f"- `{proxy}`: " + "; ".join(parts) + "." if parts else f"- `{proxy}`: no run optimised it."
+
+
+@dataclass(frozen=True)
+class AggregateChoice:
+    """Best-of-n under several aggregates of one ensemble: the label whose gold at the largest n is highest on the
+    selection half of the prompts, and that aggregate's gold change from n = 1 on the test half."""
+
+    selection_gold: dict[str, float]  # label -> mean gold at the largest n, selection half
+    chosen: str
+    test: PairedDiff  # the chosen curve's gold, largest n - n = 1, test half
+
+
+def choose_aggregate(curves: dict[str, Curve], n_resamples: int = 1000, seed: int = 0) -> AggregateChoice:
+    """Pick an aggregate (e.g. uwo's lambda) by best-of-n gold on one half of the prompts, test it on the other:
+    the selection never sees the prompts the reported change is measured on."""
+    if not curves:
+        raise ValueError("no best-of-n curve to choose from")
+    first = next(iter(curves.values()))
+    select, test = split_prompts([k[0] for k in first.points[0].values["gold"]], seed=seed)
+    chosen_set = set(select)
+
+    def selection_mean(c: Curve) -> float:
+        gold = c.points[-1].values["gold"]
+        return float(np.mean([v for k, v in gold.items() if k[0] in chosen_set]))
+
+    means = {label: selection_mean(c) for label, c in curves.items()}
+    best = max(means, key=lambda label: means[label])
+    c = curves[best]
+    diff = PromptHalf(set(test), n_resamples, seed).diff(c.points[-1].values["gold"], c.points[0].values["gold"])
+    return AggregateChoice(means, best, diff)

@@ -16,7 +16,15 @@ import numpy as np
 
 from rlcw.io import atomic_write_text
 from rlcw.metrics.proxy_gain import EXPLAINED_SHARE
-from rlcw.outcome.analysis import KL_TARGET, Summary, ci_text, proxy_verdict, residual_verdict, run_verdict
+from rlcw.outcome.analysis import (
+    KL_TARGET,
+    AggregateChoice,
+    Summary,
+    ci_text,
+    proxy_verdict,
+    residual_verdict,
+    run_verdict,
+)
 from rlcw.outcome.monitors import MonitorRead, lead_summary, lead_table
 from rlcw.report import save_figure
 
@@ -285,6 +293,25 @@ def rm_table(rm_rows: list[dict]) -> list[str]:
     return lines
 
 
+def aggregate_section(choice: AggregateChoice | None) -> list[str]:
+    """Which ensemble aggregate best-of-n uses best (chosen on one half of the prompts, tested on the other)."""
+    if choice is None:
+        return []
+    rows = [f"| {label} | {gold:+.3f} |" for label, gold in choice.selection_gold.items()]
+    return [
+        "## Ensemble aggregate for best-of-n",
+        "",
+        "Best-of-n of the ensemble proxy under each aggregate, re-aggregated from its members' pool scores: mean gold "
+        "of the pick at the largest n on the selection half of the prompts. The best one is reported with its gold "
+        f"change from n = 1 on the test half: **{choice.chosen}**, {ci_text(choice.test)}.",
+        "",
+        "| aggregate | gold at the largest n, selection half |",
+        "|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def monitor_section(reads: list[MonitorRead]) -> list[str]:
     """The monitors' lead-time table and its per-rule summary (empty without RL runs)."""
     if not reads:
@@ -315,6 +342,7 @@ def write_outcome_report(
     setup: StudySetup,
     timings: dict[str, float],
     monitors: list[MonitorRead] | None = None,
+    aggregate_choice: AggregateChoice | None = None,
 ) -> tuple[Path, dict, dict]:
     plots = {
         "gao": plot_gao(summaries, root / "plots" / "gao_gold_proxy_vs_d.png"),
@@ -372,6 +400,7 @@ def write_outcome_report(
         *peak_table(summaries),
         "",
         *monitor_section(monitors or []),
+        *aggregate_section(aggregate_choice),
         "## Length, repetition and diversity",
         "",
         f"![length, repetition, diversity against d](plots/{plots['surface'].name})",

@@ -150,6 +150,9 @@ class OutcomeConfig:
     # the study's optimization runs: grpo | grpo_lc | grpo_ens | grpo_odin | ppo | dpo | best_of_n
     runs: list[str] = field(default_factory=lambda: list(DEFAULT_RUNS))
     grpo_seeds: list[int] = field(default_factory=list)  # more seeds of grpo (runs grpo_seed<k>): monitor calibration
+    # best-of-n under each aggregate of the ensemble proxy (from its members' pool scores; uwo:<lambda>): the one
+    # with the best gold on half the prompts is reported, tested on the other half
+    ensemble_bon_aggregates: list[str] = field(default_factory=lambda: ["mean", "wco", "uwo:0.5", "uwo:1", "uwo:2"])
     # warn rules the monitors' lead-time table reads the RL runs' logged statistics against (rlcw.outcome.monitors)
     monitor_rules: dict[str, float] = field(default_factory=lambda: dict(SHIPPED_WARN))
     gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
@@ -277,6 +280,8 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
         ok = all(isinstance(k, int) for k in seeds) and len(set(seeds)) == len(seeds) and cfg.seed not in seeds
         _check(ok, f"seeds must be distinct integers other than seed={cfg.seed}, got {seeds}", "grpo_seeds")
     validate_rules({k: v for k, v in cfg.monitor_rules.items() if k.partition("_")[2] != MEASURED}, "monitor_rules")
+    for label in cfg.ensemble_bon_aggregates:
+        parse_aggregate(label)
     sizes, m, d = cfg.best_of_n.sizes, cfg.measure, cfg.proxy_data
     _check(bool(sizes) and all(isinstance(k, int) and k >= 1 for k in sizes), f"bad sizes {sizes}", "best_of_n.sizes")
     pool = max(sizes)
@@ -651,6 +656,40 @@ def measure_run(
     return out
 
 
+def parse_aggregate(label: str) -> tuple[str, float]:
+    """'mean' | 'wco' | 'uwo:<lambda>' -> (aggregate, lambda); anything else is an error naming the key."""
+    from rlcw.rewards.aggregate import AGGREGATES
+
+    how, _, lam = str(label).partition(":")
+    try:
+        value = float(lam) if lam else 0.0
+    except ValueError:
+        value = -1.0
+    ok = how in AGGREGATES and value >= 0 and (how == "uwo" or not lam)
+    _check(ok, f"bad aggregate {label!r}", "ensemble_bon_aggregates", "mean, wco or uwo:<lambda >= 0>, e.g. uwo:1")
+    return how, value
+
+
+def ensemble_bon(
+    cfg: OutcomeConfig, study: Study, pool: list[dict]
+) -> tuple[analysis.Curve, analysis.AggregateChoice]:
+    """Best-of-n of the ensemble proxy under every aggregate in `ensemble_bon_aggregates`, re-aggregated from the
+    members' pool scores (no new scoring); the aggregate chosen by gold on the selection half, and its curve."""
+    from rlcw.rewards.aggregate import aggregate
+
+    ens = monitor_proxy(cfg)
+    members = json.loads((study.root / "pool_scores" / f"proxy_{ens}" / "members.json").read_text())
+    curves = {}
+    for label in cfg.ensemble_bon_aggregates:
+        how, lam = parse_aggregate(label)
+        name = f"proxy_{ens}@{label}"
+        for r, v in zip(pool, aggregate(members, how, lam), strict=True):
+            r["scores"][name] = float(v)
+        curves[label] = analysis.bon_curve(f"best_of_n_{ens}@{label}", name, pool, cfg.best_of_n.sizes)
+    choice = analysis.choose_aggregate(curves, cfg.measure.n_resamples, cfg.seed)
+    return curves[choice.chosen], choice
+
+
 def monitor_proxy(cfg: OutcomeConfig) -> str | None:
     """The ensemble proxy whose disagreement is measured on every checkpoint (`ens_proxy`, else the first)."""
     if not cfg.proxy_ensembles:
@@ -799,15 +838,21 @@ def main(cfg: OutcomeConfig) -> dict:
             analysis.rl_curve(name, f"proxy_{run_proxy(cfg, name)}", start, points, slope_records=rest or start)
             for name, points in measured.items()
         ]
+        choice = None
         if "best_of_n" in cfg.runs:
             curves += [
                 analysis.bon_curve(f"best_of_n_{p}", f"proxy_{p}", pool, cfg.best_of_n.sizes) for p in cfg.proxies
             ]
+            if monitor_proxy(cfg) and cfg.ensemble_bon_aggregates:
+                chosen, choice = ensemble_bon(cfg, study, pool)
+                curves.append(chosen)
         t0, m = time.time(), cfg.measure
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
         reads = monitor_reads(cfg, st, study, summaries, measured)
         st.timings["analysis"] = time.time() - t0
-        report, flat, plots = write_outcome_report(run.path, summaries, rm_rows, setup, st.timings, monitors=reads)
+        report, flat, plots = write_outcome_report(
+            run.path, summaries, rm_rows, setup, st.timings, monitors=reads, aggregate_choice=choice
+        )
         metrics = {**flat, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
         metrics.update({f"agreement/{r['rm']}": r["agreement"].accuracy for r in rm_rows if r.get("agreement")})

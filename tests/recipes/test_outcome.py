@@ -235,6 +235,10 @@ def test_unknown_run_and_bad_proxy_are_rejected(tmp_path):
     cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", "rl_proxy=huge"])
     with pytest.raises(RlcwError, match="rl_proxy"):
         main(cfg)
+    for bad in ("uwo:x", "wco:1", "max", "uwo:-1"):
+        cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", f"ensemble_bon_aggregates=[{bad}]"])
+        with pytest.raises(RlcwError, match="ensemble_bon_aggregates.*bad aggregate"):
+            main(cfg)
     cfg = load_config(
         OutcomeConfig, None, [f"output_dir={tmp_path}", "best_of_n.sizes=[1,2]", "measure.samples_per_prompt=4"]
     )
@@ -331,6 +335,9 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
     assert [r["scores"]["proxy_odin"] for r in pool] == pytest.approx(heads["quality"], abs=1e-4)
     assert heads["quality"] != pytest.approx(heads["sum"], abs=1e-4)
     assert "**grpo_odin**" in text and "**best_of_n_odin**" in text and "two-head (ODIN), quality head" in text
+    # best-of-n under each aggregate of the ensemble, from its members' pool scores: one chosen on half the prompts
+    assert "## Ensemble aggregate for best-of-n" in text and "| uwo:0.5 |" in text and "| mean |" in text
+    assert "**best_of_n_ens@" in text
     # the ensemble's disagreement measured on every checkpoint of both runs, read against their gold peaks
     for run in ("grpo_ens", "grpo_odin"):
         assert (out / "measure" / run / "step_000002" / "ensemble_ens" / "members.json").is_file()

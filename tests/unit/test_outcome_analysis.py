@@ -241,3 +241,24 @@ def test_best_of_n_residual_uses_the_pool_for_slopes_and_weights_ending():
         1 / 3
     )
     assert s.explained[3] == pytest.approx(s.deltas[3]["gold"].delta) and s.residual[3].delta == pytest.approx(0.0)
+
+
+def test_an_aggregate_is_chosen_on_one_half_of_the_prompts_and_tested_on_the_other():
+    from rlcw.metrics.overopt import split_prompts
+    from rlcw.outcome.analysis import choose_aggregate
+
+    # 8 prompts x 3 candidates; gold of candidate k is k on every prompt. Proxy "a" ranks candidates by gold
+    # (best-of-3 picks gold 2), proxy "b" ranks them backwards (picks gold 0): "a" is chosen, and on the test half
+    # its gold rises from the pool mean 1.0 to 2.0 on every prompt
+    pool = []
+    for i in range(8):
+        for k in range(3):
+            r = _rec(f"p{i}", k, float(k), 0.0)
+            r["scores"].update(a=float(k), b=float(-k))
+            pool.append(r)
+    curves = {name: bon_curve(f"bon_{name}", name, pool, [1, 3]) for name in ("b", "a")}
+    choice = choose_aggregate(curves, n_resamples=100, seed=0)
+    assert choice.chosen == "a" and choice.selection_gold == pytest.approx({"a": 2.0, "b": 0.0})
+    assert choice.test.delta == pytest.approx(1.0) and choice.test.ci_low == pytest.approx(1.0)
+    _, test = split_prompts([f"p{i}" for i in range(8)], seed=0)
+    assert choice.test.n_prompts == len(test) == 4
