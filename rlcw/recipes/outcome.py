@@ -36,7 +36,7 @@ continues with the same command; stage wall times go into summary.json and the r
     rlcw outcome --config configs/outcome/cpu.yaml "runs=[grpo,grpo_ens,best_of_n]" \
         "proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}" proxy_rm.rm.ensemble.aggregate=wco
     rlcw outcome --config configs/outcome/cpu.yaml "runs=[grpo,grpo_odin]" \
-        "proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"
+        "proxies={small: 80, large: 640, odin: 640}" "proxy_length_heads=[odin]"
 """
 
 from __future__ import annotations
@@ -260,14 +260,14 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
             "ens_proxy",
             cfg.proxy_ensembles,
             "an ensemble",
-            '"proxies={large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
+            '"proxies={small: 80, large: 640, ens: 640}" "proxy_ensembles={ens: 4}"',
         ),
         (
             "grpo_odin",
             "odin_proxy",
             cfg.proxy_length_heads,
             "a two-head",
-            '"proxies={large: 640, odin: 640}" "proxy_length_heads=[odin]"',
+            '"proxies={small: 80, large: 640, odin: 640}" "proxy_length_heads=[odin]"',
         ),
     )
     for run, key, kinds, kind, example in special:  # a run against a special proxy needs that proxy to be one
