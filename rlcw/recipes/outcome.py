@@ -703,20 +703,25 @@ def _disagreement(members: list[list[float]]) -> float:
     return float(member_summary(members)["disagreement"])
 
 
-def measured_disagreement(
-    cfg: OutcomeConfig, st: Stages, study: Study, name: str, measured: list[tuple[int, list[dict]]]
-) -> list[tuple[int, float]]:
-    """[(step, mean std across the ensemble proxy's members)] on each checkpoint's held-out samples, the start's
-    (step 0) from the pool's first samples: how far from agreement a run drove the ensemble, whichever proxy it
-    optimised. Each checkpoint's member scores are their own cached step (`ensemble_<proxy>/`)."""
+def start_disagreement(cfg: OutcomeConfig, study: Study, pool: list[dict]) -> float | None:
+    """The ensemble proxy's disagreement on the start's stories (the pool's first samples; its member scores are
+    in pool order), or None without an ensemble proxy."""
     ens = monitor_proxy(cfg)
     if ens is None:
-        return []
-    k = cfg.measure.samples_per_prompt
-    pool = read_jsonl(study.root / "pool" / "samples.jsonl")
+        return None
     members = json.loads((study.root / "pool_scores" / f"proxy_{ens}" / "members.json").read_text())
-    start = [j for j, r in enumerate(pool) if r["sample_index"] < k]
-    out = [(0, _disagreement([[m[j] for j in start] for m in members]))]
+    start = [j for j, r in enumerate(pool) if r["sample_index"] < cfg.measure.samples_per_prompt]
+    return _disagreement([[m[j] for j in start] for m in members])
+
+
+def measured_disagreement(
+    cfg: OutcomeConfig, st: Stages, study: Study, name: str, measured: list[tuple[int, list[dict]]], start: float
+) -> list[tuple[int, float]]:
+    """[(step, mean std across the ensemble proxy's members)] on each checkpoint's held-out samples after the
+    start's (step 0, `start_disagreement`): how far from agreement a run drove the ensemble, whichever proxy it
+    optimised. Each checkpoint's member scores are their own cached step (`ensemble_<proxy>/`)."""
+    ens = monitor_proxy(cfg)
+    out = [(0, start)]
     ident = study.identity()[ens]
     for step, recs in measured:
         folder = study.root / "measure" / name / f"step_{step:06d}" / f"ensemble_{ens}"
@@ -733,19 +738,18 @@ def measured_disagreement(
 
 
 def monitor_reads(
-    cfg: OutcomeConfig, st: Stages, study: Study, summaries: list, measured: dict[str, list]
+    cfg: OutcomeConfig, st: Stages, study: Study, summaries: list, measured: dict[str, list], pool: list[dict]
 ) -> list[MonitorRead]:
     """The lead-time table's rows: every RL run's logged monitor statistics and the measured ensemble
     disagreement, read against its gold peak (`rlcw.outcome.monitors`)."""
-    rows = []
+    rows, start = [], start_disagreement(cfg, study, pool)
     for s in summaries:
         name = s.curve.run
         if name not in measured:
             continue
         series = read_series(study.root / name / "metrics.jsonl")
-        dis = measured_disagreement(cfg, st, study, name, measured[name])
-        if dis:
-            series[MEASURED] = dis
+        if start is not None:
+            series[MEASURED] = measured_disagreement(cfg, st, study, name, measured[name], start)
         rows += lead_rows(s, series, cfg.monitor_rules)
     return rows
 
@@ -848,7 +852,7 @@ def main(cfg: OutcomeConfig) -> dict:
                 curves.append(chosen)
         t0, m = time.time(), cfg.measure
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
-        reads = monitor_reads(cfg, st, study, summaries, measured)
+        reads = monitor_reads(cfg, st, study, summaries, measured, pool)
         st.timings["analysis"] = time.time() - t0
         report, flat, plots = write_outcome_report(
             run.path, summaries, rm_rows, setup, st.timings, monitors=reads, aggregate_choice=choice
