@@ -26,8 +26,9 @@ design note: `rlcw.metrics.overopt`), every training stage a real rlcw recipe in
    one figure with Gao fits, length/repetition/diversity against d, the RM table, the fits, the
    split-half peak test, every point with prompt-level CIs, per-run verdicts (`rlcw.outcome.analysis`).
 
-Every stage is reused when it completed under the same settings (`resume=true`), so a killed study
-continues with the same command; stage wall times go into summary.json and the report.
+Every stage is reused when it completed under the same settings (`resume=true`), and a training stage
+killed under the same settings continues from its last checkpoint, so a killed study continues with the same
+command; stage wall times go into summary.json and the report.
 
     bash scripts/outcome_study.sh                                   # set-up + the CPU study
     rlcw outcome --config configs/outcome/cpu.yaml
@@ -64,7 +65,7 @@ from rlcw.recipes import grpo as grpo_recipe
 from rlcw.recipes import ppo as ppo_recipe
 from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import ModelConfig
-from rlcw.runs import move_aside, resume_mode
+from rlcw.runs import last_checkpoint, move_aside, resume_mode
 
 RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo", "best_of_n")
 TRAINED = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo")
@@ -329,15 +330,25 @@ class Stages:
         self.resume, self.timings = resume, {}
 
     def run(self, name: str, fn, stage_cfg) -> dict:
+        """Reuse a stage completed under the same config; continue one killed under the same config from its
+        last complete checkpoint (its `train.resume` set to auto); start any other in a clean folder."""
         folder = Path(stage_cfg.output_dir) / stage_cfg.run_name
         summary, config = folder / "summary.json", folder / "config.yaml"
+        resumed = _continued(stage_cfg)
         if self.resume and summary.is_file() and config.is_file():
             done = json.loads(summary.read_text())
-            same = config.read_text().split("\n", 2)[-1] == to_yaml(stage_cfg)
+            before = config.read_text().split("\n", 2)[-1]
+            same = before in (to_yaml(stage_cfg), to_yaml(resumed) if resumed is not None else None)
             if done.get("status") == "completed" and same:
                 print(f"[outcome] {name}: completed before, reused", flush=True)
                 self._add(name, float(done.get("wall_time_s") or 0.0))
                 return done
+            if same and resumed is not None and last_checkpoint(folder / "checkpoints") is not None:
+                print(
+                    f"[outcome] {name}: unfinished under the same config; continuing from its last checkpoint",
+                    flush=True,
+                )
+                return self._timed(name, lambda: fn(resumed))
         if folder.exists() and resume_mode(getattr(getattr(stage_cfg, "train", None), "resume", False)) == "false":
             # a stage run again under a new config starts clean: old checkpoints or metrics must not mix in
             aside = move_aside(folder)
@@ -371,6 +382,17 @@ class Stages:
         self._add(name, time.time() - start)
         print(f"[outcome] {name} done in {time.time() - start:.0f}s", flush=True)
         return out
+
+
+def _continued(stage_cfg):
+    """A copy of a training stage's config with `train.resume=auto` (None for a stage without train.resume, or
+    one whose resume is already set by the user)."""
+    train = getattr(stage_cfg, "train", None)
+    if train is None or not hasattr(train, "resume") or resume_mode(train.resume) != "false":
+        return None
+    out = copy.deepcopy(stage_cfg)
+    out.train.resume = "auto"
+    return out
 
 
 def _trained_at(run_dir: Path) -> float | None:
