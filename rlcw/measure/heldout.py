@@ -19,6 +19,7 @@ holds a length fit). The statistics are `rlcw.metrics.heldout.paired_bootstrap` 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -244,3 +245,80 @@ def measure_policies(
     stats.update(time_sample_start_s=t_start, time_sample_tuned_s=t_tuned, time_score_s=t_score)
     atomic_write_json(out_dir / "heldout.json", {"settings": asdict(s), "tuned": tuned_spec, "stats": stats})
     return stats
+
+
+# reward types that score text alone; the length terms read token ids the held-out records do not keep (the
+# held-out table reports in-range, too-short and ended shares instead)
+TEXT_REWARD_TYPES = ("bt", "genrm", "remote", "rubric", "slop", "python")
+
+
+def check_score_with(specs: dict, key: str = "heldout.score_with") -> None:
+    """Every spec of `score_with` names a text reward type (rlcw.rewards.factory specs; weight is ignored)."""
+    from rlcw.rewards.factory import REWARD_TYPES
+
+    if not isinstance(specs, dict):
+        raise RlcwError("must be a mapping name -> reward spec", where=key, hint=f"e.g. {key}.rubric.type=rubric")
+    for name, spec in specs.items():
+        where = f"{key}.{name}"
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        if kind not in REWARD_TYPES:
+            raise RlcwError(
+                f"a reward spec needs a known 'type', got {kind!r}",
+                where=where,
+                hint=f"types: {', '.join(TEXT_REWARD_TYPES)}",
+            )
+        if kind not in TEXT_REWARD_TYPES:
+            raise RlcwError(
+                f"type {kind} reads token counts the held-out samples do not keep",
+                where=f"{where}.type",
+                hint=f"use one of {', '.join(TEXT_REWARD_TYPES)}; the held-out table already has the in-range, "
+                "too-short and ended shares",
+            )
+
+
+def _change(start: dict, tuned: dict, n_resamples: int) -> dict:
+    """Start mean, tuned mean and the paired change with a CI over prompts; stories whose score is NaN in either
+    policy (a judge with no valid verdict) are left out of the pair and counted."""
+    from rlcw.metrics.overopt import paired_prompt_bootstrap
+
+    keys = [k for k in start if math.isfinite(start[k]) and math.isfinite(tuned[k])]
+    out = {"dropped": len(start) - len(keys)}
+    if not keys:
+        return {**out, "start": math.nan, "tuned": math.nan, "delta": math.nan, "lo": math.nan, "hi": math.nan}
+    d = paired_prompt_bootstrap({k: tuned[k] for k in keys}, {k: start[k] for k in keys}, n_resamples=n_resamples)
+    out.update(start=float(np.mean([start[k] for k in keys])), tuned=float(np.mean([tuned[k] for k in keys])))
+    out.update(delta=d.delta, lo=d.ci_low, hi=d.ci_high, n_prompts=d.n_prompts)
+    return out
+
+
+def score_with(specs: dict, start: list[dict], tuned: list[dict], defaults: dict, n_resamples: int) -> dict:
+    """Each reward spec's score of the start and the tuned held-out samples, scored in ONE call (a judge
+    batches all of them; a slop term's fingerprint pools both), and the change with a CI over prompts:
+    {name: {start, tuned, delta, lo, hi, n_prompts, dropped}}; a rubric adds `criteria`: the same per criterion
+    (its P(yes) or 1/0)."""
+    from rlcw.rewards.factory import build_reward
+
+    check_score_with(specs)
+    records = start + tuned
+    prompts, stories = [r["prompt"] for r in records], [r["story"] for r in records]
+    keys = [(r["prompt_id"], r["sample_index"]) for r in records]
+
+    n = len(start)
+
+    def change(values: list[float]) -> dict:  # the start's scores are the first n, the tuned policy's the rest
+        return _change(
+            dict(zip(keys[:n], values[:n], strict=True)), dict(zip(keys[n:], values[n:], strict=True)), n_resamples
+        )
+
+    out = {}
+    for name, spec in specs.items():
+        func = build_reward(dict(spec), defaults, f"heldout.score_with.{name}")
+        scores = func.score(prompts, stories) if hasattr(func, "score") else func(prompts=prompts, completions=stories)
+        out[name] = change([float(x) for x in scores])
+        values = getattr(func, "last_values", None)
+        if spec.get("type") == "rubric" and values:
+            out[name]["criteria"] = {
+                c.name: change([math.nan if row[j] is None else float(row[j]) for row in values])
+                for j, c in enumerate(func.criteria)
+            }
+    return out

@@ -24,10 +24,12 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rlcw.config import assign
 from rlcw.io import read_jsonl
 from rlcw.logs import say
+from rlcw.measure.heldout import check_score_with
 from rlcw.measure.monitors import plot_monitors
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
 from rlcw.recipes.common.prompts import check_overlap
@@ -63,6 +65,10 @@ class HeldoutSection:
     fit_to_cap: bool = True  # leave out prompts whose range the completion cap cannot hold
     precision: str = "fp32"  # fp32 | bf16: both policies sampled on bf16 copies (the fast path)
     draw: str = "multinomial"  # multinomial | inverse_cdf: one random number a row a step (same distribution)
+    # more scorers of the start and tuned samples, name -> reward spec (bt, genrm, remote, rubric, slop, python;
+    # weight ignored; a bt spec without rm_path is the run's RM): each one's change with a CI over prompts, per
+    # criterion for a rubric, e.g. {rubric: {type: rubric, criteria: "ttcw:1,9,13"}} (report, heldout/score_with.json)
+    score_with: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,6 +116,7 @@ def main(cfg: QuickstartConfig) -> dict:
     rollout = grpo.rollout_seam(cfg.grpo)  # its story cap fits both prompt sets and caps the held-out stories
     measured = heldout_rows(cfg, rollout.story_cap)
     heldout_settings(cfg, rollout.story_cap)  # a bad heldout.precision / heldout.draw fails here, before any stage
+    check_score_with(dict(cfg.heldout.score_with))
     check_overlap(grpo.train_prompts(cfg.grpo, rollout), measured, [])
     with stage_run(cfg, "quickstart") as run:
         timings: dict[str, float] = {}
@@ -134,13 +141,17 @@ def main(cfg: QuickstartConfig) -> dict:
         stage("train_rm", train_rm.main, cfg.train_rm)
         stage("grpo", grpo.main, cfg.grpo)
         stage("heldout", lambda c: _measure(c, root, measured, rollout.story_cap), cfg)
+        if cfg.heldout.score_with:
+            stage("heldout_scores", lambda c: _score_with(c, Path(root)), cfg)
         stage("export", export.main, cfg.export)
         metrics, checks, verdict = _gate(cfg, results)
         plots = _plots(run.path, cfg.grpo.monitor)
         slop = held_out_slop(run.path, cfg.heldout.n_resamples)
         keys = ("slop_start", "slop_final", "slop_delta", "slop_delta_lo", "slop_delta_hi")
         metrics.update({f"heldout/{k}": float(slop[k]) for k in keys if math.isfinite(slop[k])})
-        run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots, slop))
+        extra = results.get("heldout_scores", {})
+        metrics.update(score_with_metrics(extra))
+        run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots, slop, extra))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
         metrics["gate/passed"] = float(status == "completed")  # every check (1.0) or not (0.0)
         metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
@@ -208,6 +219,66 @@ def _measure(cfg: QuickstartConfig, root: str, rows: list[dict], cap: int) -> di
     stats = measure_policies(cfg.model.name, tuned, cfg.grpo.reward.rm_path, rows, s, Path(root) / "heldout")
     stats.update(start_prices(read_jsonl(Path(root) / "heldout" / "start.jsonl"), s.n_resamples))
     return stats
+
+
+def _score_with(cfg: QuickstartConfig, root: Path) -> dict:
+    """heldout.score_with's scorers on the scored held-out samples (rlcw.measure.heldout.score_with), written to
+    heldout/score_with.json."""
+    from rlcw.io import atomic_write_json
+    from rlcw.measure.heldout import score_with
+
+    start, tuned = read_jsonl(root / "heldout" / "start.jsonl"), read_jsonl(root / "heldout" / "tuned.jsonl")
+    defaults = {"rm_path": cfg.grpo.reward.rm_path, "seed": cfg.seed}
+    out = score_with(dict(cfg.heldout.score_with), start, tuned, defaults, cfg.heldout.n_resamples)
+    atomic_write_json(root / "heldout" / "score_with.json", out)
+    return out
+
+
+def score_with_metrics(extra: dict) -> dict[str, float]:
+    """summary.json keys of heldout.score_with: heldout/score_with/<name>_{start,final,delta,delta_lo,delta_hi},
+    and heldout/score_with/<name>/<criterion>_... for a rubric's criteria (NaN left out)."""
+    out = {}
+
+    def put(prefix: str, r: dict) -> None:
+        for k, v in (
+            ("start", "start"),
+            ("final", "tuned"),
+            ("delta", "delta"),
+            ("delta_lo", "lo"),
+            ("delta_hi", "hi"),
+        ):
+            if math.isfinite(r.get(v, math.nan)):
+                out[f"{prefix}_{k}"] = float(r[v])
+
+    for name, r in extra.items():
+        put(f"heldout/score_with/{name}", r)
+        for crit, rc in r.get("criteria", {}).items():
+            put(f"heldout/score_with/{name}/{crit}", rc)
+    return out
+
+
+def score_with_lines(extra: dict) -> list[str]:
+    """The report's table of heldout.score_with: start, tuned, change [CI] per scorer and rubric criterion."""
+    if not extra:
+        return []
+
+    def row(label: str, r: dict) -> str:
+        dropped = f" ({r['dropped']} pairs without a score left out)" if r.get("dropped") else ""
+        return (
+            f"| {label} | {r['start']:.3f} | {r['tuned']:.3f} | {r['delta']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
+            f"{dropped} |"
+        )
+
+    lines = [
+        "Also scored (`heldout.score_with`, the same samples):",
+        "",
+        "| scorer | start | tuned | change [95% CI] |",
+    ]
+    lines.append("|---|---|---|---|")
+    for name, r in extra.items():
+        lines.append(row(f"`{name}`", r))
+        lines += [row(f"`{name}` / {crit}", rc) for crit, rc in r.get("criteria", {}).items()]
+    return [*lines, ""]
 
 
 # rlcw.metrics.ending's names -> the held-out keys (on the start samples, scored as RL scores)
@@ -563,7 +634,9 @@ def headline(checks: list, h: dict) -> str:
     )
 
 
-def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots: list, slop: dict) -> str:
+def _report(
+    cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots: list, slop: dict, extra: dict | None = None
+) -> str:
     from rlcw.measure.probe import MIN_MOVE, did_not_move, read_probe
 
     total = sum(timings.values())
@@ -601,6 +674,7 @@ def _report(cfg, root, timings: dict, h: dict, checks: list, verdict: str, plots
         "",
         *heldout_table(h),
         "",
+        *score_with_lines(extra or {}),
         *slop_lines(slop),
         "",
         "## Checks",

@@ -3,6 +3,8 @@
 import json
 import math
 
+import pytest
+
 from rlcw.config import load_config
 
 
@@ -39,6 +41,9 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
             "gates.heldout=false",
             "gates.min_rm_accuracy=0.0",
             "gates.min_grpo_steps=2",
+            # a second look at the same samples: the run's RM again and a scripted rubric judge (always Yes)
+            "heldout.score_with={rm_again: {type: bt}, rubric: {type: rubric, verdict: text, "
+            "criteria: [{name: ends, question: 'Does it end?'}], client: {kind: scripted, script: ['Answer: Yes']}}}",
         ],
     )
     summary = main(cfg)
@@ -66,6 +71,12 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert all(isinstance(m[f"heldout/{k}"], float) for k in named)
     start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
     assert len(start) == 8 and {r["sample_index"] for r in start} == {0, 1}
+    # heldout.score_with: the run's RM scored again gives the held-out RM change; the always-Yes judge gives 1 -> 1
+    assert m["heldout/score_with/rm_again_delta"] == pytest.approx(m["heldout/rm_delta"], abs=1e-4)
+    assert m["heldout/score_with/rubric/ends_start"] == m["heldout/score_with/rubric/ends_final"] == 1.0
+    assert m["heldout/score_with/rubric_delta"] == 0.0 and "time/heldout_scores_s" in m
+    assert "| `rubric` / ends | 1.000 | 1.000 | +0.000 [+0.000, +0.000] |" in report
+    assert json.loads((root / "heldout" / "score_with.json").read_text())["rm_again"]["n_prompts"] == 4
 
 
 def _heldout(rm_lo: float, range_lo: float) -> dict:
