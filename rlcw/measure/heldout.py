@@ -313,6 +313,8 @@ def score_with(specs: dict, start: list[dict], tuned: list[dict], defaults: dict
     out = {}
     for name, spec in specs.items():
         func = build_reward(dict(spec), defaults, f"heldout.score_with.{name}")
+        if hasattr(func, "progress"):  # a judge's verdicts over every held-out story: minutes on a CPU
+            func.progress = True
         scores = func.score(prompts, stories) if hasattr(func, "score") else func(prompts=prompts, completions=stories)
         out[name] = change([float(x) for x in scores])
         values = getattr(func, "last_values", None)
