@@ -291,18 +291,20 @@ def _change(start: dict, tuned: dict, n_resamples: int) -> dict:
     return out
 
 
-def score_with(specs: dict, start: list[dict], tuned: list[dict], defaults: dict, n_resamples: int) -> dict:
+def score_with(
+    specs: dict, start: list[dict], tuned: list[dict], defaults: dict, n_resamples: int
+) -> tuple[dict, list[dict]]:
     """Each reward spec's score of the start and the tuned held-out samples, scored in ONE call (a judge
     batches all of them; a slop term's fingerprint pools both), and the change with a CI over prompts:
     {name: {start, tuned, delta, lo, hi, n_prompts, dropped}}; a rubric adds `criteria`: the same per criterion
-    (its P(yes) or 1/0)."""
+    (its P(yes) or 1/0). Also returns one row per story (policy, prompt_id, sample_index, each scorer's value and
+    each criterion's as `<name>/<criterion>`; None where NaN), so two runs' samples can be compared story by story."""
     from rlcw.rewards.factory import build_reward
 
     check_score_with(specs)
     records = start + tuned
     prompts, stories = [r["prompt"] for r in records], [r["story"] for r in records]
     keys = [(r["prompt_id"], r["sample_index"]) for r in records]
-
     n = len(start)
 
     def change(values: list[float]) -> dict:  # the start's scores are the first n, the tuned policy's the rest
@@ -310,17 +312,26 @@ def score_with(specs: dict, start: list[dict], tuned: list[dict], defaults: dict
             dict(zip(keys[:n], values[:n], strict=True)), dict(zip(keys[n:], values[n:], strict=True)), n_resamples
         )
 
+    rows = [
+        {"policy": "start" if i < n else "tuned", "prompt_id": k[0], "sample_index": k[1]} for i, k in enumerate(keys)
+    ]
+
+    def keep(column: str, values: list[float]) -> list[float]:
+        for row, v in zip(rows, values, strict=True):
+            row[column] = v if math.isfinite(v) else None
+        return values
+
     out = {}
     for name, spec in specs.items():
         func = build_reward(dict(spec), defaults, f"heldout.score_with.{name}")
         if hasattr(func, "progress"):  # a judge's verdicts over every held-out story: minutes on a CPU
             func.progress = True
         scores = func.score(prompts, stories) if hasattr(func, "score") else func(prompts=prompts, completions=stories)
-        out[name] = change([float(x) for x in scores])
+        out[name] = change(keep(name, [float(x) for x in scores]))
         values = getattr(func, "last_values", None)
         if spec.get("type") == "rubric" and values:
             out[name]["criteria"] = {
-                c.name: change([math.nan if row[j] is None else float(row[j]) for row in values])
+                c.name: change(keep(f"{name}/{c.name}", [math.nan if v[j] is None else float(v[j]) for v in values]))
                 for j, c in enumerate(func.criteria)
             }
-    return out
+    return out, rows

@@ -223,13 +223,14 @@ def _measure(cfg: QuickstartConfig, root: str, rows: list[dict], cap: int) -> di
 
 def _score_with(cfg: QuickstartConfig, root: Path) -> dict:
     """heldout.score_with's scorers on the scored held-out samples (rlcw.measure.heldout.score_with), written to
-    heldout/score_with.json."""
-    from rlcw.io import atomic_write_json
+    heldout/score_with.json (the changes) and heldout/score_with.jsonl (every story's values)."""
+    from rlcw.io import atomic_write_json, atomic_write_jsonl
     from rlcw.measure.heldout import score_with
 
     start, tuned = read_jsonl(root / "heldout" / "start.jsonl"), read_jsonl(root / "heldout" / "tuned.jsonl")
     defaults = {"rm_path": cfg.grpo.reward.rm_path, "seed": cfg.seed}
-    out = score_with(dict(cfg.heldout.score_with), start, tuned, defaults, cfg.heldout.n_resamples)
+    out, rows = score_with(dict(cfg.heldout.score_with), start, tuned, defaults, cfg.heldout.n_resamples)
+    atomic_write_jsonl(root / "heldout" / "score_with.jsonl", rows)
     atomic_write_json(root / "heldout" / "score_with.json", out)
     return out
 

@@ -77,6 +77,8 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert m["heldout/score_with/rubric_delta"] == 0.0 and "time/heldout_scores_s" in m
     assert "| `rubric` / ends | 1.000 | 1.000 | +0.000 [+0.000, +0.000] |" in report
     assert json.loads((root / "heldout" / "score_with.json").read_text())["rm_again"]["n_prompts"] == 4
+    rows = [json.loads(x) for x in (root / "heldout" / "score_with.jsonl").read_text().splitlines()]
+    assert len(rows) == 16 and {r["policy"] for r in rows} == {"start", "tuned"} and rows[0]["rubric/ends"] == 1.0
 
 
 def _heldout(rm_lo: float, range_lo: float) -> dict:

@@ -49,7 +49,7 @@ def test_a_python_scorer_and_a_rubric_are_scored_on_both_policies(tmp_path):
             "client": {"kind": "scripted", "script": str(rules)},
         },
     }
-    out = score_with(specs, start, tuned, {}, n_resamples=200)
+    out, rows = score_with(specs, start, tuned, {}, n_resamples=200)
     w = out["words"]
     # per prompt: p0 start 1.5 tuned 3.0 (+1.5), p1 start 2.0 tuned 2.5 (+0.5): mean +1.0, CI within [0.5, 1.5]
     assert (w["start"], w["tuned"], w["delta"], w["dropped"]) == pytest.approx((1.75, 2.75, 1.0, 0))
@@ -62,6 +62,16 @@ def test_a_python_scorer_and_a_rubric_are_scored_on_both_policies(tmp_path):
     # the rubric score: mean of the valid criteria per story; start 0.5, 0.5, 1.0, 0.5; tuned 0.5, 0.5, 1.0, 0.5
     r = out["rubric"]
     assert (r["start"], r["tuned"], r["delta"], r["dropped"]) == pytest.approx((0.625, 0.625, 0.0, 0))
+    # every story's values: the tuned "a b c" story (prompt p1, sample 0) has no "ends" verdict
+    assert len(rows) == 8 and rows[6] == {
+        "policy": "tuned",
+        "prompt_id": "p1",
+        "sample_index": 0,
+        "words": 3.0,
+        "rubric": 1.0,
+        "rubric/ends": None,
+        "rubric/named": 1.0,
+    }
 
 
 def test_bad_specs_are_refused_with_their_key():
