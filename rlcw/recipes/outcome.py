@@ -700,7 +700,7 @@ def ensemble_bon(
     from rlcw.rewards.aggregate import aggregate
 
     ens = monitor_proxy(cfg)
-    members = json.loads((study.root / "pool_scores" / f"proxy_{ens}" / "members.json").read_text())
+    members = pool_members(study, ens)
     curves = {}
     for label in cfg.ensemble_bon_aggregates:
         how, lam = parse_aggregate(label)
@@ -710,6 +710,11 @@ def ensemble_bon(
         curves[label] = analysis.bon_curve(f"best_of_n_{ens}@{label}", name, pool, cfg.best_of_n.sizes)
     choice = analysis.choose_aggregate(curves, cfg.measure.n_resamples, cfg.seed)
     return curves[choice.chosen], choice
+
+
+def pool_members(study: Study, ens: str) -> list[list[float]]:
+    """The ensemble proxy `ens`'s member scores of the pool, in pool order (written by the pool-scores step)."""
+    return json.loads((study.root / "pool_scores" / f"proxy_{ens}" / "members.json").read_text())
 
 
 def monitor_proxy(cfg: OutcomeConfig) -> str | None:
@@ -731,7 +736,7 @@ def start_disagreement(cfg: OutcomeConfig, study: Study, pool: list[dict]) -> fl
     ens = monitor_proxy(cfg)
     if ens is None:
         return None
-    members = json.loads((study.root / "pool_scores" / f"proxy_{ens}" / "members.json").read_text())
+    members = pool_members(study, ens)
     start = [j for j, r in enumerate(pool) if r["sample_index"] < cfg.measure.samples_per_prompt]
     return _disagreement([[m[j] for j in start] for m in members])
 
