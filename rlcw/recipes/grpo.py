@@ -96,6 +96,9 @@ class GRPOTrainSection:
     # fast rollout: per-token loss weight min(pi/mu, cap) for the sampler/policy gap (rlcw.rl.grpo.is_correction); 0 = off
     rollout_is_cap: float = 3.0
     rollout_draw: str = "multinomial"  # multinomial | inverse_cdf: the fast rollout's draw (same distribution; inverse_cdf 1.2-1.7x bf16 decode)
+    # loss and start-model forwards run each group's prompt once, not num_generations times (rl.grpo.shared_prefix;
+    # one process only: TRL's path otherwise)
+    shared_prefix: bool = True
     vllm_mode: str = "colocate"  # colocate | server
     vllm_server_base_url: str | None = None  # URL of `trl vllm-serve` when vllm_mode=server
     vllm_gpu_memory_utilization: float = 0.3  # GPU memory share of colocated vLLM (vllm_mode=colocate)
@@ -325,6 +328,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             samples_every=t.samples_every,
             samples_k=t.samples_k,
             slop=human_baseline(m.slop_human) if m.enabled else None,
+            shared_prefix=t.shared_prefix,
             **rollout.trainer_kwargs(tokenizer),
         )
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)

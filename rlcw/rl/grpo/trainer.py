@@ -4,7 +4,7 @@
 
     trainer = RlcwGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), ...,   # TRL's own arguments
                               run=run, monitor_ngram=3, log_kl_every=3, kl_ref_model=None,
-                              samples_every=1, samples_k=2, rollout_is_cap=3.0)
+                              samples_every=1, samples_k=2, rollout_is_cap=3.0, shared_prefix=True)
 
 Per generated training batch it logs (into TRL's metrics, so they reach metrics.jsonl and
 TensorBoard with TRL's): the reward-hacking statistics (`monitor/*`, rlcw.measure.monitors), KL to the
@@ -18,7 +18,8 @@ log-probs) the policy's side is the loss's own forward, so a KL step costs one e
 two. The prompt sampler is TRL's RepeatSampler reseeded per epoch, so a resumed run draws the
 prompt order of an uninterrupted one. The hooks below pass values to each other through one
 per-step record, `StepState` (its docstring names the writer and the reader of each field); the
-batch's statistics and files come from one callback, rlcw.rl.grpo.batch_log.BatchLog.
+batch's statistics and files come from one callback, rlcw.rl.grpo.batch_log.BatchLog. With `shared_prefix`,
+the loss's and the start model's forwards run each group's prompt once (rlcw.rl.grpo.shared_prefix).
 
 TRL symbols used (checked against TRL 1.16.0; tests/unit/test_grpo_trainer_symbols.py checks each
 one exists, so an upgrade that removes one fails there first):
@@ -35,7 +36,9 @@ one exists, so an upgrade that removes one fails there first):
   `shuffle_dataset`, `temperature`, `args.generation_batch_size`, `args.steps_per_generation`,
   `args.cast_lm_head_to_fp32`.
 - `trl.trainer.utils.RepeatSampler` (subclassed: `seed`, `generator`) and
-  `trl.trainer.grpo_trainer.add_fused_lm_head` (TRL's log-prob helper reads `log_probs` from it).
+  `trl.trainer.grpo_trainer.add_fused_lm_head` (TRL's log-prob helper reads `log_probs` from it; the shared-prefix
+  forward calls it with `labels`, `fused_lm_head=True` and a key/value cache and reads `log_probs` and `entropy`:
+  tests/unit/test_shared_prefix.py compares it with TRL's own `_get_per_token_logps_and_entropies`).
 - Used elsewhere with this trainer: `GRPOTrainer(rollout_func=...)` (experimental; `RolloutFunc` in
   trl.trainer.grpo_trainer) with `_tokenize_prompts`, `generation_config`, `eos_token_ids`
   (rlcw.rl.grpo.rollout) and `trl.models.unwrap_model_for_generation` (rlcw.agents.rl).
@@ -117,6 +120,7 @@ class RlcwGRPOTrainer(GRPOTrainer):
         samples_k: int = 2,
         rollout_is_cap: float = 0.0,
         slop=None,
+        shared_prefix: bool = False,
         **kwargs,
     ):
         """`monitor_ngram`: n of the monitors' n-gram statistics (None = no monitor statistics);
@@ -124,13 +128,20 @@ class RlcwGRPOTrainer(GRPOTrainer):
         frozen starting model, needed only without LoRA at beta = 0; `samples_every`: top/bottom
         `samples_k` stories every N steps (0 = never); `rollout_is_cap` > 0: each completion token's loss is
         weighted by min(pi/mu, cap) when the rollout returned its sampler's log-probs mu (rlcw.rl.grpo.is_correction;
-        0 = off); `slop`: a rlcw.metrics.slop.SlopBaseline for `monitor/slop` (None = off). The rest is TRL's
-        GRPOTrainer."""
+        0 = off); `slop`: a rlcw.metrics.slop.SlopBaseline for `monitor/slop` (None = off); `shared_prefix`:
+        log-prob forwards run each group's prompt once where rlcw.rl.grpo.shared_prefix applies. The rest is
+        TRL's GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.run, self.log_kl_every = run, log_kl_every
         self.batch_log = BatchLog(run, monitor_ngram, samples_every, samples_k, slop)
         self.kl_ref_model = kl_ref_model
         self.rollout_is_cap = rollout_is_cap
+        # one process, no DeepSpeed/FSDP engine: the shared-prefix forward calls the model once per prompt group
+        self.shared_prefix = (
+            shared_prefix
+            and self.accelerator.num_processes == 1
+            and not (self.is_deepspeed_enabled or self.is_fsdp_enabled)
+        )
         self._rlcw_sampler: EpochRepeatSampler | None = None
         self.step_state = StepState()  # what the hooks below pass each other (see StepState)
         if kl_ref_model is not None:
@@ -180,7 +191,7 @@ class RlcwGRPOTrainer(GRPOTrainer):
         return loss
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        out = self._shared_prefix_logps(*args, **kwargs) or super()._get_per_token_logps_and_entropies(*args, **kwargs)
         st = self.step_state
         if st.catch:  # the first call inside _compute_loss is the loss's forward
             st.catch, st.caught = False, out[0].detach()
@@ -188,6 +199,20 @@ class RlcwGRPOTrainer(GRPOTrainer):
                 inputs, st.is_inputs = st.is_inputs, None
                 self._rlcw_reweight(inputs, out[0])
         return out
+
+    def _shared_prefix_logps(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False, **kwargs
+    ):
+        """TRL's (log-probs, entropies, aux loss) with each group's prompt run once, or None where that does not
+        apply (off, a multimodal or MoE-aux call, no shared prompt): then TRL's own path runs."""
+        if not self.shared_prefix or any(v is not None and v is not False for v in kwargs.values()):
+            return None
+        from rlcw.rl.grpo.shared_prefix import shared_prefix_logps
+
+        out = shared_prefix_logps(
+            model, input_ids, attention_mask, logits_to_keep, compute_entropy, self.accelerator.autocast
+        )
+        return None if out is None else (*out, None)
 
     def _rlcw_reweight(self, inputs: dict, per_token_logps: torch.Tensor) -> None:
         """Scale the advantages per token by w = min(exp(logp - mu), cap), w > 0: for every TRL loss linear in

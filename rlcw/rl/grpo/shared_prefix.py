@@ -1,0 +1,99 @@
+"""Completion log-probs with each group's prompt run once: the GRPO loss forward without G copies of the prompt.
+
+GRPO samples G completions per prompt, and TRL's loss forward runs every row as prompt + completion, so each
+prompt passes through the model G times (the quickstart: 2 prompts x 8, ~58 prompt tokens against <= 88
+completion tokens, so ~40% of the forward's tokens are repeated prompts). Under causal attention a prompt's
+hidden states do not depend on what follows it, so rows with the same prompt share them exactly. Here, per group
+of rows with the same prompt tokens: the prompt minus its last token runs once (one row, no padding) and returns
+its key/value cache; the cache is expanded to the group's rows (a view: the backward sums every row's gradient
+into the one prompt pass); the last prompt token and the completions, cut after the group's longest unmasked
+completion token, run on top of it through TRL's fused LM head (`trl.trainer.utils.add_fused_lm_head`), which
+projects only those positions. The result is TRL's `_get_per_token_logps_and_entropies` output, (B, T) log-probs
+and entropies with zeros where the completion mask is 0, equal up to float rounding (tests/unit/test_shared_prefix.py
+checks the log-probs, entropies and LoRA gradients against TRL's own path).
+
+Used by rlcw.rl.grpo.trainer for the loss forward and the start model's forward (KL to the start), under
+`train.shared_prefix` (on by default). `shared_prefix_logps` returns None where it does not apply, and the caller
+runs TRL's path: no row shares its prompt, a multimodal batch, a model whose cache is not one plain
+full-attention layer per decoder layer (sliding windows, linear attention), gradient checkpointing, or more than
+one process (DDP prepares its gradient reduction once per forward call of the wrapped model; this runs several).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
+import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+# transformers renamed the forward's `past_key_values` (and the output's field) to `cache`
+CACHE = "cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+
+
+def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> list[tuple[list[int], torch.Tensor]]:
+    """Rows grouped by their unpadded prompt tokens, in first-seen order: [(row indices, prompt tokens (n,))]."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, (ids, mask) in enumerate(zip(prompt_ids.tolist(), prompt_mask.tolist(), strict=True)):
+        groups.setdefault(tuple(t for t, m in zip(ids, mask, strict=True) if m), []).append(i)
+    return [
+        (rows, torch.tensor(key, dtype=prompt_ids.dtype, device=prompt_ids.device)) for key, rows in groups.items()
+    ]
+
+
+def _prefix_cache(model, prefix: torch.Tensor, rows: int) -> DynamicCache | None:
+    """The prefix's key/value cache (one forward of one row), expanded to `rows` rows; None if the model's
+    cache is not one plain full-attention layer per decoder layer."""
+    cache = getattr(model(input_ids=prefix[None], use_cache=True, logits_to_keep=1), CACHE)
+    if not isinstance(cache, DynamicCache) or any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    return DynamicCache(
+        ddp_cache_data=[
+            (layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1)) for layer in cache.layers
+        ]
+    )
+
+
+def shared_prefix_logps(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    compute_entropy: bool = False,
+    autocast: Callable[[], AbstractContextManager] = nullcontext,
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """(B, T) log-probs of the last `logits_to_keep` tokens of `input_ids` (prompt + completion, the prompt
+    left-padded by `attention_mask`), and entropies if asked, with each distinct prompt run once; None when no
+    two rows share a prompt or the model's cache does not allow it (the caller then runs TRL's path). `model`
+    carries TRL's fused LM head; `autocast` makes the accelerator's autocast context (entered per group)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT's wrapper
+    name = "is_activation_checkpointing"  # transformers' newer name; the older one warns
+    if getattr(base, name if name in dir(type(base)) else "is_gradient_checkpointing", False):
+        return None
+    width = input_ids.size(1) - logits_to_keep
+    groups = prompt_groups(input_ids[:, :width], attention_mask[:, :width])
+    if len(groups) == input_ids.size(0) or any(p.numel() == 0 for _, p in groups):
+        return None
+    comp, cmask = input_ids[:, width:], attention_mask[:, width:]
+    order, logps, entropies = [], [], []
+    for rows, prompt in groups:
+        idx = torch.tensor(rows, device=input_ids.device)
+        used = cmask[idx].any(0).nonzero()
+        keep = int(used[-1]) + 1 if used.numel() else 1  # the group's completions, cut after its last real token
+        with autocast():
+            cache = None
+            if prompt.numel() > 1:
+                cache = _prefix_cache(model, prompt[:-1], len(rows))
+                if cache is None:
+                    return None
+            suffix = torch.cat([prompt[-1:].expand(len(rows), 1), comp[idx, :keep]], dim=1)  # (n, 1 + keep)
+            labels = suffix.masked_fill(torch.cat([cmask.new_ones(len(rows), 1), cmask[idx, :keep]], 1) == 0, -100)
+            out = model(input_ids=suffix, labels=labels, fused_lm_head=True, **{CACHE: cache})
+        order += rows
+        logps.append(torch.nn.functional.pad(out.log_probs, (0, logits_to_keep - keep)))  # zeros after the cut
+        if compute_entropy:
+            entropies.append(torch.nn.functional.pad(out.entropy, (0, logits_to_keep - keep)))
+    back = torch.argsort(torch.tensor(order, device=input_ids.device))  # the groups' rows back in batch order
+    return torch.cat(logps)[back], (torch.cat(entropies)[back] if compute_entropy else None)
