@@ -10,8 +10,21 @@ import math
 import pytest
 import torch
 
+EQUAL = ("Write about rain.", "Write about snow.")
 
-def _train(tiny_model_dir, tokenizer, tmp_path, *, seed: int, precision: str, cap: float, shift: float = 0.0):
+
+def _train(
+    tiny_model_dir,
+    tokenizer,
+    tmp_path,
+    *,
+    seed: int,
+    precision: str,
+    cap: float,
+    shift: float = 0.0,
+    texts: tuple[str, ...] = EQUAL,
+    shared_prefix: bool = False,
+):
     """3 GRPO steps with the fast rollout; `shift` is added to the sampler's log-probs (a fake sampler gap)."""
     from datasets import Dataset
     from peft import LoraConfig
@@ -22,15 +35,11 @@ def _train(tiny_model_dir, tokenizer, tmp_path, *, seed: int, precision: str, ca
     from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
     from rlcw.runs import RunDir
 
-    # prompts of one token length: TRL's loss forward gives left-padded rows no position ids (positions then
-    # count the padding) while sampling does, so padding alone would open a sampler/policy gap in fp32
-    prompts = [[{"role": "user", "content": t}] for t in ("Write about rain.", "Write about snow.")]
-    lengths = {
-        len(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True)["input_ids"]) for p in prompts
-    }
-    assert len(lengths) == 1, lengths
+    # EQUAL: prompts of one token length: TRL's loss forward gives left-padded rows no position ids (positions
+    # then count the padding) while sampling does, so padding alone would open a sampler/policy gap in fp32
+    prompts = [[{"role": "user", "content": t}] for t in texts]
     args = GRPOConfig(
-        output_dir=str(tmp_path / f"{precision}-{seed}-{cap}-{shift}"),
+        output_dir=str(tmp_path / f"{precision}-{seed}-{cap}-{shift}-{len(texts[0])}-{shared_prefix}"),
         max_steps=3,
         per_device_train_batch_size=4,
         num_generations=2,
@@ -60,9 +69,11 @@ def _train(tiny_model_dir, tokenizer, tmp_path, *, seed: int, precision: str, ca
         processing_class=tokenizer,
         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
         rollout_func=rollout,
-        run=RunDir(tmp_path / f"run-{precision}-{seed}-{cap}-{shift}", "grpo"),
+        run=RunDir(tmp_path / f"run-{precision}-{seed}-{cap}-{shift}-{len(texts[0])}-{shared_prefix}", "grpo"),
         rollout_is_cap=cap,
+        shared_prefix=shared_prefix,
     )
+    assert trainer.shared_prefix is shared_prefix  # one process: nothing turns it off
     trainer.train()
     return [h for h in trainer.state.log_history if "loss" in h]
 
@@ -101,3 +112,36 @@ def test_corrected_bf16_run_inside_fp32_seed_spread(tiny_model_dir, tokenizer, t
     assert all(0 < g < 0.5 for g in gaps)  # bf16 really is off-policy, but only slightly
     assert all(0.7 < w < 1.3 for w in weights)
     assert all(0 <= h["rollout_is/clipped_share"] < 0.2 for h in bf16)
+
+
+def test_shared_prefix_same_step_and_no_padding_gap(tiny_model_dir, tokenizer, tmp_path, monkeypatch):
+    """The loss forward with each group's prompt run once: the same first step as TRL's forward of every row
+    (same seed, same samples: gradient norm and entropy), taken on every log-prob forward; and with prompts of
+    different token lengths (groups of different prefix lengths) an fp32 rollout copy stays on-policy."""
+    from rlcw.rl.grpo import shared_prefix as sp
+
+    lengths = {
+        len(tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True)["input_ids"])
+        for t in EQUAL
+    }
+    assert len(lengths) == 1, lengths
+    calls = []
+    original = sp.shared_prefix_logps
+
+    def spy(*a, **k):
+        out = original(*a, **k)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(sp, "shared_prefix_logps", spy)
+    trl_rows = _train(tiny_model_dir, tokenizer, tmp_path, seed=0, precision="fp32", cap=3.0)
+    assert calls == []
+    shared = _train(tiny_model_dir, tokenizer, tmp_path, seed=0, precision="fp32", cap=3.0, shared_prefix=True)
+    assert calls and all(calls)  # every forward of the loss and of the start model (KL) took the shared path
+    assert shared[0]["grad_norm"] == pytest.approx(trl_rows[0]["grad_norm"], rel=1e-4)
+    assert shared[0]["entropy"] == pytest.approx(trl_rows[0]["entropy"], rel=1e-5)
+    unequal = ("Write about rain.", "Write a long story about the first snow of a cold winter in the mountains.")
+    exact = _train(
+        tiny_model_dir, tokenizer, tmp_path, seed=0, precision="fp32", cap=3.0, texts=unequal, shared_prefix=True
+    )
+    assert all(h["rollout_is/mean_abs_gap"] < 1e-4 for h in exact)  # the fp32 copy is the policy: on-policy
