@@ -85,14 +85,15 @@ def sample(model, prompt_ids: list[list[int]], cfg, *, eos_ids: list[int], pad_i
     return sample_with_logprobs(model, prompt_ids, cfg, eos_ids=eos_ids, pad_id=pad_id)[0]
 
 
-def inverse_cdf_draw(probs: torch.Tensor) -> torch.Tensor:
-    """One token per row of probs (B, V) by inverse-CDF sampling: one uniform per row, the first token whose
-    cumulative probability passes it (a zero-probability token is never drawn). Same distribution as
-    `torch.multinomial(probs, 1)`, which on CPU draws an exponential for every vocabulary entry
-    (B x V random numbers a step; ~20% of a bf16 decode step of the embedded model at batch 16)."""
+def inverse_cdf_draw(probs: torch.Tensor, u: torch.Tensor | None = None) -> torch.Tensor:
+    """One token per row of probs (B, V) by inverse-CDF sampling: one uniform per row (`u` (B, 1) in [0, 1), drawn
+    here if None), the first token whose cumulative probability passes it (a zero-probability token is never
+    drawn). Same distribution as `torch.multinomial(probs, 1)`, which on CPU draws an exponential for every
+    vocabulary entry (B x V random numbers a step; ~20% of a bf16 decode step of the embedded model at batch 16)."""
     cdf = probs.cumsum(-1)  # (B, V)
-    u = torch.rand((probs.size(0), 1), device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]  # (B, 1)
-    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=probs.size(1) - 1)
+    if u is None:
+        u = torch.rand((probs.size(0), 1), device=probs.device, dtype=cdf.dtype)
+    return torch.searchsorted(cdf, u.to(cdf.dtype) * cdf[:, -1:], right=True).squeeze(1).clamp(max=probs.size(1) - 1)
 
 
 DRAWS = ("multinomial", "inverse_cdf")
@@ -108,6 +109,7 @@ def sample_with_logprobs(
     pad_id: int,
     cache: str = "dynamic",
     draw: str = "multinomial",
+    compact: bool | None = None,
 ) -> tuple[list[list[int]], list[list[float]]]:
     """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
     the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
@@ -117,11 +119,19 @@ def sample_with_logprobs(
     "static" (allocated once for prompt + max_new_tokens, written in place; same samples, no faster at the
     quickstart's sizes in scripts/bench_rollout.py, what a compiled decode step would need).
     draw: "multinomial" (`torch.multinomial`, as `generate`) or "inverse_cdf" (`inverse_cdf_draw`: the same
-    distribution from B instead of B x V random numbers a step, so other samples for the same seed)."""
+    distribution from B instead of B x V random numbers a step, so other samples for the same seed).
+    compact: rows that drew an EOS leave the batch (their cache rows are dropped), so a step costs the rows still
+    decoding. The inverse-CDF draw still takes a uniform for every batch row, so its samples are those of the
+    uncompacted batch (up to float rounding of batch-size-dependent kernels; common random numbers hold); the
+    multinomial draw's are other samples of the same distribution once a row has ended (and rows no longer read
+    fixed noise: no common random numbers). None = on for the dynamic cache with the inverse-CDF draw."""
     from transformers import DynamicCache, StaticCache
 
     if cache not in ("static", "dynamic") or draw not in DRAWS:
         raise ValueError(f"cache must be 'static' or 'dynamic' and draw one of {DRAWS}, got {cache!r}, {draw!r}")
+    compact = cache == "dynamic" and draw == "inverse_cdf" if compact is None else compact
+    if compact and cache == "static":
+        raise ValueError("compact=True needs the dynamic cache (a static cache keeps its rows)")
     device = model.device
     unique = list(dict.fromkeys(tuple(r) for r in prompt_ids))  # identical prompts are prefilled once
     row_of = torch.tensor([unique.index(tuple(r)) for r in prompt_ids], device=device)  # (B,)
@@ -145,35 +155,42 @@ def sample_with_logprobs(
     procs = logits_processors(cfg)
     history = ids[row_of] if procs else None  # (B, L + t): the repetition penalty reads prompt and completion
     eos = torch.tensor(eos_ids, device=device)
-    done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
-    out, logps = [], []
+    rows = torch.arange(len(prompt_ids), device=device)  # the batch rows still decoding
+    tokens = torch.full((len(prompt_ids), cfg.max_new_tokens), pad_id, device=device)  # (B, T)
+    token_logps = torch.zeros(tokens.shape, device=device)
+    done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)  # (R,): ended rows still in the batch
     for step in range(cfg.max_new_tokens):
-        scores = procs(history, logits) if procs else logits  # (B, V) fp32
+        scores = procs(history, logits) if procs else logits  # (R, V) fp32
         if cfg.do_sample:
-            probs = torch.softmax(scores, -1)  # (B, V)
-            nxt = inverse_cdf_draw(probs) if draw == "inverse_cdf" else torch.multinomial(probs, 1).squeeze(1)
-            logp = probs.gather(1, nxt[:, None]).squeeze(1).log()  # (B,): the draw's own probability
+            probs = torch.softmax(scores, -1)  # (R, V)
+            if draw == "inverse_cdf":  # a uniform for every batch row, used or not: compacting keeps the samples
+                nxt = inverse_cdf_draw(probs, torch.rand((len(prompt_ids), 1), device=device)[rows])
+            else:
+                nxt = torch.multinomial(probs, 1).squeeze(1)
+            logp = probs.gather(1, nxt[:, None]).squeeze(1).log()  # (R,): the draw's own probability
         else:
             nxt = scores.argmax(-1)
             logp = torch.log_softmax(scores, -1).gather(1, nxt[:, None]).squeeze(1)
-        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        out.append(nxt)
-        logps.append(logp)
+        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)  # ended rows feed padding (compact: none)
+        tokens[rows, step], token_logps[rows, step] = nxt, logp
         done |= torch.isin(nxt, eos)
         if bool(done.all()) or step == cfg.max_new_tokens - 1:
             break
         if history is not None:
             history = torch.cat([history, nxt[:, None]], 1)
+        if compact and bool(done.any()):  # ended rows leave the batch: later steps cost the rows left
+            keep = (~done).nonzero().squeeze(1)
+            kv.batch_select_indices(keep)
+            rows, nxt, pos, full, done = rows[keep], nxt[keep], pos[keep], full[keep], done[keep]
+            history = history[keep] if history is not None else None
         pos = pos + 1
         logits = (
             model(input_ids=nxt[:, None], attention_mask=full, position_ids=pos, past_key_values=kv, use_cache=True)
             .logits[:, -1]
             .float()
         )
-    tokens = torch.stack(out, 1).tolist()  # (B, T)
-    token_logps = torch.stack(logps, 1).tolist()  # (B, T)
     result, result_logps = [], []
-    for row, lp in zip(tokens, token_logps, strict=True):
+    for row, lp in zip(tokens.tolist(), token_logps.tolist(), strict=True):
         cut = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
         result.append(row[:cut])
         result_logps.append(lp[:cut])

@@ -7,6 +7,8 @@
     OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --bf16-rollout --max-new-tokens 128   # TRL path vs fast vs fast+bf16
     OMP_NUM_THREADS=2 python scripts/bench_rl.py --kl --batch 16 --num-generations 8 --max-new-tokens 88   # KL step: 1 forward vs 2
     /usr/bin/time -v python scripts/bench_rl.py --real-steps train.max_steps=3 reward.rm_path=runs/quickstart/train_rm/model  # a real rlcw grpo run, split
+    python scripts/bench_rl.py --grpo-config runs/quickstart/grpo/config.yaml --real-steps train.max_steps=5 \
+        --real-variants "train.shared_prefix=false sampler.compact=false" ""   # before/after, same process
 
 Parts (timed separately, same model, same batch): generation (the rollout: transformers
 `generate` with sampling exactly as TRL's GRPOTrainer calls it: left-padded chat prompts,
@@ -23,6 +25,9 @@ bookkeeping (logging, reward gathering) on top; compare with `rlcw grpo`'s secon
 rollout copy with the multinomial or inverse-CDF draw), steps interleaved, and each one's median split per part
 with the KL-to-start (`--kl`) and learning-probe (`--probe`) forwards amortised over `--every` steps, as the
 quickstart runs them. `--roofline`: each sampler's tok/s as a share of this machine's roofline (scripts/roofline.py).
+`--real-variants A B ...`: the `--real-steps` run once per variant (each a space-separated list of further
+overrides; `sampler.compact=false` keeps ended rows in the decode batch, rlcw.sampling's `compact`), one after
+another in this process, with each part's mean over the steps and its ratio to the first variant.
 Timings on a shared machine are noisy: run it on a quiet one and repeat.
 """
 
@@ -286,6 +291,39 @@ def step(
     return t
 
 
+def real_variants(config: str | None, overrides: list[str], variants: list[str]) -> list[dict]:
+    """`real_steps` once per variant (`sampler.compact=false` patched into rlcw.sampling, the rest overrides)."""
+    import functools
+
+    import rlcw.rl.grpo.rollout as rollout
+    import rlcw.sampling as sampling
+
+    out = []
+    for i, variant in enumerate(variants):
+        extra = variant.split()
+        compact = "sampler.compact=false" not in extra
+        extra = [x for x in extra if not x.startswith("sampler.compact=")]
+        original = sampling.sample_with_logprobs
+        if not compact:  # the rollout imported the function by name: patch both
+            sampling.sample_with_logprobs = rollout.sample_with_logprobs = functools.partial(original, compact=False)
+        try:
+            res = real_steps(config, [*overrides, *extra, f"run_name=bench_variant{i}", "overwrite=true"])
+        finally:
+            sampling.sample_with_logprobs = rollout.sample_with_logprobs = original
+        keys = [k for k in res["steps"][0] if k.endswith("_s")]
+        res["mean"] = {k: statistics.mean(r[k] for r in res["steps"]) for k in keys}
+        res["variant"] = variant
+        out.append(res)
+    base = out[0]["mean"]
+    print("part (s, mean over steps 2..)  " + "  ".join(f"[{r['variant'] or 'as configured'}]" for r in out))
+    for k in base:
+        print(
+            f"{k[:-2]:>14}  "
+            + "  ".join(f"{r['mean'][k]:8.2f} ({base[k] / max(r['mean'][k], 1e-9):.2f}x)" for r in out)
+        )
+    return out
+
+
 def real_steps(config: str | None, overrides: list[str]) -> dict:
     """Run `rlcw grpo` (TRL GRPOTrainer) with timers on its four parts; per-step split from step 2 on.
 
@@ -471,7 +509,13 @@ def main() -> None:
         help="instead: time a real `rlcw grpo` run (--grpo-config plus these overrides, e.g. train.max_steps=3)",
     )
     p.add_argument("--grpo-config", default="configs/grpo/cpu.yaml")
+    p.add_argument("--real-variants", nargs="+", metavar="OVERRIDES", help="with --real-steps: one run per variant")
     args = p.parse_args()
+    if args.real_variants:
+        out = real_variants(args.grpo_config, args.real_steps or [], args.real_variants)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"variants": out, "threads": torch.get_num_threads()}, indent=2))
+        return
     if args.real_steps is not None:
         out = real_steps(args.grpo_config, args.real_steps)
         for i, r in enumerate(out["steps"], start=2):

@@ -310,3 +310,37 @@ def test_inverse_cdf_draw_hand_worked_and_its_distribution():
     freq = torch.bincount(draws, minlength=50).float() / draws.numel()
     assert (freq - p[0]).abs().max() < 0.02
     assert freq[p[0] < 1e-12].sum() == 0
+
+
+def test_compacting_ended_rows_keeps_the_inverse_cdf_samples(policy, tokenizer):
+    """Rows that ended leave the decode batch (later steps run fewer rows), and with the inverse-CDF draw, which
+    takes a uniform for every batch row, the samples and log-probs are those of the uncompacted batch."""
+    from transformers import GenerationConfig
+
+    from rlcw.sampling import sample_with_logprobs
+
+    texts = ["Once upon a time", "A dragon who could not sleep", "A dragon who could not sleep", "The sea"]
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts] * 2
+    cfg = GenerationConfig(max_new_tokens=12, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id)
+    eos = list(range(0, len(tokenizer), 4))  # a quarter of the vocabulary ends a row: rows end at different steps
+    model = MergedPolicy(policy).refresh()
+    got, widths = {}, {}
+    for compact in (False, True):
+        seen = []
+        hook = model.register_forward_pre_hook(lambda m, a, k: seen.append(k["input_ids"].size(0)), with_kwargs=True)
+        torch.manual_seed(5)
+        got[compact] = sample_with_logprobs(
+            model, rows, cfg, eos_ids=eos, pad_id=tokenizer.pad_token_id, draw="inverse_cdf", compact=compact
+        )
+        hook.remove()
+        widths[compact] = seen[1:]  # decode steps (the first call is the prefill of the distinct prompts)
+    lengths = sorted(map(len, got[True][0]))
+    assert lengths[0] < lengths[-1]  # rows did end at different steps
+    assert got[True][0] == got[False][0]
+    for a, b in zip(got[True][1], got[False][1], strict=True):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=1e-5)
+    assert set(widths[False]) == {len(rows)}
+    assert widths[True][0] <= len(rows) and min(widths[True]) < len(rows)
+    assert sum(widths[True]) < sum(widths[False])
+    with pytest.raises(ValueError, match="dynamic cache"):
+        sample_with_logprobs(model, rows, cfg, eos_ids=eos, pad_id=0, cache="static", compact=True)

@@ -211,13 +211,11 @@ def test_full_fine_tune_logs_kl_against_a_frozen_copy(runs_root, rm_run, tiny_mo
 def test_kl_to_start_takes_the_policy_side_from_the_loss_forward(runs_root, rm_run, tiny_model_dir, monkeypatch):
     """On-policy, the KL step's only extra forward is the start model's, and it gives the KL a fresh policy
     forward gives (2 micro-batches a step: each is measured on its own rows)."""
-    from trl import GRPOTrainer
-
     from rlcw.recipes.grpo import main
     from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
 
-    forwards, pairs = [0], []
-    real_forward, real_kl = GRPOTrainer._get_per_token_logps_and_entropies, RlcwGRPOTrainer.kl_to_start
+    forwards, pairs = [0], []  # log-prob forwards, TRL's or the shared-prefix one
+    real_forward, real_kl = RlcwGRPOTrainer._get_per_token_logps_and_entropies, RlcwGRPOTrainer.kl_to_start
 
     def counted(self, *args, **kwargs):
         forwards[0] += 1
@@ -230,7 +228,7 @@ def test_kl_to_start_takes_the_policy_side_from_the_loss_forward(runs_root, rm_r
         pairs.append((got, used, real_kl(self, output), forwards[0] - before - used, len(output["completion_ids"])))
         return got
 
-    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", counted)
+    monkeypatch.setattr(RlcwGRPOTrainer, "_get_per_token_logps_and_entropies", counted)
     monkeypatch.setattr(RlcwGRPOTrainer, "kl_to_start", kl)
     summary = main(
         _cfg(
