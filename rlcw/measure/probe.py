@@ -179,8 +179,9 @@ def sequence_logprobs(
         for i, s in enumerate(seqs):  # right padding: positions line up with the unpadded sequence
             ids[i, : len(s)] = torch.tensor(s)
             mask[i, : len(s)] = 1
-        logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
-        logp = logprobs_from_logits(logits[:, :-1], ids[:, 1:])  # (B, T-1)
-        for i, s in enumerate(seqs):
-            out.append(logp[i, cuts[i] - 1 : len(s) - 1].clone())  # log p(story token t | everything before)
+        first = min(cuts) - 1  # the first position that predicts a story token: the head runs from there on
+        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=width - first).logits  # (B, T-first, V)
+        logp = logprobs_from_logits(logits[:, :-1], ids[:, first + 1 :])  # (B, T-first-1): position first + j
+        for i, s in enumerate(seqs):  # log p(story token t | everything before), t = cut .. len - 1
+            out.append(logp[i, cuts[i] - 1 - first : len(s) - 1 - first].clone())
     return out
