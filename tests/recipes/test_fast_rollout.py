@@ -326,8 +326,12 @@ def test_compacting_ended_rows_keeps_the_inverse_cdf_samples(policy, tokenizer):
     model = MergedPolicy(policy).refresh()
     got, widths = {}, {}
     for compact in (False, True):
-        seen = []
-        hook = model.register_forward_pre_hook(lambda m, a, k: seen.append(k["input_ids"].size(0)), with_kwargs=True)
+        seen: list[int] = []
+
+        def width(module, args, kwargs, seen=seen):
+            seen.append(kwargs["input_ids"].size(0))
+
+        hook = model.register_forward_pre_hook(width, with_kwargs=True)
         torch.manual_seed(5)
         got[compact] = sample_with_logprobs(
             model, rows, cfg, eos_ids=eos, pad_id=tokenizer.pad_token_id, draw="inverse_cdf", compact=compact
