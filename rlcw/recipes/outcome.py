@@ -323,6 +323,29 @@ def validate(cfg: OutcomeConfig) -> None:
             raise RlcwError(message, where=f"{name}.{exc.where}" if exc.where else name, hint=exc.hint) from None
 
 
+def config_drift(before: str, cfg) -> tuple[list[str], list[str]]:
+    """(changed, added) dotted keys between a run folder's config YAML `before` and the config `cfg`: changed =
+    a value that differs, a key `cfg` no longer has, or a key `before` lacks set away from its default; added =
+    keys `before` lacks that hold their defaults (new in rlcw since the stage ran: the default is the code's
+    stand-in for running without them, as for any other code change)."""
+    from omegaconf import OmegaConf
+
+    def flat(node, prefix=""):
+        out = {}
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            out.update(flat(value, path + ".") if isinstance(value, dict) and value else {path: value})
+        return out
+
+    old = flat(OmegaConf.to_container(OmegaConf.create(before)) or {})
+    new = flat(OmegaConf.to_container(OmegaConf.structured(cfg)))
+    default = flat(OmegaConf.to_container(OmegaConf.structured(type(cfg))))
+    added = sorted(k for k in new if k not in old)
+    changed = [k for k in old if k not in new or new[k] != old[k]]
+    changed += [k for k in added if k not in default or default[k] != new[k]]  # set away from its default: a change
+    return sorted(changed), [k for k in added if k not in changed]
+
+
 class Stages:
     """Runs recipes in-process (reused when completed under the same config) and the study's own cached steps."""
 
@@ -339,6 +362,13 @@ class Stages:
             done = json.loads(summary.read_text())
             before = config.read_text().split("\n", 2)[-1]
             same = before in (to_yaml(stage_cfg), to_yaml(resumed) if resumed is not None else None)
+            if not same:  # keys rlcw added since the stage ran (at their defaults) do not make it another run
+                same = any(c is not None and not config_drift(before, c)[0] for c in (stage_cfg, resumed))
+                if same:
+                    added = ", ".join(config_drift(before, stage_cfg)[1])
+                    print(
+                        f"[outcome] {name}: its config lacks keys added since ({added}); taken as the same", flush=True
+                    )
             if done.get("status") == "completed" and same:
                 print(f"[outcome] {name}: completed before, reused", flush=True)
                 self._add(name, float(done.get("wall_time_s") or 0.0))
