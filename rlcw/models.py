@@ -13,10 +13,12 @@ A model spec is one of:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -66,16 +68,42 @@ def _set_sampling_defaults(model) -> None:
     gc.top_p = gc.top_p if gc.top_p not in (None, 1.0) else 0.95
 
 
-def convert_embedded(target: Path | None = None, force: bool = False) -> Path:
-    """Convert the embedded GGUF into an HF folder (once); return the folder."""
+@contextmanager
+def parse_gguf_once():
+    """transformers' GGUF loader parses the file's metadata (~50k vocabulary strings and merges) once per call,
+    three calls for a tokenizer and a model (tokenizer, config, weights), and rebuilds gguf's tensor-name map
+    for every module it visits (~400 times for the embedded model): inside this context both are memoized (the
+    same reader, read-only, and the same map per architecture). The weights and tokenizer are the same; what it
+    saves is in scripts/bench_setup.py --conversion."""
+    import gguf
+
+    reader, names = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.lru_cache(maxsize=4)(reader)  # transformers imports both from gguf per call
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=16)(names)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, names
+
+
+def load_embedded_gguf(fast: bool = True):
+    """(tokenizer, fp32 model) from the embedded GGUF; `fast`: metadata parsed once (`parse_gguf_once`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    gguf = find_embedded_gguf()
+    with parse_gguf_once() if fast else nullcontext():
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    return tok, model
+
+
+def convert_embedded(target: Path | None = None, force: bool = False) -> Path:
+    """Convert the embedded GGUF into an HF folder (once); return the folder."""
     target = target or embedded_dir()
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file() and not force:
         return target
     gguf = find_embedded_gguf()
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tok, model = load_embedded_gguf()
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
     _set_sampling_defaults(model)

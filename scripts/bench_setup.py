@@ -3,6 +3,8 @@
     python scripts/bench_setup.py                          # the quickstart's set-up (no extras), uv then pip
     python scripts/bench_setup.py --extras dev --order pip uv --json setup.json
     python scripts/bench_setup.py --model-cache ~/.cache/rlcw   # reuse a converted model (times the installs only)
+    python scripts/bench_setup.py --conversion --repeats 2      # the GGUF conversion alone: transformers' loader
+                                                                # as is against rlcw.models.parse_gguf_once
 
 Each installer runs the real scripts/setup.sh in a fresh copy of this working tree (tracked and untracked,
 not ignored files) under a temporary folder, with a fresh venv, fresh PIP_CACHE_DIR and UV_CACHE_DIR and (by
@@ -80,6 +82,34 @@ def run_setup(tool: str, extras: str, work: Path, model_cache: str | None) -> di
     return {"tool": tool, "extras": extras, "wall_s": wall, "phases": parse_phases(log)}
 
 
+def conversion(repeats: int) -> dict:
+    """The embedded GGUF's load (tokenizer + fp32 model) with transformers' loader as is and with its metadata
+    parsed once (rlcw.models.load_embedded_gguf), interleaved, in this process; checks both give the same
+    weights and vocabulary."""
+    import torch
+
+    from rlcw.models import load_embedded_gguf
+
+    times: dict[str, list[float]] = {"as is": [], "parsed once": []}
+    for _ in range(repeats):
+        loaded = {}
+        for name, fast in (("as is", False), ("parsed once", True)):
+            start = time.perf_counter()
+            loaded[name] = load_embedded_gguf(fast=fast)
+            times[name].append(time.perf_counter() - start)
+        (tok_a, model_a), (tok_b, model_b) = loaded.values()
+        b = model_b.state_dict()
+        assert tok_a.get_vocab() == tok_b.get_vocab(), "the tokenizers differ"
+        assert all(torch.equal(v, b[k]) for k, v in model_a.state_dict().items()), "the weights differ"
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    print(
+        "GGUF load (tokenizer + model), median of "
+        + f"{repeats}: as is {med['as is']:.1f} s, parsed once {med['parsed once']:.1f} s, "
+        + f"{med['as is'] / med['parsed once']:.2f}x; same weights and vocabulary"
+    )
+    return {"conversion_s": times, "median_s": med}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--order", nargs="+", default=["uv", "pip"], choices=["uv", "pip"])
@@ -87,7 +117,14 @@ def main() -> None:
     p.add_argument("--model-cache", help="an RLCW_CACHE to reuse (default: a fresh one per run, conversion timed)")
     p.add_argument("--keep", action="store_true", help="keep the temporary folders (printed)")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--conversion", action="store_true", help="instead: time the GGUF conversion alone, both ways")
+    p.add_argument("--repeats", type=int, default=2, help="with --conversion: interleaved passes")
     args = p.parse_args()
+    if args.conversion:
+        out = conversion(args.repeats)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2))
+        return
     top = Path(tempfile.mkdtemp(prefix="rlcw-bench-setup-"))
     results = []
     try:
