@@ -96,6 +96,9 @@ class GRPOTrainSection:
     # fast rollout: per-token loss weight min(pi/mu, cap) for the sampler/policy gap (rlcw.rl.grpo.is_correction); 0 = off
     rollout_is_cap: float = 3.0
     rollout_draw: str = "multinomial"  # multinomial | inverse_cdf: the fast rollout's draw (same distribution; inverse_cdf 1.2-1.7x bf16 decode)
+    rollout_compact: bool = (
+        True  # inverse_cdf draw: rows that ended leave the decode batch (same samples up to rounding)
+    )
     # loss and start-model forwards run each group's prompt once, not num_generations times (rl.grpo.shared_prefix;
     # one process only: TRL's path otherwise)
     shared_prefix: bool = True
@@ -162,6 +165,7 @@ def rollout_seam(cfg: GRPORecipeConfig) -> PlainRollout:
     t, a = cfg.train, cfg.agents
     keys = ("temperature", "top_p", "batch_size", "use_vllm", "vllm_mode", "vllm_server_base_url")
     keys += ("vllm_gpu_memory_utilization", "fast_rollout", "rollout_precision", "rollout_draw", "rollout_is_cap")
+    keys += ("rollout_compact",)
     keys += ("deepspeed",)
     settings = RolloutSettings(
         t.max_completion_length,

@@ -348,3 +348,38 @@ def test_compacting_ended_rows_keeps_the_inverse_cdf_samples(policy, tokenizer):
     assert sum(widths[True]) < sum(widths[False])
     with pytest.raises(ValueError, match="dynamic cache"):
         sample_with_logprobs(model, rows, cfg, eos_ids=eos, pad_id=0, cache="static", compact=True)
+
+
+@pytest.mark.parametrize(
+    ("draw", "compact", "expected"),
+    [("inverse_cdf", True, True), ("inverse_cdf", False, False), ("multinomial", True, False)],
+)
+def test_rollout_compact_key_reaches_the_sampler(policy, tokenizer, monkeypatch, draw, compact, expected):
+    """`train.rollout_compact` (make_fast_rollout_func's `compact`) turns the sampler's compaction on only with the
+    inverse-CDF draw, and off when false (the quickstart keeps it off)."""
+    from types import SimpleNamespace
+
+    from transformers import GenerationConfig
+
+    import rlcw.rl.grpo.rollout as rollout
+
+    seen = []
+    real = rollout.sample_with_logprobs
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("compact"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rollout, "sample_with_logprobs", spy)
+    ids = [tokenizer("Once upon a time", add_special_tokens=False)["input_ids"]] * 2
+    trainer = SimpleNamespace(
+        _tokenize_prompts=lambda prompts: (ids, None, None),
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+        model=policy,
+        generation_config=GenerationConfig(
+            max_new_tokens=3, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id
+        ),
+        eos_token_ids=[tokenizer.eos_token_id],
+    )
+    out = rollout.make_fast_rollout_func("fp32", draw, compact)(["p", "p"], trainer)
+    assert seen == [expected] and len(out["completion_ids"]) == 2

@@ -132,12 +132,14 @@ class MergedPolicy:
         return self.model
 
 
-def make_fast_rollout_func(precision: str = "fp32", draw: str = "multinomial"):
+def make_fast_rollout_func(precision: str = "fp32", draw: str = "multinomial", compact: bool = True):
     """A TRL 1.16 `GRPOTrainer(rollout_func=...)`: TRL's prompts, tokenisation and generation config, fast sampling.
 
     precision: "fp32" (same weights as the policy) or "bf16" (bf16 rollout copy; ~1.7x faster decode here).
     draw: "multinomial" (torch.multinomial, as `generate`) or "inverse_cdf" (rlcw.sampling.inverse_cdf_draw:
     the same distribution from one random number a row a step; bf16 decode 1.2-1.7x in scripts/bench_rollout.py).
+    compact: with the inverse-CDF draw, rows that ended leave the decode batch (rlcw.sampling; the same samples up
+    to float rounding, which is enough to send a seeded run down another trajectory).
     """
     state: dict = {}
 
@@ -157,6 +159,7 @@ def make_fast_rollout_func(precision: str = "fp32", draw: str = "multinomial"):
                 eos_ids=list(trainer.eos_token_ids),
                 pad_id=trainer.generation_config.pad_token_id,
                 draw=draw,
+                compact=compact and draw == "inverse_cdf",
             )
         finally:
             gen_model.train(was_training)
