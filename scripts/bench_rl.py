@@ -8,7 +8,7 @@
     OMP_NUM_THREADS=2 python scripts/bench_rl.py --kl --batch 16 --num-generations 8 --max-new-tokens 88   # KL step: 1 forward vs 2
     /usr/bin/time -v python scripts/bench_rl.py --real-steps train.max_steps=3 reward.rm_path=runs/quickstart/train_rm/model  # a real rlcw grpo run, split
     python scripts/bench_rl.py --grpo-config runs/quickstart/grpo/config.yaml --real-steps train.max_steps=5 \
-        --real-variants "train.shared_prefix=false sampler.compact=false" ""   # before/after, same process
+        --real-variants "train.shared_prefix=false train.rollout_compact=false" ""   # before/after, same process
 
 Parts (timed separately, same model, same batch): generation (the rollout: transformers
 `generate` with sampling exactly as TRL's GRPOTrainer calls it: left-padded chat prompts,
@@ -26,7 +26,7 @@ rollout copy with the multinomial or inverse-CDF draw), steps interleaved, and e
 with the KL-to-start (`--kl`) and learning-probe (`--probe`) forwards amortised over `--every` steps, as the
 quickstart runs them. `--roofline`: each sampler's tok/s as a share of this machine's roofline (scripts/roofline.py).
 `--real-variants A B ...`: the `--real-steps` run once per variant (each a space-separated list of further
-overrides; `sampler.compact=false` keeps ended rows in the decode batch, rlcw.sampling's `compact`), one after
+overrides, e.g. `train.rollout_compact=false` keeps ended rows in the decode batch), one after
 another in this process, with each part's mean over the steps and its ratio to the first variant.
 Timings on a shared machine are noisy: run it on a quiet one and repeat.
 """
@@ -292,24 +292,10 @@ def step(
 
 
 def real_variants(config: str | None, overrides: list[str], variants: list[str]) -> list[dict]:
-    """`real_steps` once per variant (`sampler.compact=false` patched into rlcw.sampling, the rest overrides)."""
-    import functools
-
-    import rlcw.rl.grpo.rollout as rollout
-    import rlcw.sampling as sampling
-
+    """`real_steps` once per variant (each a space-separated list of further overrides)."""
     out = []
     for i, variant in enumerate(variants):
-        extra = variant.split()
-        compact = "sampler.compact=false" not in extra
-        extra = [x for x in extra if not x.startswith("sampler.compact=")]
-        original = sampling.sample_with_logprobs
-        if not compact:  # the rollout imported the function by name: patch both
-            sampling.sample_with_logprobs = rollout.sample_with_logprobs = functools.partial(original, compact=False)
-        try:
-            res = real_steps(config, [*overrides, *extra, f"run_name=bench_variant{i}", "overwrite=true"])
-        finally:
-            sampling.sample_with_logprobs = rollout.sample_with_logprobs = original
+        res = real_steps(config, [*overrides, *variant.split(), f"run_name=bench_variant{i}", "overwrite=true"])
         keys = [k for k in res["steps"][0] if k.endswith("_s")]
         res["mean"] = {k: statistics.mean(r[k] for r in res["steps"]) for k in keys}
         res["variant"] = variant

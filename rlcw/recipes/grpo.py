@@ -96,9 +96,8 @@ class GRPOTrainSection:
     # fast rollout: per-token loss weight min(pi/mu, cap) for the sampler/policy gap (rlcw.rl.grpo.is_correction); 0 = off
     rollout_is_cap: float = 3.0
     rollout_draw: str = "multinomial"  # multinomial | inverse_cdf: the fast rollout's draw (same distribution; inverse_cdf 1.2-1.7x bf16 decode)
-    rollout_compact: bool = (
-        True  # inverse_cdf draw: rows that ended leave the decode batch (same samples up to rounding)
-    )
+    # inverse_cdf draw: rows that ended leave the decode batch (same samples up to float rounding)
+    rollout_compact: bool = True
     # loss and start-model forwards run each group's prompt once, not num_generations times (rl.grpo.shared_prefix;
     # one process only: TRL's path otherwise)
     shared_prefix: bool = True

@@ -363,9 +363,10 @@ class Stages:
             before = config.read_text().split("\n", 2)[-1]
             same = before in (to_yaml(stage_cfg), to_yaml(resumed) if resumed is not None else None)
             if not same:  # keys rlcw added since the stage ran (at their defaults) do not make it another run
-                same = any(c is not None and not config_drift(before, c)[0] for c in (stage_cfg, resumed))
+                changed, added = config_drift(before, stage_cfg)
+                same = not changed or (resumed is not None and not config_drift(before, resumed)[0])
                 if same:
-                    added = ", ".join(config_drift(before, stage_cfg)[1])
+                    added = ", ".join(added)
                     print(
                         f"[outcome] {name}: its config lacks keys added since ({added}); taken as the same", flush=True
                     )
