@@ -110,6 +110,7 @@ def sample_with_logprobs(
     cache: str = "dynamic",
     draw: str = "multinomial",
     compact: bool | None = None,
+    uniforms: torch.Tensor | None = None,
 ) -> tuple[list[list[int]], list[list[float]]]:
     """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
     the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
@@ -124,15 +125,26 @@ def sample_with_logprobs(
     decoding. The inverse-CDF draw still takes a uniform for every batch row, so its samples are those of the
     uncompacted batch (up to float rounding of batch-size-dependent kernels; common random numbers hold); the
     multinomial draw's are other samples of the same distribution once a row has ended (and rows no longer read
-    fixed noise: no common random numbers). None = on for the dynamic cache with the inverse-CDF draw."""
+    fixed noise: no common random numbers). None = on for the dynamic cache with the inverse-CDF draw.
+    uniforms: (B, max_new_tokens) the inverse-CDF draw's uniforms, row b's at step t (None: `torch.rand` of the
+    global generator, (B, 1) a step); given, a row's sample depends only on its own prompt and uniforms, so rows
+    of several seeds can share one batch (`rlcw.measure.heldout.crn_completions`)."""
     from transformers import DynamicCache, StaticCache
 
     if cache not in ("static", "dynamic") or draw not in DRAWS:
         raise ValueError(f"cache must be 'static' or 'dynamic' and draw one of {DRAWS}, got {cache!r}, {draw!r}")
     compact = cache == "dynamic" and draw == "inverse_cdf" if compact is None else compact
+    if uniforms is not None and (
+        draw != "inverse_cdf" or tuple(uniforms.shape) != (len(prompt_ids), cfg.max_new_tokens)
+    ):
+        raise ValueError(
+            f"uniforms must be ({len(prompt_ids)}, {cfg.max_new_tokens}) with draw='inverse_cdf', got "
+            f"{tuple(uniforms.shape)} with {draw!r}"
+        )
     if compact and cache == "static":
         raise ValueError("compact=True needs the dynamic cache (a static cache keeps its rows)")
     device = model.device
+    uniforms = uniforms.to(device) if uniforms is not None else None
     unique = list(dict.fromkeys(tuple(r) for r in prompt_ids))  # identical prompts are prefilled once
     row_of = torch.tensor([unique.index(tuple(r)) for r in prompt_ids], device=device)  # (B,)
     ids, mask = left_pad([list(u) for u in unique], pad_id, device=device)  # (U, L)
@@ -164,7 +176,8 @@ def sample_with_logprobs(
         if cfg.do_sample:
             probs = torch.softmax(scores, -1)  # (R, V)
             if draw == "inverse_cdf":  # a uniform for every batch row, used or not: compacting keeps the samples
-                nxt = inverse_cdf_draw(probs, torch.rand((len(prompt_ids), 1), device=device)[rows])
+                u = torch.rand((len(prompt_ids), 1), device=device) if uniforms is None else uniforms[:, step, None]
+                nxt = inverse_cdf_draw(probs, u[rows])
             else:
                 nxt = torch.multinomial(probs, 1).squeeze(1)
             logp = probs.gather(1, nxt[:, None]).squeeze(1).log()  # (R,): the draw's own probability

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 from contextlib import closing
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlcw.agents.variants import AgentCaps
 from rlcw.errors import RlcwError
@@ -64,6 +65,9 @@ class GRPORewardSection(RewardSection):
 class GRPOTrainSection:
     learning_rate: float = 1e-5  # peak AdamW learning rate
     lr_scheduler_type: str = "linear"  # any transformers SchedulerType: constant_with_warmup, cosine, ...
+    # the scheduler's own arguments (transformers `lr_scheduler_kwargs`), e.g. warmup_stable_decay's
+    # {num_decay_steps: 8} (hold the peak, then decay to 0 over the last 8 steps)
+    lr_scheduler_kwargs: dict[str, Any] = field(default_factory=dict)
     warmup_steps: float = 0.0  # steps; a value below 1 is a ratio of max_steps (transformers 5)
     max_grad_norm: float = 1.0  # gradient-norm clipping threshold
     weight_decay: float = 0.0  # AdamW weight decay
@@ -236,6 +240,7 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float], rollout: PlainR
         max_steps=t.max_steps,
         learning_rate=t.learning_rate,
         lr_scheduler_type=t.lr_scheduler_type,
+        lr_scheduler_kwargs=dict(t.lr_scheduler_kwargs),
         warmup_steps=t.warmup_steps,
         max_grad_norm=t.max_grad_norm,
         weight_decay=t.weight_decay,

@@ -44,3 +44,29 @@ def test_quickstart_rejects_a_bad_draw_before_any_stage(tmp_path):
     with pytest.raises(RlcwError, match="heldout.draw"):
         main(cfg)
     assert not any(tmp_path.iterdir())
+
+
+def test_inverse_cdf_sample_indices_in_one_batch_give_each_index_own_samples(tiny_model_dir, tokenizer, monkeypatch):
+    """With the inverse-CDF draw the sample indices share one decode batch (crn_completions); each row reads
+    the uniforms its index's seed gives, so the stories are those of one batch per index: a tuned policy's
+    sample (prompt, k) reads the same noise as the start's whatever the batch holds."""
+    import rlcw.measure.heldout as heldout
+    from rlcw.models import load_causal_lm
+
+    model = load_causal_lm(str(tiny_model_dir))
+    widths: list[int] = []
+    hook = model.register_forward_pre_hook(lambda m, a, kw: widths.append(kw["input_ids"].size(0)), with_kwargs=True)
+
+    def stories(rows_per_batch: int) -> tuple[list[list[int]], int]:
+        monkeypatch.setattr(heldout, "CRN_BATCH_ROWS", rows_per_batch)
+        widths.clear()
+        got = heldout.crn_completions(
+            model, tokenizer, ROWS, system_prompt=None, n_samples=3, max_new_tokens=8, seed=11, draw="inverse_cdf"
+        )
+        return [c for _, _, comps, _ in got for c in comps], max(widths)
+
+    (together, wide), (apart, narrow) = stories(128), stories(1)
+    hook.remove()
+    assert (wide, narrow) == (6, 2)  # 2 prompts x 3 indices in one batch, against 2 rows a batch
+    assert together == apart
+    assert len(set(map(tuple, together))) > 1

@@ -82,3 +82,36 @@ def test_check_bf16_errors_on_a_gpu_without_bf16_and_warns_on_cpu(monkeypatch, c
     assert err.value.where == "train.bf16"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
     check_bf16(True)
+
+
+def test_grpo_scheduler_kwargs_reach_the_trainer_and_shape_the_schedule():
+    """`train.lr_scheduler_kwargs` (a dotlist key a time) reaches TRL's args, and transformers builds the
+    schedule it names: warmup_stable_decay holds the peak, then decays over the last num_decay_steps."""
+    from transformers.optimization import get_scheduler
+
+    g = load_config(
+        grpo.GRPORecipeConfig,
+        None,
+        [
+            "train.lr_scheduler_type=warmup_stable_decay",
+            "train.lr_scheduler_kwargs.num_decay_steps=4",
+            "train.warmup_steps=2",
+            "train.max_steps=10",
+            "train.learning_rate=1.0",
+        ],
+    )
+    args = grpo.build_args(g, RUN, [1.0, 1.0], grpo.rollout_seam(g))
+    assert args.lr_scheduler_kwargs == {"num_decay_steps": 4}
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=args.learning_rate)
+    sched = get_scheduler(
+        args.lr_scheduler_type,
+        opt,
+        num_warmup_steps=2,
+        num_training_steps=10,
+        scheduler_specific_kwargs=args.lr_scheduler_kwargs,
+    )
+    lrs = []
+    for _ in range(10):
+        lrs.append(sched.get_last_lr()[0])
+        opt.step(), sched.step()
+    assert lrs[2:7] == [1.0] * 5 and lrs[7] < 1.0 and lrs[-1] < lrs[7]
