@@ -356,7 +356,7 @@ def test_compacting_ended_rows_keeps_the_inverse_cdf_samples(policy, tokenizer):
 )
 def test_rollout_compact_key_reaches_the_sampler(policy, tokenizer, monkeypatch, draw, compact, expected):
     """`train.rollout_compact` (make_fast_rollout_func's `compact`) turns the sampler's compaction on only with the
-    inverse-CDF draw, and off when false (the quickstart keeps it off)."""
+    inverse-CDF draw, and off when false."""
     from types import SimpleNamespace
 
     from transformers import GenerationConfig
