@@ -50,7 +50,7 @@ class HeldoutSettings:
 
 
 CHUNK_SEED_STRIDE = 100_003  # chunk c of sample k seeds seed + k + stride * c (chunk 0: seed + k)
-CRN_BATCH_ROWS = 128  # the inverse-CDF draw puts sample indices of a chunk in one batch, up to this many rows
+CRN_BATCH_ROWS = 192  # the inverse-CDF draw puts sample indices of a chunk in one batch, up to this many rows
 
 
 def crn_uniforms(seed: int, n_rows: int, steps: int) -> torch.Tensor:

@@ -11,7 +11,9 @@ log-probs the KL uses (`rlcw.measure.kl.check_full_distribution`); `rlcw.samplin
 sampled ids, cut after the first EOS (kept). Common random numbers by `rlcw.measure.heldout.crn_completions`:
 rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after
 `torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so the start and a checkpoint read the same noise
-at (prompt, k) whatever the other chunks consumed. Each record keeps `prompt_ids` and `completion_ids`.
+at (prompt, k) whatever the other chunks consumed; with `draw="inverse_cdf"` (`measure.draw`) each row reads
+its index's uniforms and several indices share a batch (see `crn_completions`). Each record keeps `prompt_ids` and
+`completion_ids`.
 
 KL per story on the SAMPLED ids (EOS included): the policy's log-probs are those the sampler drew with
 (the full distribution at temperature 1; equal to `rlcw.measure.kl.sampled_logprobs` of the policy, tested,
@@ -71,6 +73,7 @@ def sample_stories(
     system: str = "model",
     batch_size: int = 96,
     keep_logps: bool = False,
+    draw: str = "multinomial",
 ) -> list[dict]:
     """Samples first_sample .. first_sample + n_samples - 1 per prompt row (CRN; see the module docstring).
 
@@ -91,6 +94,7 @@ def sample_stories(
         batch_size=batch_size,
         what="outcome",
         where="measure",
+        draw=draw,
     ):
         for row, p_ids, comp, lp in zip(rows, ids, comps, logps, strict=True):
             rec = {

@@ -66,6 +66,7 @@ from rlcw.recipes import ppo as ppo_recipe
 from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import ModelConfig
 from rlcw.runs import last_checkpoint, move_aside, resume_mode
+from rlcw.sampling import DRAWS
 
 RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo", "best_of_n")
 TRAINED = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo")
@@ -129,6 +130,9 @@ class MeasureSection:
     max_new_tokens: int = 88  # new-token cap of the measured samples
     seed: int = 1234  # sample k draws with seed + k (CRN)
     batch_size: int = 96  # prompt rows per sampling batch (96: every study prompt in one batch)
+    # every sampling stage's draw: multinomial, or inverse_cdf (one uniform a row a step from the sample index's
+    # seed, ended rows leave the batch, indices share a batch: the same distribution, other samples, faster)
+    draw: str = "multinomial"
     kl_batch_size: int = 32  # stories per batch when computing KL to the start
     agreement_pairs_per_prompt: int | None = 16  # pool pairs per held-out prompt for the RM agreement table
     n_resamples: int = 1000  # prompt-level bootstrap
@@ -301,6 +305,7 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
         "measure.samples_per_prompt",
         "the start's samples are the first of the best-of-n pool: raise max(best_of_n.sizes) or lower this",
     )
+    _check(m.draw in DRAWS, f"unknown draw {m.draw!r}", "measure.draw", " or ".join(DRAWS))
     _check(d.samples_per_prompt >= 2, "pairs need >= 2 samples per prompt", "proxy_data.samples_per_prompt")
     _check(0 < d.eval_fraction < 1, f"must be between 0 and 1, got {d.eval_fraction}", "proxy_data.eval_fraction")
     _check(d.label_temperature >= 0, f"must be >= 0, got {d.label_temperature}", "proxy_data.label_temperature")
@@ -480,6 +485,7 @@ class Study:
             system_prompt=self.cfg.model.system_prompt,
             batch_size=batch_size or self.cfg.measure.batch_size,
             keep_logps=logps,
+            draw=self.cfg.measure.draw,
         )
 
     def identity(self) -> dict:
@@ -503,6 +509,7 @@ def gold_steps(cfg: OutcomeConfig, st: Stages, study: Study) -> dict:
     g, root = cfg.gold, study.root
     rows = prompt_rows(load_tmas(cfg.data.tmas, cfg.data.tmas_splits))[: g.max_prompts or None]
     key = {"model": asdict(cfg.model), "gold": asdict(g), "prompts": [r["id"] for r in rows], "seed": cfg.measure.seed}
+    key.update(draw_key(cfg))
 
     def write(folder: Path) -> None:
         recs = study.sample(study.start, rows, g.samples_per_prompt, g.max_new_tokens, batch_size=g.batch_size)
@@ -549,7 +556,7 @@ def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: lis
     _check(len(rl_rows) >= 2, f"{len(rl_rows)} RL prompts: proxy pairs need >= 2", "data.rl_split")
     shared = sorted({r["prompt"] for r in rl_rows} & {r["prompt"] for r in study_prompts})
     _check(not shared, f"{len(shared)} held-out prompts are also RL prompts, e.g. {shared[:1]}", "data.study_split")
-    key = {"model": asdict(cfg.model), "data": asdict(d), "prompts": [r["id"] for r in rl_rows]}
+    key = {"model": asdict(cfg.model), "data": asdict(d), "prompts": [r["id"] for r in rl_rows], **draw_key(cfg)}
     key.update(gold=study.identity()["gold"], seed=cfg.seed)
 
     def write_pairs(folder: Path) -> None:
@@ -600,6 +607,12 @@ def proxy_steps(cfg: OutcomeConfig, st: Stages, study: Study, study_prompts: lis
     return rows
 
 
+def draw_key(cfg: OutcomeConfig) -> dict:
+    """The sampler's draw in a cached step's key when it is not the multinomial default (keys written before
+    `measure.draw` existed stay valid)."""
+    return {} if cfg.measure.draw == "multinomial" else {"draw": cfg.measure.draw}
+
+
 def sampling_key(cfg: OutcomeConfig, rows: list[dict]) -> dict:
     """What held-out samples depend on (not the statistics' settings: changing those re-samples nothing)."""
     m = cfg.measure
@@ -609,6 +622,7 @@ def sampling_key(cfg: OutcomeConfig, rows: list[dict]) -> dict:
         "seed": m.seed,
         "batch_size": m.batch_size,
         "prompts": [r["id"] for r in rows],
+        **draw_key(cfg),
     }
 
 

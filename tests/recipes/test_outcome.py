@@ -308,7 +308,8 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
     ]
     tiny = [o for o in TINY if not o.startswith(("proxies=", "grpo_seeds="))]
     overrides = [f"output_dir={tmp_path}", f"model.name={tiny_model_dir}", f"data.tmas={_tmas(tmp_path / 'tmas')}"]
-    summary = main(load_config(OutcomeConfig, "configs/outcome/cpu.yaml", [*overrides, *tiny, *ens]))
+    multinomial = ["measure.draw=multinomial"]  # the draw the study fixture's shipped config switches off
+    summary = main(load_config(OutcomeConfig, "configs/outcome/cpu.yaml", [*overrides, *tiny, *ens, *multinomial]))
     out = tmp_path / "outcome"
     assert summary["status"] == "completed"
     assert len(load_manifest(out / "proxy_rm_ens" / "model").members) == 3

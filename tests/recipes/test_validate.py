@@ -63,6 +63,7 @@ CASES = [
     (outcome, outcome.OutcomeConfig, ["dpo.eval.every_steps=3"], "dpo.eval.every_steps"),
     (outcome, outcome.OutcomeConfig, ["best_of_n.sizes=[1]", "measure.samples_per_prompt=1"], "best_of_n.sizes"),
     (outcome, outcome.OutcomeConfig, ["proxy_data.eval_fraction=1.0"], "proxy_data.eval_fraction"),
+    (outcome, outcome.OutcomeConfig, ["measure.draw=gumbel"], "measure.draw"),
     (outcome, outcome.OutcomeConfig, ["proxies={small: 0}", "rl_proxy=small"], "proxies.small"),
 ]
 

@@ -17,11 +17,12 @@ ROWS = [
 ]
 
 
-def test_samples_keep_their_ids_and_chunks_read_the_same_noise(tiny):
+@pytest.mark.parametrize("draw", ["multinomial", "inverse_cdf"])  # measure.draw
+def test_samples_keep_their_ids_and_chunks_read_the_same_noise(tiny, draw):
     from rlcw.outcome.measure import sample_stories
 
     model, tok = tiny
-    kw = {"n_samples": 2, "max_new_tokens": 10, "seed": 7, "system_prompt": None}
+    kw = {"n_samples": 2, "max_new_tokens": 10, "seed": 7, "system_prompt": None, "draw": draw}
     full = sample_stories(model, tok, ROWS, batch_size=2, **kw)
     assert [r["id"] for r in full] == ["p0#0", "p1#0", "p2#0", "p0#1", "p1#1", "p2#1"]
     for r in full:
@@ -37,14 +38,17 @@ def test_samples_keep_their_ids_and_chunks_read_the_same_noise(tiny):
     ]
 
 
-def test_sampler_logprobs_equal_a_forward_so_kl_to_itself_is_zero(tiny):
+@pytest.mark.parametrize("draw", ["multinomial", "inverse_cdf"])
+def test_sampler_logprobs_equal_a_forward_so_kl_to_itself_is_zero(tiny, draw):
     import torch
 
     from rlcw.measure.kl import sampled_logprobs
     from rlcw.outcome.measure import add_kl, add_scores, sample_stories
 
     model, tok = tiny
-    recs = sample_stories(model, tok, ROWS, n_samples=1, max_new_tokens=6, seed=1, system_prompt=None, keep_logps=True)
+    recs = sample_stories(
+        model, tok, ROWS, n_samples=2, max_new_tokens=6, seed=1, system_prompt=None, keep_logps=True, draw=draw
+    )
     logp, mask = sampled_logprobs(
         model, [r["prompt_ids"] for r in recs], [r["completion_ids"] for r in recs], pad_id=0
     )
