@@ -70,3 +70,17 @@ def test_inverse_cdf_sample_indices_in_one_batch_give_each_index_own_samples(tin
     assert (wide, narrow) == (6, 2)  # 2 prompts x 3 indices in one batch, against 2 rows a batch
     assert together == apart
     assert len(set(map(tuple, together))) > 1
+
+
+def test_uniforms_need_the_inverse_cdf_draw_and_one_per_row_and_step():
+    import torch
+    from transformers import GenerationConfig
+
+    from rlcw.sampling import sample_with_logprobs
+
+    cfg = GenerationConfig(do_sample=True, max_new_tokens=4)
+    rows = [[1, 2], [3]]
+    with pytest.raises(ValueError, match="inverse_cdf"):
+        sample_with_logprobs(None, rows, cfg, eos_ids=[0], pad_id=0, uniforms=torch.rand(2, 4))
+    with pytest.raises(ValueError, match=r"\(2, 4\)"):
+        sample_with_logprobs(None, rows, cfg, eos_ids=[0], pad_id=0, draw="inverse_cdf", uniforms=torch.rand(2, 3))
