@@ -93,25 +93,19 @@ def crn_completions(
     model.eval()
     bar = tqdm(total=n_samples * len(rows), desc=f"{what} samples", unit="story")
     ks = list(range(first_sample, first_sample + n_samples))
-    if draw != "inverse_cdf":
-        for k in ks:
-            comps, logps = [], []
-            for c, start in enumerate(range(0, len(rows), size)):
-                torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)
-                chunk = sample_with_logprobs(model, ids[start : start + size], cfg, eos_ids=eos, pad_id=pad, draw=draw)
-                comps, logps = comps + chunk[0], logps + chunk[1]
-                bar.update(len(chunk[0]))
-            yield k, ids, comps, logps
-        bar.close()
-        return
-    # the inverse-CDF draw reads each row's uniforms, given: several sample indices share one batch
-    group = max(1, CRN_BATCH_ROWS // min(size, len(rows)))
+    # the multinomial draw reads the global generator: one sample index a batch; the inverse-CDF draw reads each
+    # row's own uniforms, so several indices share a batch
+    group = max(1, CRN_BATCH_ROWS // min(size, len(rows))) if draw == "inverse_cdf" else 1
     for g in range(0, len(ks), group):
         kg = ks[g : g + group]
         got = {k: ([], []) for k in kg}
         for c, start in enumerate(range(0, len(rows), size)):
-            chunk = ids[start : start + size]
-            u = torch.cat([crn_uniforms(seed + k + CHUNK_SEED_STRIDE * c, len(chunk), max_new_tokens) for k in kg])
+            chunk, seeds = ids[start : start + size], [seed + k + CHUNK_SEED_STRIDE * c for k in kg]
+            if draw == "inverse_cdf":
+                u = torch.cat([crn_uniforms(s, len(chunk), max_new_tokens) for s in seeds])
+            else:
+                torch.manual_seed(seeds[0])
+                u = None
             comps, logps = sample_with_logprobs(
                 model, chunk * len(kg), cfg, eos_ids=eos, pad_id=pad, draw=draw, uniforms=u
             )
