@@ -10,7 +10,9 @@ sampler with transformers' DynamicCache (`fast ... dynamic`, the sampler as it w
 (`fast ... static`), each on fp32 and bf16 weights; `... cdf`: the static-cache sampler with the inverse-CDF
 draw (one uniform a row a step instead of torch.multinomial's exponential per vocabulary entry); `fast int8
 static`: weight-only int8 linear layers (per output channel, bf16 activations, torch's `_weight_int8pack_mm`)
-in the bf16 copy, a candidate. Repeats are
+in the bf16 copy, a candidate; `fast ... dynamic cdf` is the quickstart's sampler (ended rows leave the batch), and
+`... packed` the same with every linear layer's weight packed once for oneDNN and attention's q/k/v and the MLP's
+gate/up as one product each (rlcw.prepack; `... packed unfused`: packed, not fused). Repeats are
 interleaved (one of each sampler per pass) so a shared machine's load falls on all of them. Each row shows the
 median completion tokens/s (up to EOS), decode slots/s (rows x steps, ended rows included), the roofline bound
 at the batch and the weights' precision (scripts/roofline.py: triad bandwidth and matmul rates measured in the
@@ -76,7 +78,15 @@ def load(args):
 
         tok, model = load_tokenizer(args.model, padding_side="left"), load_causal_lm(args.model, "float32").eval()
     bf16 = MergedPolicy(model, "bf16").refresh()
-    return tok, {"fp32": model, "bf16": bf16, "int8": int8_copy(bf16)}
+    models = {"fp32": model, "bf16": bf16}
+    for s in args.samplers:  # "... packed" (q/k/v and gate/up fused) or "... packed unfused"
+        if "packed" in s.split():
+            precision, fuse = s.split()[1], not s.endswith("unfused")
+            key = f"{precision} packed" + ("" if fuse else " unfused")
+            models[key] = models.get(key) or MergedPolicy(model, precision, prepack=True, fuse=fuse).refresh()
+    if "fast int8 static" in args.samplers:
+        models["int8"] = int8_copy(bf16)
+    return tok, models
 
 
 def prompts(tok, batch: int, num_generations: int) -> list[list[int]]:
@@ -105,15 +115,15 @@ def run_sampler(name: str, models: dict, ids: list[list[int]], cfg, tok, seed: i
         rows = out.tolist()
         comps = [r[: next((i + 1 for i, t in enumerate(r) if t == tok.eos_token_id), len(r))] for r in rows]
         return {"seconds": seconds, "tokens": sum(map(len, comps)), "steps": out.size(1), "comps": comps}
-    _, precision, cache, *draw = name.split()  # "fast bf16 static cdf": the inverse-CDF draw
+    _, precision, cache, *extra = name.split()  # "fast bf16 dynamic cdf packed": inverse-CDF draw, packed weights
     comps, logps = sample_with_logprobs(
-        models[precision],
+        models[" ".join([precision, *(e for e in extra if e != "cdf")])],
         ids,
         cfg,
         eos_ids=[tok.eos_token_id],
         pad_id=tok.pad_token_id,
         cache=cache,
-        draw="inverse_cdf" if draw == ["cdf"] else "multinomial",
+        draw="inverse_cdf" if "cdf" in extra else "multinomial",
     )
     seconds = time.perf_counter() - start
     return {
@@ -134,6 +144,12 @@ SAMPLERS = (
     "fast bf16 static cdf",
     "fast fp32 static cdf",
     "fast int8 static",
+    "fast bf16 dynamic cdf",
+    "fast bf16 dynamic cdf packed unfused",
+    "fast bf16 dynamic cdf packed",
+    "fast fp32 dynamic cdf",
+    "fast fp32 dynamic cdf packed unfused",
+    "fast fp32 dynamic cdf packed",
 )
 
 
@@ -170,7 +186,7 @@ def main() -> None:
             if r:
                 runs[s].append(out)
             print(f"pass {r} {s}: {out['seconds']:.2f} s, {out['tokens']} tokens, {out['steps']} steps", flush=True)
-            if r == 1 and "logps" in out and not s.startswith("fast fp32"):
+            if r == 1 and "logps" in out and (not s.startswith("fast fp32") or "packed" in s):
                 gaps[s] = is_statistics(
                     models["fp32"], ids, out["comps"], out["logps"], tok.pad_token_id, args.temperature, args.is_cap
                 )

@@ -102,6 +102,8 @@ class GRPOTrainSection:
     rollout_draw: str = "multinomial"  # multinomial | inverse_cdf: the fast rollout's draw (same distribution; inverse_cdf 1.2-1.7x bf16 decode)
     # inverse_cdf draw: rows that ended leave the decode batch (same samples up to float rounding)
     rollout_compact: bool = True
+    # fast rollout on CPU: the copy's linear weights packed once a rollout for oneDNN (rlcw.prepack); no effect on GPU
+    rollout_prepack: bool = True
     # loss and start-model forwards run each group's prompt once, not num_generations times (rl.grpo.shared_prefix;
     # one process only: TRL's path otherwise)
     shared_prefix: bool = True
@@ -168,7 +170,7 @@ def rollout_seam(cfg: GRPORecipeConfig) -> PlainRollout:
     t, a = cfg.train, cfg.agents
     keys = ("temperature", "top_p", "batch_size", "use_vllm", "vllm_mode", "vllm_server_base_url")
     keys += ("vllm_gpu_memory_utilization", "fast_rollout", "rollout_precision", "rollout_draw", "rollout_is_cap")
-    keys += ("rollout_compact",)
+    keys += ("rollout_compact", "rollout_prepack")
     keys += ("deepspeed",)
     settings = RolloutSettings(
         t.max_completion_length,

@@ -383,3 +383,58 @@ def test_rollout_compact_key_reaches_the_sampler(policy, tokenizer, monkeypatch,
     )
     out = rollout.make_fast_rollout_func("fp32", draw, compact)(["p", "p"], trainer)
     assert seen == [expected] and len(out["completion_ids"]) == 2
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_packed_copy_samples_as_the_plain_copy_and_tracks_the_adapter(policy, tokenizer, precision):
+    """prepack=True (rlcw.prepack): the copy's linears run from packed weights, repacked on every refresh;
+    the policy keeps its own modules; bf16 (the same products exactly): the plain copy's samples and log-probs."""
+    from transformers import GenerationConfig
+
+    from rlcw.prepack import FusedProjections, PackedLinear, can_prepack
+
+    if not can_prepack(MergedPolicy(policy, precision).refresh()):
+        pytest.skip("no oneDNN for this precision here")
+    plain, packed = MergedPolicy(policy, precision), MergedPolicy(policy, precision, prepack=True)
+    layers = [m for m in packed.model.modules() if isinstance(m, PackedLinear)]
+    groups = [g for g in packed.packed if isinstance(g, FusedProjections)]
+    assert layers and not any(type(m) is torch.nn.Linear for m in packed.model.modules())
+    assert len(groups) == 2 * policy.config.num_hidden_layers  # q/k/v and gate/up of every layer
+    assert not any(isinstance(m, PackedLinear) for m in policy.modules())
+    with torch.no_grad():  # a trained adapter after the copies were made: refresh must repack it
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    ids = torch.tensor([[5, 9, 11, 3, 7]])
+    with torch.inference_mode():
+        want, got = plain.refresh()(input_ids=ids).logits, packed.refresh()(input_ids=ids).logits
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    if precision == "fp32":
+        return  # fp32: another kernel, so float rounding may flip a sampled token
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ["Once upon a time", "A dragon"]]
+    cfg = GenerationConfig(
+        max_new_tokens=10, do_sample=True, temperature=0.9, top_k=0, top_p=1.0,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=[tokenizer.eos_token_id], disable_compile=True,
+    )  # fmt: skip
+    from rlcw.sampling import sample_with_logprobs
+
+    kw = {"eos_ids": [tokenizer.eos_token_id], "pad_id": tokenizer.pad_token_id, "draw": "inverse_cdf"}
+    torch.manual_seed(3)
+    a = sample_with_logprobs(plain.model, rows, cfg, **kw)
+    torch.manual_seed(3)
+    b = sample_with_logprobs(packed.model, rows, cfg, **kw)
+    assert a == b
+
+
+@pytest.mark.parametrize(("override", "expected"), [([], True), (["train.rollout_prepack=false"], False)])
+def test_rollout_prepack_key_reaches_the_copy(monkeypatch, override, expected):
+    """`train.rollout_prepack` (on by default) goes from the config through the rollout seam to the rollout copy."""
+    import rlcw.rl.grpo.seam as seam
+    from rlcw.config import load_config
+    from rlcw.recipes.grpo import GRPORecipeConfig, rollout_seam
+
+    seen = []
+    monkeypatch.setattr(seam, "make_fast_rollout_func", lambda *a: seen.append(a) or (lambda *_: None))
+    cfg = load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16", *override])
+    rollout_seam(cfg).trainer_kwargs(None)
+    assert seen == [("bf16", "multinomial", True, expected)]

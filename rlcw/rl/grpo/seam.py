@@ -52,6 +52,7 @@ class RolloutSettings:
     rollout_precision: str = "fp32"
     rollout_draw: str = "multinomial"
     rollout_compact: bool = True
+    rollout_prepack: bool = True
     rollout_is_cap: float = 3.0
     deepspeed: str | None = None
     lora_enabled: bool = True
@@ -152,7 +153,9 @@ class FastRollout(PlainRollout):
     def trainer_kwargs(self, tokenizer) -> dict:
         s = self.settings
         return {
-            "rollout_func": make_fast_rollout_func(s.rollout_precision, s.rollout_draw, s.rollout_compact),
+            "rollout_func": make_fast_rollout_func(
+                s.rollout_precision, s.rollout_draw, s.rollout_compact, s.rollout_prepack
+            ),
             "rollout_is_cap": s.rollout_is_cap,
         }
 
