@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=2 python scripts/bench_rollout.py                        # embedded model, 2 prompts x 8, 88 tokens
     python scripts/bench_rollout.py --repeats 3 --json rollout.json
     python scripts/bench_rollout.py --random-weights MODEL_DIR               # config + tokenizer only: same shapes
+    python scripts/bench_rollout.py --samplers "fast bf16 dynamic cdf" "fast bf16 dynamic cdf packed" --profile
 
 Samplers (same prompts, same GenerationConfig as TRL's GRPOTrainer: temperature 0.9, top_k 0, top_p 1):
 `generate fp32` (transformers `generate`, what TRL's path runs, here without LoRA wrappers), rlcw.sampling's
@@ -170,6 +171,7 @@ def main() -> None:
     p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
     p.add_argument("--is-cap", type=float, default=3.0, help="train.rollout_is_cap for the clipped share")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--profile", action="store_true", help="then one more pass of each sampler under torch.profiler")
     args = p.parse_args()
     tok, models = load(args)
     ids = prompts(tok, args.batch, args.num_generations)
@@ -218,6 +220,13 @@ def main() -> None:
             f"  {s:20s} {tok_s:7.1f} tok/s ({slots:7.1f} slots/s)  bound {bound['bound_tok_s']:7.1f} ({bound['limit']})"
             f"  share {row['share']:.0%}  x{row['speedup_vs_generate'] or float('nan'):.2f} generate{extra}"
         )
+    if args.profile:  # where each sampler's time goes, by operator
+        from torch.profiler import profile
+
+        for s in args.samplers:
+            with profile() as prof:
+                run_sampler(s, models, ids, cfg, tok, seed=100)
+            print(f"{s}\n{prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=12)}")
     if args.json:
         Path(args.json).write_text(
             json.dumps({"machine": machine, "best": best, "args": vars(args), "rows": rows}, indent=2)
