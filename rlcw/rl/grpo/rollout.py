@@ -124,9 +124,8 @@ class MergedPolicy:
         # (unmerged LoRA, no bf16). The copy uses its class's own forward.
         self.model.__dict__.pop("forward", None)
         self.model.eval()
-        if prepack and can_prepack(
-            self.model
-        ):  # the copy's Linears packed for oneDNN (rlcw.prepack), not the policy's
+        # the copy's Linears packed for oneDNN (rlcw.prepack), not the policy's
+        if prepack and can_prepack(self.model):
             self.packed = prepack_linears(self.model)
             self.packed += fuse_projections(self.model) if fuse else []
 
