@@ -99,6 +99,44 @@ def inverse_cdf_draw(probs: torch.Tensor, u: torch.Tensor | None = None) -> torc
 DRAWS = ("multinomial", "inverse_cdf")
 
 
+def _growing_cache(config, capacity: int):
+    """transformers' DynamicCache whose plain layers hold keys and values in buffers of `capacity` positions,
+    allocated at the first write: a decode step writes its token in place instead of concatenating the whole cache
+    (the same values; a cache with any other kind of layer is returned as transformers builds it)."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.device, self.is_initialized, self.length = key_states.device, True, 0
+                shape = (*key_states.shape[:2], capacity)
+                self.kbuf = key_states.new_empty((*shape, key_states.size(-1)))
+                self.vbuf = value_states.new_empty((*shape, value_states.size(-1)))
+            end = self.length + key_states.size(-2)
+            self.kbuf[..., self.length : end, :] = key_states
+            self.vbuf[..., self.length : end, :] = value_states
+            self.length = end
+            return self._views()
+
+        def _views(self):
+            self.keys, self.values = self.kbuf[..., : self.length, :], self.vbuf[..., : self.length, :]
+            return self.keys, self.values
+
+        def reorder_cache(self, beam_idx):
+            self.kbuf, self.vbuf = self.kbuf.index_select(0, beam_idx), self.vbuf.index_select(0, beam_idx)
+            self._views()
+
+        def batch_select_indices(self, indices):
+            self.kbuf, self.vbuf = self.kbuf[indices], self.vbuf[indices]
+            self._views()
+
+    kv = DynamicCache(config=config)
+    if kv.layers and all(type(layer) is DynamicLayer for layer in kv.layers):
+        kv.layers = [GrowingLayer() for _ in kv.layers]
+    return kv
+
+
 @torch.inference_mode()
 def sample_with_logprobs(
     model,
@@ -116,7 +154,8 @@ def sample_with_logprobs(
     the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
     "processed_logprobs"), one float per completion token. Every tensor lives on the model's device.
 
-    cache: "dynamic" (transformers' DynamicCache, which concatenates every layer's keys and values each step) or
+    cache: "dynamic" (transformers' DynamicCache, its plain layers writing into buffers of prompt + max_new_tokens
+    positions instead of concatenating every layer's keys and values each step; rows can leave it) or
     "static" (allocated once for prompt + max_new_tokens, written in place; same samples, no faster at the
     quickstart's sizes in scripts/bench_rollout.py, what a compiled decode step would need).
     draw: "multinomial" (`torch.multinomial`, as `generate`) or "inverse_cdf" (`inverse_cdf_draw`: the same
@@ -129,7 +168,7 @@ def sample_with_logprobs(
     uniforms: (B, max_new_tokens) the inverse-CDF draw's uniforms, row b's at step t (None: `torch.rand` of the
     global generator, (B, 1) a step); given, a row's sample depends only on its own prompt and uniforms, so rows
     of several seeds can share one batch (`rlcw.measure.heldout.crn_completions`)."""
-    from transformers import DynamicCache, StaticCache
+    from transformers import StaticCache
 
     if cache not in ("static", "dynamic") or draw not in DRAWS:
         raise ValueError(f"cache must be 'static' or 'dynamic' and draw one of {DRAWS}, got {cache!r}, {draw!r}")
@@ -153,7 +192,7 @@ def sample_with_logprobs(
         kv = (
             StaticCache(config=model.config, max_cache_len=ids.size(1) + cfg.max_new_tokens)
             if cache == "static"
-            else DynamicCache(config=model.config)
+            else _growing_cache(model.config, ids.size(1) + cfg.max_new_tokens)
         )
     logits = model(
         input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=kv, use_cache=True, logits_to_keep=1

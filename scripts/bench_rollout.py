@@ -13,7 +13,8 @@ draw (one uniform a row a step instead of torch.multinomial's exponential per vo
 static`: weight-only int8 linear layers (per output channel, bf16 activations, torch's `_weight_int8pack_mm`)
 in the bf16 copy, a candidate; `fast ... dynamic cdf` is the quickstart's sampler (ended rows leave the batch), and
 `... packed` the same with every linear layer's weight packed once for oneDNN and attention's q/k/v and the MLP's
-gate/up as one product each (rlcw.prepack; `... packed unfused`: packed, not fused). Repeats are
+gate/up as one product each (rlcw.prepack; `... packed unfused`: packed, not fused); `... concat`: transformers'
+DynamicCache as it is, concatenating every layer's cache each step (rlcw.sampling writes into buffers). Repeats are
 interleaved (one of each sampler per pass) so a shared machine's load falls on all of them. Each row shows the
 median completion tokens/s (up to EOS), decode slots/s (rows x steps, ended rows included), the roofline bound
 at the batch and the weights' precision (scripts/roofline.py: triad bandwidth and matmul rates measured in the
@@ -117,8 +118,17 @@ def run_sampler(name: str, models: dict, ids: list[list[int]], cfg, tok, seed: i
         comps = [r[: next((i + 1 for i, t in enumerate(r) if t == tok.eos_token_id), len(r))] for r in rows]
         return {"seconds": seconds, "tokens": sum(map(len, comps)), "steps": out.size(1), "comps": comps}
     _, precision, cache, *extra = name.split()  # "fast bf16 dynamic cdf packed": inverse-CDF draw, packed weights
+    if "concat" in extra:  # transformers' DynamicCache as it is (concatenates the cache every step), for comparison
+        from transformers import DynamicCache
+
+        import rlcw.sampling
+
+        real, rlcw.sampling._growing_cache = (
+            rlcw.sampling._growing_cache,
+            lambda config, _: DynamicCache(config=config),
+        )
     comps, logps = sample_with_logprobs(
-        models[" ".join([precision, *(e for e in extra if e != "cdf")])],
+        models[" ".join([precision, *(e for e in extra if e not in ("cdf", "concat"))])],
         ids,
         cfg,
         eos_ids=[tok.eos_token_id],
@@ -127,6 +137,8 @@ def run_sampler(name: str, models: dict, ids: list[list[int]], cfg, tok, seed: i
         draw="inverse_cdf" if "cdf" in extra else "multinomial",
     )
     seconds = time.perf_counter() - start
+    if "concat" in extra:
+        rlcw.sampling._growing_cache = real
     return {
         "seconds": seconds,
         "tokens": sum(map(len, comps)),
@@ -148,6 +160,7 @@ SAMPLERS = (
     "fast bf16 dynamic cdf",
     "fast bf16 dynamic cdf packed unfused",
     "fast bf16 dynamic cdf packed",
+    "fast bf16 dynamic cdf packed concat",
     "fast fp32 dynamic cdf",
     "fast fp32 dynamic cdf packed unfused",
     "fast fp32 dynamic cdf packed",

@@ -438,3 +438,35 @@ def test_rollout_prepack_key_reaches_the_copy(monkeypatch, override, expected):
     cfg = load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16", *override])
     rollout_seam(cfg).trainer_kwargs(None)
     assert seen == [("bf16", "multinomial", True, expected)]
+
+
+def test_growing_cache_samples_as_transformers_dynamic_cache(policy, tokenizer, monkeypatch):
+    """The sampler's dynamic cache writes each step into buffers allocated once (rlcw.sampling._growing_cache):
+    with repeated prompts (the prefill reordered to the rows) and ended rows leaving the batch, the samples and
+    log-probs equal those of transformers' concatenating DynamicCache."""
+    from transformers import DynamicCache, GenerationConfig
+
+    import rlcw.sampling as sampling
+
+    texts = ["Once upon a time", "Once upon a time", "A dragon who could not sleep", "A dragon who could not sleep"]
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    cfg = GenerationConfig(
+        max_new_tokens=24, do_sample=True, temperature=1.5, top_k=0, top_p=1.0,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=[tokenizer.eos_token_id], disable_compile=True,
+    )  # fmt: skip
+    model = MergedPolicy(policy).refresh()
+    eos = [tokenizer.eos_token_id, *range(12000)]  # many stop tokens: rows end (and leave) at different steps
+    made = []
+    real = sampling._growing_cache
+    monkeypatch.setattr(sampling, "_growing_cache", lambda *a: made.append(real(*a)) or made[-1])
+    got = {}
+    for name in ("growing", "transformers"):
+        if name == "transformers":
+            monkeypatch.setattr(sampling, "_growing_cache", lambda config, capacity: DynamicCache(config=config))
+        torch.manual_seed(5)
+        got[name] = sampling.sample_with_logprobs(
+            model, rows, cfg, eos_ids=eos, pad_id=tokenizer.pad_token_id, draw="inverse_cdf", compact=True
+        )
+    assert made and all(type(layer).__name__ == "GrowingLayer" for layer in made[0].layers)
+    assert len({len(c) for c in got["growing"][0]}) > 1  # rows did end at different steps
+    assert got["growing"] == got["transformers"]
