@@ -54,6 +54,10 @@ class PackedLinear(torch.nn.Module):
         if self.fused is None:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), self.batch_hint)
 
+    def sources(self) -> list[torch.Tensor]:
+        """The tensors its packed product is made from (none once a fused group computes it)."""
+        return [] if self.fused is not None else [t for t in (self.weight, self.bias) if t is not None]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused is not None:
             return self.fused.part(x, self.fused_index)
@@ -85,6 +89,9 @@ class FusedProjections:
         biases = [m.bias for m in self.members]
         self.bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
         self._input, self._parts = None, ()
+
+    def sources(self) -> list[torch.Tensor]:
+        return [t for m in self.members for t in (m.weight, m.bias) if t is not None]
 
     def part(self, x: torch.Tensor, index: int) -> torch.Tensor:
         if self._input is not x:

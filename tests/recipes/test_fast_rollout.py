@@ -387,8 +387,9 @@ def test_rollout_compact_key_reaches_the_sampler(policy, tokenizer, monkeypatch,
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_packed_copy_samples_as_the_plain_copy_and_tracks_the_adapter(policy, tokenizer, precision):
-    """prepack=True (rlcw.prepack): the copy's linears run from packed weights, repacked on every refresh;
-    the policy keeps its own modules; bf16 (the same products exactly): the plain copy's samples and log-probs."""
+    """prepack=True (rlcw.prepack): the copy's linears run from packed weights, those made from the adapter's
+    targets repacked on every refresh (the frozen ones packed once); the policy keeps its own modules; bf16 (the
+    same products exactly): the plain copy's samples and log-probs."""
     from transformers import GenerationConfig
 
     from rlcw.prepack import FusedProjections, PackedLinear, can_prepack
@@ -399,7 +400,10 @@ def test_packed_copy_samples_as_the_plain_copy_and_tracks_the_adapter(policy, to
     layers = [m for m in packed.model.modules() if isinstance(m, PackedLinear)]
     groups = [g for g in packed.packed if isinstance(g, FusedProjections)]
     assert layers and not any(type(m) is torch.nn.Linear for m in packed.model.modules())
-    assert len(groups) == 2 * policy.config.num_hidden_layers  # q/k/v and gate/up of every layer
+    assert len(groups) == 2 * policy.config.num_hidden_layers  # q/k/v and gate/up hold the targets q, v and up
+    repacked = {id(t) for p in packed.packed for t in p.sources()}
+    frozen = [packed.model.lm_head, *(m for m in layers if m.fused is None)]  # o_proj, down_proj: no adapter
+    assert all(id(m.weight) not in repacked for m in frozen)
     assert not any(isinstance(m, PackedLinear) for m in policy.modules())
     with torch.no_grad():  # a trained adapter after the copies were made: refresh must repack it
         for name, p in policy.named_parameters():
@@ -470,3 +474,26 @@ def test_growing_cache_samples_as_transformers_dynamic_cache(policy, tokenizer, 
     assert made and all(type(layer).__name__ == "GrowingLayer" for layer in made[0].layers)
     assert len({len(c) for c in got["growing"][0]}) > 1  # rows did end at different steps
     assert got["growing"] == got["transformers"]
+
+
+def test_packed_copy_of_a_fully_tuned_model_repacks_its_trained_weights(tiny_model_dir):
+    """Full fine-tuning (no adapter), fp32: the packed copy shares the policy's weights and packs them again on
+    every refresh, so it follows a training step; the policy keeps its own modules."""
+    from transformers import AutoModelForCausalLM
+
+    from rlcw.prepack import can_prepack
+
+    torch.manual_seed(0)
+    policy = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    if not can_prepack(policy):
+        pytest.skip("no oneDNN here")
+    merged = MergedPolicy(policy, "fp32", prepack=True)
+    assert merged.model is not policy and type(policy.lm_head) is torch.nn.Linear
+    with torch.no_grad():  # a training step after the copy was made
+        for p in policy.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    ids = torch.tensor([[5, 9, 11, 3, 7]])
+    with torch.inference_mode():
+        torch.testing.assert_close(
+            merged.refresh()(input_ids=ids).logits, policy(input_ids=ids).logits, atol=1e-4, rtol=1e-4
+        )

@@ -75,9 +75,10 @@ class MergedPolicy:
     shared, fp32); the merged LoRA targets and any trainable non-LoRA weight are re-cast every refresh.
     The policy and its optimizer keep fp32 weights: only the rollout runs in bf16 (off-policy by
     ~0.03 nats/token on the embedded model; see the module docstring).
-    prepack=True (CPU only; ignored elsewhere): the copy's Linears run from weights packed once a refresh for
-    oneDNN (rlcw.prepack; with fuse, attention's q/k/v and the MLP's gate/up as one product each); fp32 then
-    makes a copy too (its weights shared with the policy, the packed ones its own).
+    prepack=True (CPU only; ignored elsewhere): the copy's Linears run from weights packed for oneDNN
+    (rlcw.prepack; with fuse, attention's q/k/v and the MLP's gate/up as one product each), those a refresh
+    changes packed again after it (frozen ones once); fp32 then makes a copy too (its weights shared with the
+    policy, the packed ones its own).
     """
 
     def __init__(self, model, precision: str = "fp32", prepack: bool = False, fuse: bool = True):
@@ -88,7 +89,7 @@ class MergedPolicy:
         self.lora = hasattr(model, "peft_config")
         self.pairs = []  # (plain Linear in the copy, LoRA module in the policy)
         self.copies = []  # (copy's tensor, policy's trainable tensor) to re-cast every refresh (bf16 only)
-        self.packed = []  # the copy's PackedLinears and fused projections (prepack=True), repacked every refresh
+        self.packed = []  # the copy's packed products made from weights a refresh writes (prepack=True)
         prepack = prepack and next(model.parameters()).device.type == "cpu"
         if not self.lora and dtype == torch.float32 and not prepack:  # full fine-tuning: the model is "merged"
             self.model = model
@@ -126,8 +127,13 @@ class MergedPolicy:
         self.model.eval()
         # the copy's Linears packed for oneDNN (rlcw.prepack), not the policy's
         if prepack and can_prepack(self.model):
-            self.packed = prepack_linears(self.model)
-            self.packed += fuse_projections(self.model) if fuse else []
+            layers = prepack_linears(self.model)
+            layers += fuse_projections(self.model) if fuse else []
+            # refresh writes the merged LoRA targets and the re-cast trainable copies; weights shared with the
+            # policy change where the policy trains them: only products made from those are packed again
+            live = {id(t.weight) for t, _ in self.pairs} | {id(t) for t, _ in self.copies}
+            live |= {id(t) for t in self.model.parameters() if t.requires_grad}
+            self.packed = [p for p in layers if any(id(t) in live for t in p.sources())]
 
     @torch.no_grad()
     def refresh(self):
