@@ -7,7 +7,7 @@
 
 Samplers (same prompts, same GenerationConfig as TRL's GRPOTrainer: temperature 0.9, top_k 0, top_p 1):
 `generate fp32` (transformers `generate`, what TRL's path runs, here without LoRA wrappers), rlcw.sampling's
-sampler with transformers' DynamicCache (`fast ... dynamic`, the sampler as it was) and with a static KV cache
+sampler with its dynamic cache (`fast ... dynamic`) and with a static KV cache
 (`fast ... static`), each on fp32 and bf16 weights; `... cdf`: the static-cache sampler with the inverse-CDF
 draw (one uniform a row a step instead of torch.multinomial's exponential per vocabulary entry); `fast int8
 static`: weight-only int8 linear layers (per output channel, bf16 activations, torch's `_weight_int8pack_mm`)
@@ -27,6 +27,7 @@ describe random weights, not the model: use those runs for speed only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -81,14 +82,29 @@ def load(args):
         tok, model = load_tokenizer(args.model, padding_side="left"), load_causal_lm(args.model, "float32").eval()
     bf16 = MergedPolicy(model, "bf16").refresh()
     models = {"fp32": model, "bf16": bf16}
-    for s in args.samplers:  # "... packed" (q/k/v and gate/up fused) or "... packed unfused"
-        if "packed" in s.split():
-            precision, fuse = s.split()[1], not s.endswith("unfused")
-            key = f"{precision} packed" + ("" if fuse else " unfused")
-            models[key] = models.get(key) or MergedPolicy(model, precision, prepack=True, fuse=fuse).refresh()
+    for key in {model_key(s) for s in args.samplers if "packed" in s.split()}:  # "bf16 packed", "fp32 packed unfused"
+        precision, *how = key.split()
+        models[key] = MergedPolicy(model, precision, prepack=True, fuse="unfused" not in how).refresh()
     if "fast int8 static" in args.samplers:
         models["int8"] = int8_copy(bf16)
     return tok, models
+
+
+def model_key(sampler: str) -> str:
+    """The weights a `fast ...` sampler runs on: its precision, then `packed` / `unfused` where it names them."""
+    _, precision, _, *extra = sampler.split()
+    return " ".join([precision, *(e for e in extra if e in ("packed", "unfused"))])
+
+
+def concatenating_cache():
+    """rlcw.sampling with transformers' DynamicCache as it is (concatenating every layer's cache each step)."""
+    from unittest import mock
+
+    from transformers import DynamicCache
+
+    import rlcw.sampling
+
+    return mock.patch.object(rlcw.sampling, "_growing_cache", lambda config, _: DynamicCache(config=config))
 
 
 def prompts(tok, batch: int, num_generations: int) -> list[list[int]]:
@@ -117,28 +133,18 @@ def run_sampler(name: str, models: dict, ids: list[list[int]], cfg, tok, seed: i
         rows = out.tolist()
         comps = [r[: next((i + 1 for i, t in enumerate(r) if t == tok.eos_token_id), len(r))] for r in rows]
         return {"seconds": seconds, "tokens": sum(map(len, comps)), "steps": out.size(1), "comps": comps}
-    _, precision, cache, *extra = name.split()  # "fast bf16 dynamic cdf packed": inverse-CDF draw, packed weights
-    if "concat" in extra:  # transformers' DynamicCache as it is (concatenates the cache every step), for comparison
-        from transformers import DynamicCache
-
-        import rlcw.sampling
-
-        real, rlcw.sampling._growing_cache = (
-            rlcw.sampling._growing_cache,
-            lambda config, _: DynamicCache(config=config),
+    _, _, cache, *extra = name.split()  # "fast bf16 dynamic cdf packed": inverse-CDF draw, packed weights
+    with concatenating_cache() if "concat" in extra else contextlib.nullcontext():
+        comps, logps = sample_with_logprobs(
+            models[model_key(name)],
+            ids,
+            cfg,
+            eos_ids=[tok.eos_token_id],
+            pad_id=tok.pad_token_id,
+            cache=cache,
+            draw="inverse_cdf" if "cdf" in extra else "multinomial",
         )
-    comps, logps = sample_with_logprobs(
-        models[" ".join([precision, *(e for e in extra if e not in ("cdf", "concat"))])],
-        ids,
-        cfg,
-        eos_ids=[tok.eos_token_id],
-        pad_id=tok.pad_token_id,
-        cache=cache,
-        draw="inverse_cdf" if "cdf" in extra else "multinomial",
-    )
     seconds = time.perf_counter() - start
-    if "concat" in extra:
-        rlcw.sampling._growing_cache = real
     return {
         "seconds": seconds,
         "tokens": sum(map(len, comps)),
