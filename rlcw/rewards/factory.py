@@ -41,7 +41,7 @@ REWARD_TYPES: dict[str, tuple[str, str | None]] = {
     "rubric": ("rlcw.rewards.rubric:RubricReward", None),  # a judge's yes/no criteria, weighted mean
     "slop": ("rlcw.rewards.slop:SlopReward", None),  # % of words in over-used phrases: weight < 0
 }
-_COMMON = ("type", "weight", "name")
+_COMMON = ("type", "weight", "name", "anchor")
 # recipe-wide defaults that fill a constructor argument of the same name when a spec leaves it out
 _FILLED = ("max_tokens", "num_generations", "seed", "batch_size")
 
@@ -93,15 +93,49 @@ def build_reward(spec: dict[str, Any], defaults: dict | None = None, where: str 
     if kind not in REWARD_TYPES:
         raise RlcwError(f"unknown reward type '{kind}'", where=where, hint=f"known types: {', '.join(REWARD_TYPES)}")
     args, kwargs = _options(kind, spec, defaults or {}, where)
+    anchor = anchor_options(spec, where)
     try:
         func = _constructor(kind)(*args, **kwargs)
     except (ValueError, TypeError) as exc:  # a constructor's own check of an option value, named by the spec's key
         raise RlcwError(str(exc), where=where, hint=f"fix the option in {where}") from None
+    if anchor is not None:
+        from rlcw.rewards.anchored import AnchoredReward, load_references
+
+        refs = load_references(anchor["references"], anchor["human"], anchor["per_prompt"])
+        func = AnchoredReward(func, refs, source=f"{where}.anchor.references ({anchor['references']})")
     if spec.get("name"):
         func.__name__ = str(spec["name"])
     elif not getattr(func, "__name__", None):
         func.__name__ = kind
     return func
+
+
+def anchor_options(spec: dict, where: str) -> dict | None:
+    """A spec's `anchor` (PAR, `rlcw.rewards.anchored`) as {references, human, per_prompt}, checked without
+    reading the file's stories; None when the spec has none."""
+    from rlcw.rewards.anchored import ANCHOR_OPTIONS
+
+    anchor = spec.get("anchor")
+    if anchor is None:
+        return None
+    example = "anchor: {references: runs/refs/samples/stories.jsonl}"
+    if not isinstance(anchor, dict) or not anchor.get("references"):
+        raise RlcwError("anchor needs `references`: a story-record file", where=f"{where}.anchor", hint=example)
+    unknown = sorted(set(anchor) - set(ANCHOR_OPTIONS))
+    if unknown:
+        raise RlcwError(
+            f"unknown anchor option {unknown[0]!r}", where=f"{where}.anchor", hint=f"options: {ANCHOR_OPTIONS}"
+        )
+    if not Path(anchor["references"]).is_file():
+        raise RlcwError(
+            f"no reference file at {anchor['references']}",
+            where=f"{where}.anchor.references",
+            hint="start-model stories for the training prompts: `rlcw generate` writes them (samples/stories.jsonl)",
+        )
+    per = anchor.get("per_prompt")
+    if per is not None and (not isinstance(per, int) or isinstance(per, bool) or per < 1):
+        raise RlcwError(f"per_prompt must be >= 1, got {per!r}", where=f"{where}.anchor.per_prompt")
+    return {"references": str(anchor["references"]), "human": bool(anchor.get("human", False)), "per_prompt": per}
 
 
 @dataclass
@@ -149,7 +183,7 @@ def build_reward_set(specs, defaults: dict | None = None, key: str = "rewards") 
         weights.append(weight)
         own_rm = default_rm and Path(spec.get("rm_path") or default_rm) == Path(default_rm)
         if scorer is None and spec["type"] == "bt" and own_rm:
-            scorer = funcs[-1]
+            scorer = getattr(funcs[-1], "inner", funcs[-1])  # an anchored reward's own RM scorer
     if not funcs:
         raise RlcwError(
             "no reward left: every reward spec is missing or has weight 0",
@@ -200,6 +234,7 @@ def check_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> 
         if spec_weight(spec, where) == 0.0:
             continue
         kept.append(name or spec.get("name") or spec["type"])
+        anchor_options(spec, where)
         if spec["type"] in _MODEL_TYPES:
             args, _ = _options(spec["type"], spec, defaults, where)
             check_rm_folder(args[0], f"{where}.rm_path")
@@ -253,7 +288,10 @@ _NOT_OPTIONS = ("device", "model", "tokenizer", "spec", "scorer", "transport")
 
 def describe_types() -> str:
     """Every reward type with its options (= defaults) and default scale, for `--help`."""
-    lines = ["spec keys: type (required), weight (default 1.0; 0 drops it), name (logged as rewards/<name>/mean)"]
+    lines = [
+        "spec keys: type (required), weight (default 1.0; 0 drops it), name (logged as rewards/<name>/mean), "
+        "anchor ({references: FILE, human, per_prompt}: sigmoid(r - r_ref) over start stories, PAR)"
+    ]
     for kind, (target, first) in REWARD_TYPES.items():
         try:
             params = inspect.signature(_constructor(kind)).parameters.values()
