@@ -343,7 +343,10 @@ def write_outcome_report(
     timings: dict[str, float],
     monitors: list[MonitorRead] | None = None,
     aggregate_choice: AggregateChoice | None = None,
+    arms: list[str] | None = None,
 ) -> tuple[Path, dict, dict]:
+    """report.md, its flat metrics and plots; `arms`: the lines of the arms-over-seeds section
+    (`rlcw.outcome.arms`), placed after the conclusion."""
     plots = {
         "gao": plot_gao(summaries, root / "plots" / "gao_gold_proxy_vs_d.png"),
         "surface": plot_surface(summaries, root / "plots" / "length_repetition_diversity_vs_d.png"),
@@ -376,6 +379,7 @@ def write_outcome_report(
         f"Rules: a change is real when its CI excludes 0; length and repetition explain a proxy gain when their slopes "
         f"on the start's stories predict at least {EXPLAINED_SHARE:.0%} of it; KL target {KL_TARGET:g} nats per story.",
         "",
+        *(arms or []),
         "## Every method at its gold peak",
         "",
         "Peaks chosen on one half of the prompts, rises tested on the other; the residual is the gold free of "

@@ -48,6 +48,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from rlcw.config import assign, to_yaml
 from rlcw.data.prompts import load_prompts
 from rlcw.data.records import write_preferences, write_stories
@@ -68,9 +70,9 @@ from rlcw.recipes.common.sections import ModelConfig
 from rlcw.runs import last_checkpoint, move_aside, resume_mode
 from rlcw.sampling import DRAWS
 
-RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo", "best_of_n")
-TRAINED = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "ppo", "dpo")
-GRPO_RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin")
+RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "grpo_par", "grpo_kl", "ppo", "dpo", "best_of_n")
+TRAINED = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "grpo_par", "grpo_kl", "ppo", "dpo")
+GRPO_RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "grpo_par", "grpo_kl")
 # grpo_ens needs an ensemble proxy (proxy_ensembles), grpo_odin a two-head one (proxy_length_heads)
 DEFAULT_RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
 # configs/grpo/cpu.yaml's monitor.warn: the thresholds the lead-time table tests by default
@@ -110,6 +112,14 @@ class GoldSection:
 
 
 @dataclass
+class SecondGoldSection:
+    # a second gold that shares neither the first gold's data nor its recipe: the TELL ME A STORY prompts are split
+    # in two halves (by a seeded hash), the first gold trains on one (gold_pairs, gold_rm) and this one on the other
+    # (gold2_pairs, gold2_rm: its own recipe, by default a full fine-tune); every story is scored by both
+    enabled: bool = False
+
+
+@dataclass
 class ProxyDataSection:
     samples_per_prompt: int = 8  # k start samples per RL prompt; pairs among them
     pairs_per_prompt: int | None = None  # None = all k (k - 1) / 2
@@ -137,6 +147,9 @@ class MeasureSection:
     agreement_pairs_per_prompt: int | None = 16  # pool pairs per held-out prompt for the RM agreement table
     n_resamples: int = 1000  # prompt-level bootstrap
     fit_resamples: int = 300  # prompt-level CIs of the fits
+    matched_d: list[float] = field(default_factory=lambda: [2.0, 4.0, 6.0])  # d = sqrt(KL) the arms are compared at
+    residual_bins: int = 8  # quantile bins of words (x ended) the residual's start-story cells use
+    residual_min_count: int = 5  # start stories a cell needs before a residual may use it
 
 
 @dataclass
@@ -154,7 +167,10 @@ class OutcomeConfig:
     odin_proxy: str = "odin"  # the two-head proxy grpo_odin optimises (its quality head)
     # the study's optimization runs: grpo | grpo_lc | grpo_ens | grpo_odin | ppo | dpo | best_of_n
     runs: list[str] = field(default_factory=lambda: list(DEFAULT_RUNS))
-    grpo_seeds: list[int] = field(default_factory=list)  # more seeds of grpo (runs grpo_seed<k>): monitor calibration
+    # more RL seeds per trained run: run name -> seeds, each run <name>_seed<k> (e.g. {grpo: [1, 2]}); the report
+    # reads every run with seeds as an arm over its seeds at matched KL (`rlcw.outcome.seeds`)
+    seeds: dict[str, list[int]] = field(default_factory=dict)
+    gold2: SecondGoldSection = field(default_factory=SecondGoldSection)
     # best-of-n under each aggregate of the ensemble proxy (from its members' pool scores; uwo:<lambda>): the one
     # with the best gold on half the prompts is reported, tested on the other half
     ensemble_bon_aggregates: list[str] = field(default_factory=lambda: ["mean", "wco", "uwo:0.5", "uwo:1", "uwo:2"])
@@ -162,11 +178,17 @@ class OutcomeConfig:
     monitor_rules: dict[str, float] = field(default_factory=lambda: dict(SHIPPED_WARN))
     gold_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
     gold_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
+    gold2_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
+    gold2_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)  # the second gold's recipe
     proxy_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)  # every proxy's settings
     grpo: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     grpo_lc: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     grpo_ens: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     grpo_odin: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
+    # against the RL proxy with reward specs of its own: a spec's `anchor` without `references` is anchored on
+    # the start's proxy_data stories for the same prompt (PAR, `rlcw.rewards.anchored`)
+    grpo_par: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
+    grpo_kl: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)  # e.g. grpo + beta
     ppo: ppo_recipe.PPORecipeConfig = field(default_factory=ppo_recipe.PPORecipeConfig)
     dpo: dpo_recipe.DPORecipeConfig = field(default_factory=dpo_recipe.DPORecipeConfig)
     best_of_n: BestOfNSection = field(default_factory=BestOfNSection)
@@ -178,7 +200,7 @@ class OutcomeConfig:
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
-STAGE_NAMES = ("gold_pairs", "gold_rm", "proxy_rm", *GRPO_RUNS, "ppo", "dpo")
+STAGE_NAMES = ("gold_pairs", "gold_rm", "gold2_pairs", "gold2_rm", "proxy_rm", *GRPO_RUNS, "ppo", "dpo")
 
 
 def wire(cfg: OutcomeConfig, root: str) -> None:
@@ -196,11 +218,17 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
         if name != "proxy_rm":
             put(f"{name}.run_name", name)
     base = ModelConfig(**vars(cfg.model))
-    put("gold_pairs.data.kind", "human_vs_model")
-    put("gold_pairs.data.stories", f"{root}/gold_samples/stories.jsonl")
-    put("gold_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
-    put("gold_rm.data.train_file", f"{root}/gold_pairs/pairs/train.jsonl")
-    put("gold_rm.data.eval_file", f"{root}/gold_pairs/pairs/eval.jsonl")
+    halves = cfg.gold2.enabled  # each gold on its own half of the prompts
+    for gold, half in (("gold", "half_a"), ("gold2", "half_b")):
+        put(f"{gold}_pairs.data.kind", "human_vs_model")
+        put(
+            f"{gold}_pairs.data.stories",
+            f"{root}/gold_samples/" + (f"halves/{half}.jsonl" if halves else "stories.jsonl"),
+        )
+        put(f"{gold}_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
+        put(f"{gold}_rm.data.train_file", f"{root}/{gold}_pairs/pairs/train.jsonl")
+        put(f"{gold}_rm.data.eval_file", f"{root}/{gold}_pairs/pairs/eval.jsonl")
+    anchor_on_start(cfg.grpo_par, f"{root}/proxy_data/samples.jsonl")
     put("proxy_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
     put("proxy_rm.data.train_file", f"{root}/proxy_data/pairs/train.jsonl")
     put("proxy_rm.data.eval_file", f"{root}/proxy_data/pairs/eval.jsonl")
@@ -213,10 +241,17 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
     put("dpo.data.eval_file", f"{root}/dpo_pairs/pairs/eval.jsonl")
 
 
+def anchor_on_start(stage: grpo_recipe.GRPORecipeConfig, references: str) -> None:
+    """Every reward spec of `stage` with an `anchor` that names no `references` is anchored on `references`."""
+    for spec in stage.reward.specs.values():
+        if isinstance(spec, dict) and isinstance(spec.get("anchor"), dict) and not spec["anchor"].get("references"):
+            spec["anchor"]["references"] = references
+
+
 def run_proxy(cfg: OutcomeConfig, run: str) -> str:
     """The proxy a trained run optimises: `ens_proxy` for grpo_ens, `odin_proxy` for grpo_odin, `rl_proxy` for
     the others."""
-    return {"grpo_ens": cfg.ens_proxy, "grpo_odin": cfg.odin_proxy}.get(run, cfg.rl_proxy)
+    return {"grpo_ens": cfg.ens_proxy, "grpo_odin": cfg.odin_proxy}.get(arm_of(cfg, run), cfg.rl_proxy)
 
 
 def proxy_stage(cfg: OutcomeConfig, name: str) -> train_rm.TrainRMConfig:
@@ -229,16 +264,21 @@ def proxy_stage(cfg: OutcomeConfig, name: str) -> train_rm.TrainRMConfig:
     return out
 
 
-def seeded_grpo(cfg: OutcomeConfig, seed: int) -> grpo_recipe.GRPORecipeConfig:
-    """grpo (after `wire`) with another seed, in its own folder grpo_seed<k>."""
-    out = copy.deepcopy(cfg.grpo)
-    out.run_name, out.seed = f"grpo_seed{seed}", seed
+def seeded(cfg: OutcomeConfig, run: str, seed: int):
+    """Trained run `run` (after `wire`) with another seed, in its own folder <run>_seed<k>."""
+    out = copy.deepcopy(getattr(cfg, run))
+    out.run_name, out.seed = f"{run}_seed{seed}", seed
     return out
 
 
 def trained_runs(cfg: OutcomeConfig) -> list[str]:
-    """Every trained run's name, in training order: `runs` then grpo's extra seeds."""
-    return [r for r in cfg.runs if r in TRAINED] + [f"grpo_seed{k}" for k in cfg.grpo_seeds]
+    """Every trained run's name, in training order: `runs`, then each run's extra seeds."""
+    return [r for r in cfg.runs if r in TRAINED] + [f"{r}_seed{k}" for r, ks in cfg.seeds.items() for k in ks]
+
+
+def arm_of(cfg: OutcomeConfig, name: str) -> str:
+    """The run a trained run's name belongs to: grpo for grpo and grpo_seed1, ..."""
+    return next((r for r, ks in cfg.seeds.items() for k in ks if name == f"{r}_seed{k}"), name)
 
 
 def _check(ok: bool, message: str, where: str, hint: str | None = None) -> None:
@@ -279,11 +319,21 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
         if run in cfg.runs:
             proxy = getattr(cfg, key)
             _check(proxy in kinds, f"{run} optimises {proxy!r}, which is not {kind} proxy", key, f"e.g. {example}")
-    if cfg.grpo_seeds:
-        _check("grpo" in cfg.runs, "grpo_seeds are more seeds of grpo, which runs does not list", "grpo_seeds")
-        seeds = cfg.grpo_seeds
+    for run, seeds in cfg.seeds.items():
+        where = f"seeds.{run}"
+        _check(
+            run in cfg.runs and run in TRAINED, f"{run!r} is not a trained run of `runs`", where, f"runs: {cfg.runs}"
+        )
         ok = all(isinstance(k, int) for k in seeds) and len(set(seeds)) == len(seeds) and cfg.seed not in seeds
-        _check(ok, f"seeds must be distinct integers other than seed={cfg.seed}, got {seeds}", "grpo_seeds")
+        _check(ok, f"seeds must be distinct integers other than seed={cfg.seed}, got {seeds}", where)
+    _check(all(d > 0 for d in cfg.measure.matched_d), "every d must be > 0", "measure.matched_d", "e.g. [2, 4, 6]")
+    _check(cfg.measure.residual_bins >= 1, "must be >= 1", "measure.residual_bins")
+    _check(
+        not cfg.gold2.enabled or not cfg.gold.rm_path,
+        "a second gold is trained on half of TELL ME A STORY, which a given gold.rm_path does not use",
+        "gold2.enabled",
+        "set gold2.enabled=false, or leave gold.rm_path empty",
+    )
     validate_rules({k: v for k, v in cfg.monitor_rules.items() if k.partition("_")[2] != MEASURED}, "monitor_rules")
     for label in cfg.ensemble_bon_aggregates:
         parse_aggregate(label)
@@ -461,11 +511,18 @@ class Study:
     def gold_path(self) -> str:
         return self.cfg.gold.rm_path or str(self.root / "gold_rm" / "model")
 
+    def golds(self) -> list[str]:
+        """The scorers that measure: gold, and gold2 when the second gold is on."""
+        return ["gold", "gold2"] if self.cfg.gold2.enabled else ["gold"]
+
     def scorer(self, name: str):
-        """The scorer called `name`: gold, or proxy_<name> (raw: a length-control fit shapes only grpo_lc's reward)."""
+        """The scorer called `name`: gold, gold2, or proxy_<name> (raw: a length-control fit shapes only grpo_lc's
+        reward)."""
         if name not in self.scorers:
             if name == "gold":
                 self.scorers[name] = load_gold_scorer(self.gold_path())
+            elif name == "gold2":
+                self.scorers[name] = load_gold_scorer(str(self.root / "gold2_rm" / "model"))
             else:
                 from rlcw.rewards.bt import BTScorer
 
@@ -491,7 +548,8 @@ class Study:
     def identity(self) -> dict:
         """What every score depends on: the gold and each proxy's training run."""
         gold = self.cfg.gold.rm_path or _trained_at(self.root / "gold_rm")
-        return {"gold": gold, **{p: _trained_at(self.root / f"proxy_rm_{p}") for p in self.cfg.proxies}}
+        golds = {"gold2": _trained_at(self.root / "gold2_rm")} if self.cfg.gold2.enabled else {}
+        return {"gold": gold, **golds, **{p: _trained_at(self.root / f"proxy_rm_{p}") for p in self.cfg.proxies}}
 
 
 def study_rows(cfg: OutcomeConfig) -> list[dict]:
@@ -500,10 +558,11 @@ def study_rows(cfg: OutcomeConfig) -> list[dict]:
     return rows
 
 
-def gold_steps(cfg: OutcomeConfig, st: Stages, study: Study) -> dict:
-    """Train the default gold (or take gold.rm_path) and measure its held-out accuracy on human-vs-model pairs."""
+def gold_steps(cfg: OutcomeConfig, st: Stages, study: Study) -> list[dict]:
+    """Train the default gold (or take gold.rm_path), and the second gold when `gold2.enabled`; each one's row of
+    the RM table with its held-out accuracy on human-vs-model pairs."""
     if cfg.gold.rm_path:
-        return {"rm": "gold", "role": "gold (measures only)", "note": f"given: `{cfg.gold.rm_path}`"}
+        return [{"rm": "gold", "role": "gold (measures only)", "note": f"given: `{cfg.gold.rm_path}`"}]
     from rlcw.data.tmas import load_tmas, prompt_rows
 
     g, root = cfg.gold, study.root
@@ -516,20 +575,42 @@ def gold_steps(cfg: OutcomeConfig, st: Stages, study: Study) -> dict:
         write_stories(folder / "stories.jsonl", [_story(r) for r in recs])
 
     st.cached("gold_samples", root / "gold_samples", key, write)
-    pairs = st.run("gold_pairs", build_pairs.main, cfg.gold_pairs)
-    st.run("gold_rm", train_rm.main, cfg.gold_rm)
-    held_file = root / "gold_pairs" / "pairs" / "eval.jsonl"
+    if cfg.gold2.enabled:
+        st.cached("gold_samples", root / "gold_samples" / "halves", {"samples": key, "seed": cfg.seed}, split_halves)
+    rows = [trained_gold(cfg, st, study, "gold")]
+    if cfg.gold2.enabled:
+        rows.append(trained_gold(cfg, st, study, "gold2"))
+    return rows
+
+
+def split_halves(folder: Path) -> None:
+    """gold_samples/halves/half_a.jsonl and half_b.jsonl: the start's TMAS stories of each half of the prompts (a seeded
+    hash of the prompt ids, `split_prompts`); the first gold trains on half a, the second on half b."""
+    from rlcw.metrics.overopt import split_prompts
+
+    stories = read_jsonl(folder.parent / "stories.jsonl")
+    first = set(split_prompts([r["prompt_id"] for r in stories], seed=0)[0])
+    write_stories(folder / "half_a.jsonl", [r for r in stories if r["prompt_id"] in first])
+    write_stories(folder / "half_b.jsonl", [r for r in stories if r["prompt_id"] not in first])
+
+
+def trained_gold(cfg: OutcomeConfig, st: Stages, study: Study, gold: str) -> dict:
+    """Build `gold`'s human-vs-model pairs, train it (`<gold>_pairs/`, `<gold>_rm/`), and measure its held-out
+    accuracy on its own held-out prompts' pairs."""
+    pairs = st.run(f"{gold}_pairs", build_pairs.main, getattr(cfg, f"{gold}_pairs"))
+    st.run(f"{gold}_rm", train_rm.main, getattr(cfg, f"{gold}_rm"))
+    held_file = study.root / f"{gold}_pairs" / "pairs" / "eval.jsonl"
     _check(
         held_file.is_file(),
-        "the gold has no held-out pairs to measure its accuracy on",
-        "gold_pairs.data.eval_fraction",
+        f"the {gold} has no held-out pairs to measure its accuracy on",
+        f"{gold}_pairs.data.eval_fraction",
         "raise it, or gold.max_prompts (pairs are split by prompt)",
     )
     held = read_jsonl(held_file)
-    gold = study.scorer("gold")
+    scorer = study.scorer(gold)
     acc = accuracy_by_prompt(
-        gold.score([p["prompt"] for p in held], [p["chosen"] for p in held]),
-        gold.score([p["prompt"] for p in held], [p["rejected"] for p in held]),
+        scorer.score([p["prompt"] for p in held], [p["chosen"] for p in held]),
+        scorer.score([p["prompt"] for p in held], [p["rejected"] for p in held]),
         [p["prompt"] for p in held],
         n_resamples=cfg.measure.n_resamples,
     )
@@ -537,7 +618,12 @@ def gold_steps(cfg: OutcomeConfig, st: Stages, study: Study) -> dict:
         f"held-out accuracy on human-vs-model pairs (held-out TMAS prompts): {acc.accuracy:.3f} "
         f"[{acc.ci_low:.3f}, {acc.ci_high:.3f}] ({acc.pairs} pairs, {acc.prompts} prompts)"
     )
-    return {"rm": "gold", "role": "gold (measures only)", "train_pairs": pairs["metrics"]["train_pairs"], "note": note}
+    if cfg.gold2.enabled:
+        lora = getattr(cfg, f"{gold}_rm").lora
+        recipe = f"LoRA r={lora.r}" if lora.enabled else "full fine-tune"
+        note += f"; trained on {'the first' if gold == 'gold' else 'the other'} half of the TMAS prompts ({recipe})"
+    role = "gold (measures only)" if gold == "gold" else "second gold (measures only)"
+    return {"rm": gold, "role": role, "train_pairs": pairs["metrics"]["train_pairs"], "note": note}
 
 
 def _story(rec: dict) -> dict:
@@ -639,7 +725,7 @@ def pool_step(cfg: OutcomeConfig, st: Stages, study: Study, rows: list[dict]) ->
 
     st.cached("pool", root / "pool", key, sample)
     pool = read_jsonl(root / "pool" / "samples.jsonl")
-    for name in ["gold", *[f"proxy_{p}" for p in cfg.proxies]]:
+    for name in [*study.golds(), *[f"proxy_{p}" for p in cfg.proxies]]:
 
         def score(folder: Path, name=name) -> None:
             scorer = study.scorer(name)
@@ -649,7 +735,7 @@ def pool_step(cfg: OutcomeConfig, st: Stages, study: Study, rows: list[dict]) ->
             atomic_write_json(folder / "scores.json", [float(v) for v in values])
 
         folder = root / "pool_scores" / name
-        st.cached("pool_scores", folder, {"pool": key, "scorer": ids["gold" if name == "gold" else name[6:]]}, score)
+        st.cached("pool_scores", folder, {"pool": key, "scorer": ids[name.removeprefix("proxy_")]}, score)
         scores = json.loads((folder / "scores.json").read_text())
         _check(len(scores) == len(pool), f"{len(scores)} scores for {len(pool)} pool samples", str(folder))
         for r, v in zip(pool, scores, strict=True):
@@ -698,14 +784,14 @@ def measure_run(
     from rlcw.models import load_causal_lm
 
     proxy = run_proxy(cfg, name)
-    m, names = cfg.measure, ["gold", f"proxy_{proxy}"]  # what the analysis reads for an RL run
+    m, names = cfg.measure, [*study.golds(), f"proxy_{proxy}"]  # what the analysis reads for an RL run
     run_dir = study.root / name
     out = []
     for step, path in checkpoints_of(run_dir):
         folder = study.root / "measure" / name / f"step_{step:06d}"
         key = {**sampling_key(cfg, rows), "samples": m.samples_per_prompt, "kl_batch_size": m.kl_batch_size}
         ids = study.identity()
-        key.update(trained_at=_trained_at(run_dir), scorers={"gold": ids["gold"], proxy: ids[proxy]})
+        key.update(trained_at=_trained_at(run_dir), scorers={**{g: ids[g] for g in study.golds()}, proxy: ids[proxy]})
 
         def write(folder: Path, path=path) -> None:
             policy = load_causal_lm(str(path), cfg.model.dtype, merge_lora=True)
@@ -826,6 +912,37 @@ def monitor_reads(
     return rows
 
 
+def arms_reading(
+    cfg: OutcomeConfig, study: Study, start: list[dict], slope: list[dict], measured: dict[str, list]
+) -> tuple[list[str], dict[str, float]]:
+    """The report's arms section (`rlcw.outcome.arms`): every trained run with seeds read over its seeds at
+    `measure.matched_d` and at its peaks, by every gold; ([], {}) when no run has seeds."""
+    import math
+
+    from rlcw.outcome.arms import arms_section
+    from rlcw.outcome.seeds import Baseline, Cells, SeedReading, arm_seed, cell_sums
+
+    if not cfg.seeds:
+        return [], {}
+    m, prompts = cfg.measure, sorted({r["prompt_id"] for r in start})
+    cells = Cells.from_words([float(r["words"]) for r in slope], bins=m.residual_bins)
+    readings = {}
+    for gold in study.golds():
+        base = Baseline.of(*cell_sums(slope, gold, prompts, cells), min_count=m.residual_min_count)
+        runs: dict[str, list] = {}
+        for name, points in measured.items():
+            arm = arm_of(cfg, name)
+            if arm not in cfg.seeds:
+                continue
+            seed = getattr(cfg, arm).seed if name == arm else int(name.rsplit("_seed", 1)[1])
+            ckpts = [(math.sqrt(max(float(np.mean([r["kl_k3"] for r in recs])), 0.0)), recs) for _, recs in points]
+            runs.setdefault(arm, []).append(arm_seed(arm, seed, start, ckpts, gold, prompts, cells, base))
+        readings[gold] = SeedReading(runs, base, prompts, n_resamples=m.n_resamples, seed=cfg.seed)
+    base_arm = "grpo" if "grpo" in cfg.seeds else None
+    note = f"Cells: {len(cells.edges) - 1} word bins (edges {', '.join(f'{e:g}' for e in cells.edges)}) x ended."
+    return arms_section(readings, list(m.matched_d), base_arm, notes=[note, ""])
+
+
 def add_slop(pool: list[dict], start: list[dict], measured: dict[str, list]) -> list[str]:
     """Every pool and measured story's slop score (`slop`) against ONE fingerprint: the phrases the start's
     stories and every checkpoint's, pooled, over-use against the bundled human stories (`rlcw.metrics.slop`)."""
@@ -867,8 +984,9 @@ def train_runs(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
     trainers.update(ppo=ppo_recipe.main, dpo=dpo_recipe.main)
     for name in [r for r in cfg.runs if r in TRAINED]:
         st.run(name, trainers[name], getattr(cfg, name))
-    for k in cfg.grpo_seeds:
-        st.run(f"grpo_seed{k}", grpo_recipe.main, seeded_grpo(cfg, k))
+    for run, seeds in cfg.seeds.items():
+        for k in seeds:
+            st.run(f"{run}_seed{k}", trainers[run], seeded(cfg, run, k))
 
 
 def study_setup(cfg: OutcomeConfig, rows: list[dict]) -> StudySetup:
@@ -900,7 +1018,7 @@ def main(cfg: OutcomeConfig) -> dict:
             prepare_model.main,
             prepare_model.PrepareModelConfig(model=cfg.model, output_dir=root, run_name="prepare_model"),
         )
-        rm_rows = [gold_steps(cfg, st, study), *proxy_steps(cfg, st, study, rows)]
+        rm_rows = [*gold_steps(cfg, st, study), *proxy_steps(cfg, st, study, rows)]
         pool = pool_step(cfg, st, study, rows)
         rm_rows = agreement_rows(cfg, pool, rm_rows)
         train_runs(cfg, st, study)
@@ -925,11 +1043,12 @@ def main(cfg: OutcomeConfig) -> dict:
         t0, m = time.time(), cfg.measure
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
         reads = monitor_reads(cfg, st, study, summaries, measured, pool)
+        arms, arm_flat = arms_reading(cfg, study, start, rest or start, measured)
         st.timings["analysis"] = time.time() - t0
         report, flat, plots = write_outcome_report(
-            run.path, summaries, rm_rows, setup, st.timings, monitors=reads, aggregate_choice=choice
+            run.path, summaries, rm_rows, setup, st.timings, monitors=reads, aggregate_choice=choice, arms=arms
         )
-        metrics = {**flat, "wall_time_s": round(sum(st.timings.values()), 1)}
+        metrics = {**flat, **arm_flat, "wall_time_s": round(sum(st.timings.values()), 1)}
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
         metrics.update({f"agreement/{r['rm']}": r["agreement"].accuracy for r in rm_rows if r.get("agreement")})
         return run.write_summary("completed", metrics, {"report": report, **plots})

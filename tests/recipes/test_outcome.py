@@ -71,7 +71,7 @@ TINY = (
         "dpo.lora.r=4",
         "dpo.data.max_pairs=16",
         "grpo_lc.reward.specs.overlong.buffer=4",
-        "grpo_seeds=[1]",
+        "seeds={grpo: [1]}",
     ]
     + [
         f"{rm}.{k}"
@@ -258,7 +258,7 @@ def test_a_given_gold_skips_gold_training_and_best_of_n_runs_alone(study, tmp_pa
     from rlcw.recipes.outcome import OutcomeConfig, main
 
     root, _, (_, overrides, _) = study
-    given = [o for o in overrides if not o.startswith(("output_dir=", "grpo_seeds="))]
+    given = [o for o in overrides if not o.startswith(("output_dir=", "seeds="))]
     cfg = load_config(
         OutcomeConfig,
         "configs/outcome/cpu.yaml",
@@ -306,7 +306,7 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
             "data.fit_to_cap=ignore",
         )
     ]
-    tiny = [o for o in TINY if not o.startswith(("proxies=", "grpo_seeds="))]
+    tiny = [o for o in TINY if not o.startswith(("proxies=", "seeds="))]
     overrides = [f"output_dir={tmp_path}", f"model.name={tiny_model_dir}", f"data.tmas={_tmas(tmp_path / 'tmas')}"]
     multinomial = ["measure.draw=multinomial"]  # the draw the study fixture's shipped config switches off
     summary = main(load_config(OutcomeConfig, "configs/outcome/cpu.yaml", [*overrides, *tiny, *ens, *multinomial]))
