@@ -589,9 +589,13 @@ def split_halves(folder: Path) -> None:
     from rlcw.metrics.overopt import split_prompts
 
     stories = read_jsonl(folder.parent / "stories.jsonl")
-    first = set(split_prompts([r["prompt_id"] for r in stories], seed=0)[0])
-    write_stories(folder / "half_a.jsonl", [r for r in stories if r["prompt_id"] in first])
-    write_stories(folder / "half_b.jsonl", [r for r in stories if r["prompt_id"] not in first])
+
+    def prompt_id(r: dict) -> str:  # ids are <prompt id>#<sample index>
+        return r["id"].rsplit("#", 1)[0]
+
+    first = set(split_prompts([prompt_id(r) for r in stories], seed=0)[0])
+    write_stories(folder / "half_a.jsonl", [r for r in stories if prompt_id(r) in first])
+    write_stories(folder / "half_b.jsonl", [r for r in stories if prompt_id(r) not in first])
 
 
 def trained_gold(cfg: OutcomeConfig, st: Stages, study: Study, gold: str) -> dict:
