@@ -199,6 +199,25 @@ def _view(backbone: nn.Module, layers: list[nn.Module], norm: nn.Module, start: 
     return view
 
 
+@torch.no_grad()
+def passes_hidden_through(backbone: nn.Module) -> bool:
+    """Does the backbone's forward hand `inputs_embeds` to its first layer unchanged? A shared trunk feeds its hidden
+    states to each member's top layers as `inputs_embeds`; a family that rescales or adds to them in its forward
+    (Gemma multiplies by sqrt(hidden size); absolute position embeddings add) would score wrong. Checked on the
+    model itself: its forward over no layers and no final norm must return the input exactly."""
+    view = _view(backbone, [], nn.Identity(), 0)
+    width = backbone.config.hidden_size
+    param = next(backbone.parameters())
+    x = torch.randn(1, 3, width, generator=torch.Generator().manual_seed(0)).to(param.device, param.dtype)
+    try:
+        out = view(
+            inputs_embeds=x, attention_mask=torch.ones(1, 3, dtype=torch.long, device=x.device), use_cache=False
+        )
+    except Exception:  # a forward that cannot run over no layers is not one a shared trunk can use either
+        return False
+    return torch.equal(out.last_hidden_state, x)
+
+
 def last_token_scores(logits: torch.Tensor, input_ids: torch.Tensor, pad_id: int | None) -> torch.Tensor:
     """(B, T, 1) per-token scores -> (B,) at the rightmost non-pad token (transformers' sequence-classification rule)."""
     if pad_id is None:
@@ -246,19 +265,22 @@ class EnsembleRM(nn.Module):
                 f"{s} >= the model's {len(backbone.layers)} layers",
                 "re-save",
             )
+        # a family whose forward changes inputs_embeds cannot take a trunk's hidden states: whole members instead
+        self.whole = s == 0 or not passes_hidden_through(backbone)
         self.members = nn.ModuleList()
         for j, m in enumerate(self.manifest.members):
             tensors = load_file(str(self.rm_dir / m.file))
             self.members.append(self._member(tensors, s, self.rm_dir / MANIFEST_FILE, j))
         self.offsets = [m.offset for m in self.manifest.members]
-        if s:
+        if s and not self.whole:
             self._trunk = _view(backbone, list(backbone.layers[:s]), nn.Identity(), 0)
             self._tops = [_view(backbone, list(b.layers), b.norm, s) for b in self.members]
 
     def _member(self, tensors: dict, s: int, where: Path, j: int) -> nn.Module:
-        if s == 0:  # a whole model
+        if self.whole:  # a whole model (a shared-trunk member's file holds its top: the trunk is the base's own)
             model = copy.deepcopy(self.full)
             missing, unexpected = model.load_state_dict(tensors, strict=False)
+            missing = [k for k in missing if not is_trunk_key(k, self.prefix, s)]
         else:
             backbone = getattr(self.full, self.prefix)
             model = _Branch(
@@ -293,7 +315,7 @@ class EnsembleRM(nn.Module):
         return next(self.full.parameters()).device
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        if self.manifest.shared_layers == 0:  # whole members, one after another
+        if self.whole:  # whole members, one after another
             cols = [
                 m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, 0]
                 for m in self.members

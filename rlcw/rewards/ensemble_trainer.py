@@ -117,7 +117,17 @@ class SharedTrunk:
     """trunk(ids, mask) -> (B, T, H) hidden states after layer s-1; top(j, hidden, ids, mask) -> (B,) scores."""
 
     def __init__(self, base: nn.Module, members: list[nn.Module], shared_layers: int):
+        from rlcw.errors import RlcwError
+        from rlcw.rewards.ensemble import passes_hidden_through
+
         backbone = getattr(base, base.base_model_prefix)
+        if not passes_hidden_through(backbone):
+            raise RlcwError(
+                f"{type(base).__name__} changes inputs_embeds in its forward (e.g. Gemma scales them by sqrt(hidden "
+                "size)), so members cannot share a trunk's hidden states",
+                where="rm.ensemble.joint",
+                hint="rm.ensemble.joint=false trains whole members one after another (scoring handles them)",
+            )
         self.trunk = _view(backbone, list(backbone.layers[:shared_layers]), nn.Identity(), 0)
         self.members = members
         self.pad_id = base.config.pad_token_id
