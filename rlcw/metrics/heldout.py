@@ -12,7 +12,8 @@ of a prompt are correlated), and every statistic is recomputed on each resample 
 `in_range` is what the caller counts as meeting the prompt's range (`rlcw.measure.heldout`: a story that
 ended, with its word count inside the range); the optional `in_range_words` (word count inside the
 range, cut stories included) and `ended_short` (ended below the range) are reported as
-`<key>_start` / `<key>_final`; with `ended_short`, `short_rise_minus_in_range_rise` (the rise in the
+`<key>_start` / `<key>_final`; with `ended_short`, its change `ended_short_delta` and
+`short_rise_minus_in_range_rise` (the rise in the
 share that ends below the range minus the rise in the share that ends inside it) gets its interval too.
 
 What the RM change is made of (`rm_delta` = mean of final - start over all pairs):
@@ -102,6 +103,7 @@ def paired_stats(s: dict, f: dict) -> dict[str, float]:
         if k in s:
             out[f"{k}_start"], out[f"{k}_final"] = float(s[k].mean()), float(f[k].mean())
     if "ended_short" in s:  # > 0: more of the new endings fall below the range than inside it
+        out["ended_short_delta"] = float((f["ended_short"] - s["ended_short"]).mean())
         out["short_rise_minus_in_range_rise"] = float(
             (f["ended_short"] - s["ended_short"]).mean() - (f["in_range"] - s["in_range"]).mean()
         )

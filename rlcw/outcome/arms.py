@@ -16,7 +16,9 @@ from rlcw.outcome.seeds import KINDS, Estimate, SeedReading
 
 
 def _cell(e: Estimate | None) -> str:
-    return "not reached" if e is None else e.text()
+    if e is None:
+        return "not reached"
+    return "no story inside the cells" if e.delta != e.delta else e.text()
 
 
 def _sign(e: Estimate | None) -> int:

@@ -240,8 +240,9 @@ class SeedReading:
         """Mean over the picked seeds of the prompt-weighted mean change; the cell means use every resampled prompt,
         the mean only those in `mask`."""
         runs = self.runs[arm]
-        changes = [self._run_change(runs[s], wheres[s], kind, weights) for s in picks]
-        return float(np.nanmean([self._mean(c, weights * mask) for c in changes]))
+        values = [self._mean(self._run_change(runs[s], wheres[s], kind, weights), weights * mask) for s in picks]
+        finite = [v for v in values if np.isfinite(v)]
+        return float(np.mean(finite)) if finite else float("nan")
 
     def _estimate(self, arms: list[str], wheres: dict, kind: str, mask: np.ndarray, d: float) -> Estimate:
         def value(weights, picks) -> float:
@@ -251,7 +252,8 @@ class SeedReading:
         full = np.ones(len(self.prompts))
         point = value(full, {a: range(len(self.runs[a])) for a in arms})
         reps = [value(self._prompt_w[r], {a: self._seed_picks[a][r] for a in arms}) for r in range(self.n_resamples)]
-        low, high = np.nanpercentile(reps, [2.5, 97.5])
+        finite = np.asarray(reps)[np.isfinite(reps)]
+        low, high = np.percentile(finite, [2.5, 97.5]) if finite.size else (np.nan, np.nan)
         outside = float(np.mean([self._outside(a, wheres[a]) for a in arms])) if kind == "residual" else 0.0
         return Estimate(point, float(low), float(high), len(self.runs[arms[0]]), int(mask.sum()), outside, d)
 
@@ -292,7 +294,7 @@ class SeedReading:
         full, out = np.ones(len(self.prompts)), []
         for run in self.runs[arm]:
             means = [self._mean(self._values(t, kind, full), self._select.astype(float)) for t in run.tables]
-            out.append(int(np.nanargmax(means)))
+            out.append(0 if np.all(np.isnan(means)) else int(np.nanargmax(means)))  # no residual anywhere: the start
         return out
 
     def peak(self, arm: str, kind: str) -> Estimate:

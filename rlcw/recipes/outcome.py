@@ -321,9 +321,8 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
             _check(proxy in kinds, f"{run} optimises {proxy!r}, which is not {kind} proxy", key, f"e.g. {example}")
     for run, seeds in cfg.seeds.items():
         where = f"seeds.{run}"
-        _check(
-            run in cfg.runs and run in TRAINED, f"{run!r} is not a trained run of `runs`", where, f"runs: {cfg.runs}"
-        )
+        ok = not seeds or (run in cfg.runs and run in TRAINED)  # an empty list asks for nothing
+        _check(ok, f"{run!r} is not a trained run of `runs`", where, f"runs: {cfg.runs}")
         ok = all(isinstance(k, int) for k in seeds) and len(set(seeds)) == len(seeds) and cfg.seed not in seeds
         _check(ok, f"seeds must be distinct integers other than seed={cfg.seed}, got {seeds}", where)
     _check(all(d > 0 for d in cfg.measure.matched_d), "every d must be > 0", "measure.matched_d", "e.g. [2, 4, 6]")
@@ -926,7 +925,7 @@ def arms_reading(
     from rlcw.outcome.arms import arms_section
     from rlcw.outcome.seeds import Baseline, Cells, SeedReading, arm_seed, cell_sums
 
-    if not cfg.seeds:
+    if not any(cfg.seeds.values()):
         return [], {}
     m, prompts = cfg.measure, sorted({r["prompt_id"] for r in start})
     cells = Cells.from_words([float(r["words"]) for r in slope], bins=m.residual_bins)
@@ -936,13 +935,13 @@ def arms_reading(
         runs: dict[str, list] = {}
         for name, points in measured.items():
             arm = arm_of(cfg, name)
-            if arm not in cfg.seeds:
+            if not cfg.seeds.get(arm):
                 continue
             seed = getattr(cfg, arm).seed if name == arm else int(name.rsplit("_seed", 1)[1])
             ckpts = [(math.sqrt(max(float(np.mean([r["kl_k3"] for r in recs])), 0.0)), recs) for _, recs in points]
             runs.setdefault(arm, []).append(arm_seed(arm, seed, start, ckpts, gold, prompts, cells, base))
         readings[gold] = SeedReading(runs, base, prompts, n_resamples=m.n_resamples, seed=cfg.seed)
-    base_arm = "grpo" if "grpo" in cfg.seeds else None
+    base_arm = "grpo" if cfg.seeds.get("grpo") else None
     note = f"Cells: {len(cells.edges) - 1} word bins (edges {', '.join(f'{e:g}' for e in cells.edges)}) x ended."
     return arms_section(readings, list(m.matched_d), base_arm, notes=[note, ""])
 

@@ -48,6 +48,12 @@ class Gates:
     min_grpo_steps: int = 10  # GRPO steps the run must complete
     heldout: bool = True  # RM change and in-range change lower bounds > 0 (false: tiny-model tests)
     exit_on_fail: bool = True  # `rlcw quickstart` exits 1 when a gate fails (false: exit 0, e.g. calibration loops)
+    # reward-hacking checks on the held-out samples (95% upper bounds over prompts): the share of stories that end
+    # below the prompt's range may rise by at most max_short_rise, slop (% of words in over-used phrases) by at most
+    # max_slop_rise points; false: reported, not gating
+    hacking: bool = True
+    max_short_rise: float = 0.05
+    max_slop_rise: float = 2.0
 
 
 @dataclass
@@ -72,6 +78,16 @@ class HeldoutSection:
 
 
 @dataclass
+class ReferencesSection:
+    """Start-model stories for the RL prompts, written when a grpo reward spec has an `anchor` without `references`
+    (PAR, rlcw.rewards.anchored): the stories the anchored reward is centred on (`references/stories.jsonl`)."""
+
+    n_samples: int = 2  # stories per RL prompt (the anchor's per_prompt reads at most this many)
+    seed: int = 4321  # sample k of every prompt uses seed + k (apart from the held-out measurement's seed)
+    draw: str = "inverse_cdf"  # multinomial | inverse_cdf (the same distribution, one batch for every index)
+
+
+@dataclass
 class QuickstartConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     build_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
@@ -80,6 +96,7 @@ class QuickstartConfig:
     generate: generate.GenerateConfig = field(default_factory=generate.GenerateConfig)
     export: export.ExportConfig = field(default_factory=export.ExportConfig)
     heldout: HeldoutSection = field(default_factory=HeldoutSection)
+    references: ReferencesSection = field(default_factory=ReferencesSection)
     gates: Gates = field(default_factory=Gates)
     output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "quickstart"  # name of the run folder under output_dir
@@ -107,6 +124,41 @@ def wire(cfg: QuickstartConfig, root: str) -> None:
     put("grpo.data.no_overlap_with", pairs)
     put("export.model", ModelConfig(**{**vars(cfg.model), "name": f"{root}/grpo/checkpoints/final"}))
     put("generate.model", cfg.model)
+    for spec in cfg.grpo.reward.specs.values():  # an anchor without references: the start's stories written here
+        if isinstance(spec, dict) and isinstance(spec.get("anchor"), dict) and not spec["anchor"].get("references"):
+            spec["anchor"]["references"] = f"{root}/references/stories.jsonl"
+
+
+def needs_references(cfg: QuickstartConfig, root: str) -> bool:
+    """A grpo reward spec is anchored on the references this run writes (after `wire`)."""
+    own = f"{root}/references/stories.jsonl"
+    return any(
+        isinstance(spec, dict) and isinstance(spec.get("anchor"), dict) and spec["anchor"].get("references") == own
+        for spec in cfg.grpo.reward.specs.values()
+    )
+
+
+def write_references(cfg: QuickstartConfig, root: str, rows: list[dict], cap: int) -> dict:
+    """`references.n_samples` start-model stories for every RL prompt row, as story records."""
+    from rlcw.data.records import write_stories
+    from rlcw.measure.heldout import HeldoutSettings, policy_samples
+    from rlcw.models import load_tokenizer
+
+    r = cfg.references
+    s = HeldoutSettings(
+        n_samples=r.n_samples,
+        max_new_tokens=cap,
+        seed=r.seed,
+        n_resamples=0,
+        system_prompt=cfg.model.system_prompt,
+        draw=r.draw,
+    )
+    recs, seconds = policy_samples(cfg.model.name, load_tokenizer(cfg.model.name, padding_side="left"), rows, s)
+    keep = ("id", "prompt", "story", "min_words", "max_words")
+    path = write_stories(
+        Path(root) / "references" / "stories.jsonl", [{**{k: x[k] for k in keep}, "system": "start"} for x in recs]
+    )
+    return {"status": "completed", "metrics": {"stories": float(len(recs)), "time/sample_s": seconds}, "path": path}
 
 
 def main(cfg: QuickstartConfig) -> dict:
@@ -139,14 +191,17 @@ def main(cfg: QuickstartConfig) -> dict:
         )
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)
+        if needs_references(cfg, root):
+            rows = grpo.train_prompts(cfg.grpo, rollout)
+            stage("references", lambda c: write_references(c, root, rows, rollout.story_cap), cfg)
         stage("grpo", grpo.main, cfg.grpo)
         stage("heldout", lambda c: _measure(c, root, measured, rollout.story_cap), cfg)
         if cfg.heldout.score_with:
             stage("heldout_scores", lambda c: _score_with(c, Path(root)), cfg)
         stage("export", export.main, cfg.export)
-        metrics, checks, verdict = _gate(cfg, results)
-        plots = _plots(run.path, cfg.grpo.monitor)
         slop = held_out_slop(run.path, cfg.heldout.n_resamples)
+        metrics, checks, verdict = _gate(cfg, results, slop)
+        plots = _plots(run.path, cfg.grpo.monitor)
         keys = ("slop_start", "slop_final", "slop_delta", "slop_delta_lo", "slop_delta_hi")
         metrics.update({f"heldout/{k}": float(slop[k]) for k in keys if math.isfinite(slop[k])})
         extra = results.get("heldout_scores", {})
@@ -154,7 +209,8 @@ def main(cfg: QuickstartConfig) -> dict:
         run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots, slop, extra))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
         metrics["gate/passed"] = float(status == "completed")  # every check (1.0) or not (0.0)
-        metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
+        metrics["gate/heldout"] = float(checks[3][1])  # the held-out gain check alone
+        metrics["gate/hacking"] = float(all(ok for _, ok, _ in checks[4:]))  # the reward-hacking checks
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in timings.items()})
         artifacts = {
             "report": run.path / "report.md",
@@ -318,6 +374,9 @@ SUMMARY_KEYS = (
     "in_range_words_final",
     "ended_short_start",
     "ended_short_final",
+    "ended_short_delta",
+    "ended_short_delta_lo",
+    "ended_short_delta_hi",
     "short_rise_minus_in_range_rise",
     "short_rise_minus_in_range_rise_lo",
     "short_rise_minus_in_range_rise_hi",
@@ -388,7 +447,36 @@ def verdict_text(h: dict) -> tuple[bool, str]:
     return False, " ".join(parts)
 
 
-def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, bool, str]], str]:
+def hacking_checks(g: Gates, h: dict, slop: dict, rm: str) -> list[tuple[str, bool, str]]:
+    """The reward-hacking checks (name, passed, what was measured): ending too short and slop may not rise beyond
+    the gates' bounds at 95% (upper bounds over prompts); `rm` says what the reward model is (a defence that changes
+    it is compared with the plain BT RM elsewhere: the outcome study's defences section)."""
+    off = "" if g.hacking else " (reported, not gating: gates.hacking=false)"
+    hi, lo = h.get("ended_short_delta_hi", math.nan), h.get("ended_short_delta_lo", math.nan)
+    short = (
+        f"{h.get('ended_short_start', math.nan):.2f} -> {h.get('ended_short_final', math.nan):.2f}, change "
+        f"{h.get('ended_short_delta', math.nan):+.2f} [{lo:+.2f}, {hi:+.2f}] (upper bound needs <= {g.max_short_rise:+.2f})"
+    )
+    slop_text = (
+        f"{slop['slop_start']:.1f} -> {slop['slop_final']:.1f} points, change {slop['slop_delta']:+.1f} "
+        f"[{slop['slop_delta_lo']:+.1f}, {slop['slop_delta_hi']:+.1f}] (upper bound needs <= {g.max_slop_rise:+.1f})"
+    )
+    short_ok = hi <= g.max_short_rise  # NaN (no word ranges) fails: nothing was shown
+    slop_ok = slop["slop_delta_hi"] <= g.max_slop_rise
+    return [
+        ("no rise in stories ending too short (reward hacking, 95%)" + off, short_ok or not g.hacking, short),
+        ("no rise in slop (reward hacking, 95%)" + off, slop_ok or not g.hacking, f"{slop_text}; reward model: {rm}"),
+    ]
+
+
+def rm_kind(cfg: train_rm.TrainRMConfig) -> str:
+    """What the quickstart's reward model is, in words."""
+    if cfg.rm.ensemble.size > 1:
+        return f"an ensemble of {cfg.rm.ensemble.size} BT members"
+    return "a two-head (ODIN) BT RM" if cfg.rm.length_head else "the plain BT RM (no accuracy cost to compare)"
+
+
+def _gate(cfg: QuickstartConfig, results: dict, slop: dict) -> tuple[dict, list[tuple[str, bool, str]], str]:
     rm = results["train_rm"]["metrics"]
     steps = int(results["grpo"]["metrics"].get("train/steps", 0))
     acc = rm.get("eval/accuracy", 0.0)
@@ -422,6 +510,7 @@ def _gate(cfg: QuickstartConfig, results: dict) -> tuple[dict, list[tuple[str, b
             ok or not cfg.gates.heldout,
             verdict,
         ),
+        *hacking_checks(cfg.gates, h, slop, rm_kind(cfg.train_rm)),
     ]
     return metrics, checks, verdict
 

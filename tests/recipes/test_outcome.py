@@ -367,3 +367,86 @@ def test_grpo_ens_needs_an_ensemble_proxy(tmp_path):
     cfg = load_config(OutcomeConfig, None, [f"output_dir={tmp_path}", "proxy_ensembles={large: 1}"])
     with pytest.raises(RlcwError, match=r"proxy_ensembles.large.*>= 2 members"):
         main(cfg)
+
+
+def test_seeds_two_golds_and_the_anchored_arm(tmp_path, tiny_model_dir):
+    """configs/outcome/seeds_cpu.yaml on the tiny model: each gold on its own half of the TMAS prompts (the second a
+    full fine-tune with the prompt in its input), grpo_par anchored on the start's proxy_data stories with KL, every
+    run over two seeds, every story scored by both golds, and the arms section read at matched KL by both."""
+    from rlcw.recipes.outcome import OutcomeConfig, main
+
+    arms = [
+        f"{run}.{k}"
+        for run in ("grpo", "grpo_par", "grpo_kl")
+        for k in (
+            "train.max_steps=2",
+            "train.save_steps=1",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "lora.r=4",
+            "data.max_train_prompts=8",
+            "data.fit_to_cap=ignore",
+        )
+    ]
+    gold2 = [
+        "gold2_pairs.data.min_words=3",
+        "gold2_pairs.data.eval_fraction=0.5",
+        *[
+            f"gold2_rm.{k}"
+            for k in ("train.max_steps=2", "train.batch_size=2", "train.eval_steps=2", "rm.max_length=64")
+        ],
+    ]
+    study = [
+        "runs=[grpo,grpo_par,grpo_kl,best_of_n]",
+        "seeds={grpo: [1], grpo_par: [1], grpo_kl: []}",
+        "grpo_par.reward.specs.rm.anchor.per_prompt=2",
+        "measure.matched_d=[0.01]",
+        "proxy_data.max_prompts=null",  # every RL prompt: the anchor's references cover whatever grpo_par draws
+        "measure.residual_min_count=1",  # the tiny pool's few start stories still make cells
+    ]
+    tiny = [o for o in TINY if not o.startswith("seeds=")]
+    overrides = [f"output_dir={tmp_path}", f"model.name={tiny_model_dir}", f"data.tmas={_tmas(tmp_path / 'tmas')}"]
+    cfg = load_config(OutcomeConfig, "configs/outcome/seeds_cpu.yaml", [*overrides, *tiny, *arms, *gold2, *study])
+    summary = main(cfg)
+    out = tmp_path / "outcome_seeds"
+    assert summary["status"] == "completed"
+    # the two golds: disjoint halves of the prompts, the second fully tuned with the prompt in its input
+    halves = [
+        {r["id"].rsplit("#", 1)[0] for r in _jsonl(out / "gold_samples" / "halves" / f"half_{h}.jsonl")} for h in "ab"
+    ]
+    assert halves[0] and halves[1] and not halves[0] & halves[1]
+    assert halves[0] | halves[1] == {r["id"].rsplit("#", 1)[0] for r in _jsonl(out / "gold_samples" / "stories.jsonl")}
+    pairs = [{p["prompt"] for p in _jsonl(out / f"{g}_pairs" / "pairs" / "train.jsonl")} for g in ("gold", "gold2")]
+    assert pairs[0] and pairs[1] and not pairs[0] & pairs[1]
+    gold2_cfg = (out / "gold2_rm" / "config.yaml").read_text()
+    assert "enabled: false" in gold2_cfg.split("lora:")[1].split("\n")[1] and "include_prompt: true" in gold2_cfg
+    assert not (out / "gold2_rm" / "model" / "adapter_config.json").exists()
+    # grpo_par: the proxy anchored on the start's stories for the same prompts, KL in the loss
+    par_cfg = (out / "grpo_par" / "config.yaml").read_text()
+    assert f"references: {out}/proxy_data/samples.jsonl" in par_cfg and "beta: 0.1" in par_cfg
+    rewards = [json.loads(line) for line in (out / "grpo_par_seed1" / "metrics.jsonl").read_text().splitlines()]
+    means = [r["rewards/rm/mean"] for r in rewards if "rewards/rm/mean" in r]
+    assert means and all(0.0 < v < 1.0 for v in means)  # sigmoid(r - r_ref): bounded
+    # every run and seed measured, every story scored by both golds
+    for run in ("grpo", "grpo_seed1", "grpo_par", "grpo_par_seed1"):
+        recs = _jsonl(out / "measure" / run / "step_000002" / "samples.jsonl")
+        assert all({"gold", "gold2", "proxy_large"} <= set(r["scores"]) for r in recs), run
+    assert "seed: 1" in (out / "grpo_par_seed1" / "config.yaml").read_text()
+    text = (out / "report.md").read_text()
+    assert "## Arms over seeds at matched KL" in text and "second gold (measures only)" in text
+    assert "| gold raw | gold residual | gold2 raw | gold2 residual | outside |" in text
+    for arm in ("grpo", "grpo_par"):
+        assert any(line.startswith(f"| {arm} | 2 | d = 0.01 |") for line in text.splitlines()), arm
+        assert any(line.startswith(f"| {arm} | 2 | peak (d = ") for line in text.splitlines()), arm
+    rows = [
+        line.split(" | ")
+        for line in text.splitlines()
+        if line.startswith(("| grpo | 2 | d = ", "| grpo_par | 2 | d = "))
+    ]
+    assert all("[" in row[4] and "[" in row[6] and not row[7].startswith("100%") for row in rows)  # residuals read
+    assert (
+        "| grpo_par - grpo | d = 0.01 |" in text and "Conclusions (stated only where all of gold, gold2 agree)" in text
+    )
+    m = summary["metrics"]
+    assert "arms/grpo_par/d0.01/gold2/residual" in m and "agreement/gold2" in m

@@ -41,6 +41,10 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
             "gates.heldout=false",
             "gates.min_rm_accuracy=0.0",
             "gates.min_grpo_steps=2",
+            "gates.hacking=false",
+            # the anchored reward (PAR) on start-model stories this run writes, with KL to the start in the loss
+            "grpo.reward.specs.rm.anchor={per_prompt: 2}",
+            "grpo.train.beta=0.1",
             # a second look at the same samples: the run's RM again and a scripted rubric judge (always Yes)
             "heldout.score_with={rm_again: {type: bt}, rubric: {type: rubric, verdict: text, "
             "criteria: [{name: ends, question: 'Does it end?'}], client: {kind: scripted, script: ['Answer: Yes']}}}",
@@ -51,12 +55,23 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert summary["status"] == "completed", summary
     for stage in ("prepare_model", "build_pairs", "train_rm", "grpo", "export"):
         assert json.loads((root / stage / "summary.json").read_text())["status"] == "completed", stage
+    refs = [json.loads(x) for x in (root / "references" / "stories.jsonl").read_text().splitlines()]
+    assert refs and all(r["system"] == "start" for r in refs) and len({r["prompt"] for r in refs}) * 2 == len(refs)
+    grpo_cfg = (root / "grpo" / "config.yaml").read_text()
+    assert f"references: {root}/references/stories.jsonl" in grpo_cfg and "beta: 0.1" in grpo_cfg
+    logged = [json.loads(x) for x in (root / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    rewards = [r["rewards/rm/mean"] for r in logged if "rewards/rm/mean" in r]
+    assert rewards and all(0 < v < 1 for v in rewards)  # sigmoid(r - r_ref): the anchored reward is bounded
     report = (root / "report.md").read_text()
     assert report.index("## Training reward and learning probe") < report.index("## Held-out measurement")
     assert report.index("## Held-out measurement") < report.index("### Largest RM gains")
     assert "### Largest RM losses" in report and "| start model | after GRPO |" in report
     assert "PASS: GRPO steps: 2" in report and "PASS: GRPO reward-hacking monitors in range" in report
     assert "(gate off: gates.heldout=false)" in report and "Learning probe: mean |log-prob change|" in report
+    assert "no rise in stories ending too short (reward hacking, 95%) (reported, not gating" in report
+    assert "no rise in slop (reward hacking, 95%) (reported, not gating" in report and m_is_set(
+        summary, "gate/hacking"
+    )
     assert "Slop (% of words inside phrases over-used against the bundled human stories" in report
     assert "most over-represented in the tuned model's samples:" in report
     for png in ("rm_training.png", "training_reward.png", "probe.png"):
@@ -67,7 +82,7 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     named = ["rm_delta", "rm_delta_lo", "rm_delta_hi", "win_rate", "win_rate_lo", "win_rate_hi", "in_range_start"]
     named += ["in_range_final", "in_range_delta_lo", "finished_start", "finished_final", "rm_delta_both_finished"]
     named += ["rm_pays_ending", "rm_pays_ending_short", "rm_per_10_words_ended", "rm_words_pearson_start"]
-    named += ["slop_start", "slop_final", "slop_delta"]
+    named += ["slop_start", "slop_final", "slop_delta", "ended_short_delta", "ended_short_delta_hi"]
     assert all(isinstance(m[f"heldout/{k}"], float) for k in named)
     start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
     assert len(start) == 8 and {r["sample_index"] for r in start} == {0, 1}
@@ -79,6 +94,29 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert json.loads((root / "heldout" / "score_with.json").read_text())["rm_again"]["n_prompts"] == 4
     rows = [json.loads(x) for x in (root / "heldout" / "score_with.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and {r["policy"] for r in rows} == {"start", "tuned"} and rows[0]["rubric/ends"] == 1.0
+
+
+def m_is_set(summary: dict, key: str) -> bool:
+    return isinstance(summary["metrics"].get(key), float)
+
+
+SLOP = {"slop_start": 2.0, "slop_final": 2.5, "slop_delta": 0.5, "slop_delta_lo": -0.5, "slop_delta_hi": 1.5}
+
+
+def test_hacking_checks_read_the_upper_bounds():
+    from rlcw.recipes.quickstart import Gates, hacking_checks
+
+    h = {"ended_short_start": 0.15, "ended_short_final": 0.2, "ended_short_delta": 0.05}
+    h.update(ended_short_delta_lo=0.01, ended_short_delta_hi=0.09)
+    short, slop = hacking_checks(Gates(), h, SLOP, "the plain BT RM")
+    assert not short[1] and "+0.05 [+0.01, +0.09]" in short[2] and "<= +0.05" in short[2]
+    assert slop[1] and "+0.5 [-0.5, +1.5]" in slop[2] and "the plain BT RM" in slop[2]
+    h["ended_short_delta_hi"] = 0.05  # at the bound: passes
+    assert hacking_checks(Gates(), h, SLOP, "rm")[0][1]
+    assert not hacking_checks(Gates(), h, {**SLOP, "slop_delta_hi": 2.1}, "rm")[1][1]
+    assert not hacking_checks(Gates(), {}, SLOP, "rm")[0][1]  # no word ranges measured: nothing shown, not a pass
+    off = hacking_checks(Gates(hacking=False), {**h, "ended_short_delta_hi": 0.5}, SLOP, "rm")
+    assert all(ok for _, ok, _ in off) and "(reported, not gating: gates.hacking=false)" in off[0][0]
 
 
 def _heldout(rm_lo: float, range_lo: float) -> dict:
@@ -103,11 +141,11 @@ def test_quickstart_gates_fail_the_run(tmp_path, tiny_model_dir):
     }
     cfg = load_config(__import__("rlcw.recipes.quickstart", fromlist=["QuickstartConfig"]).QuickstartConfig, None, [])
     assert cfg.gates == Gates()
-    _, checks, verdict = _gate(cfg, results)
-    assert [ok for _, ok, _ in checks] == [False, True, True, True] and verdict.startswith("Shown:")
+    _, checks, verdict = _gate(cfg, results, SLOP)
+    assert [ok for _, ok, _ in checks] == [False, True, True, True, False, True] and verdict.startswith("Shown:")
     results["grpo"]["error"] = "stopped by reward-hacking monitor at step 5: rep_intra=0.6 > 0.4 (max_rep_intra)"
-    _, checks, _ = _gate(cfg, results)
-    assert [ok for _, ok, _ in checks] == [False, True, False, True] and "rep_intra" in checks[2][2]
+    _, checks, _ = _gate(cfg, results, SLOP)
+    assert [ok for _, ok, _ in checks] == [False, True, False, True, False, True] and "rep_intra" in checks[2][2]
 
 
 def test_heldout_gate_needs_both_lower_bounds_above_zero():
@@ -119,17 +157,17 @@ def test_heldout_gate_needs_both_lower_bounds_above_zero():
         "grpo": {"metrics": {"train/steps": 12.0}},
         "export": {"metrics": {"max_logit_diff": 0.0}},
     }
-    _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(0.1, -0.02)})
+    _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(0.1, -0.02)}, SLOP)
     assert not checks[3][1] and "Not shown: that stories got closer to the asked length" in verdict
     assert "explained by stories ending before the cap" in verdict
-    _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(-0.1, 0.05)})
+    _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(-0.1, 0.05)}, SLOP)
     assert not checks[3][1] and "Not shown: that the RM score rose" in verdict
     ok = _heldout(0.1, 0.05)  # in-range change 0.1 (from dict.fromkeys): an ended-short rise of 0.1 is allowed
     ok.update(ended_short_start=0.1, ended_short_final=0.2)
-    _, checks, verdict = _gate(cfg, {**base, "heldout": ok})
+    _, checks, verdict = _gate(cfg, {**base, "heldout": ok}, SLOP)
     assert checks[3][1] and verdict.startswith("Shown:")
     ok.update(ended_short_final=0.66)  # seed 0 of this round's quickstart: one-liners 0.12 -> 0.66
-    _, checks, verdict = _gate(cfg, {**base, "heldout": ok})
+    _, checks, verdict = _gate(cfg, {**base, "heldout": ok}, SLOP)
     assert not checks[3][1] and "Not shown: that the gain is not made of stories that end too short" in verdict
     # with the bootstrap interval of the difference, the rule reads its lower bound, not the point estimates:
     # calibration fixrm_c128_s1 (ended short +0.133 against +0.117 inside: point excess +0.016, CI [-0.09, +0.12])
@@ -137,13 +175,13 @@ def test_heldout_gate_needs_both_lower_bounds_above_zero():
     close.update(ended_short_start=0.117, ended_short_final=0.25, in_range_delta=0.117)
     close.update(short_rise_minus_in_range_rise=0.016, short_rise_minus_in_range_rise_lo=-0.09)
     close["short_rise_minus_in_range_rise_hi"] = 0.12
-    _, checks, verdict = _gate(cfg, {**base, "heldout": close})
+    _, checks, verdict = _gate(cfg, {**base, "heldout": close}, SLOP)
     assert checks[3][1] and "difference +0.02 [-0.09, +0.12]" in verdict
     close.update(short_rise_minus_in_range_rise=0.14, short_rise_minus_in_range_rise_lo=0.02)
-    _, checks, verdict = _gate(cfg, {**base, "heldout": close})
+    _, checks, verdict = _gate(cfg, {**base, "heldout": close}, SLOP)
     assert not checks[3][1] and "above 0" in verdict
     off = load_config(QuickstartConfig, None, ["gates.heldout=false"])
-    _, checks, _ = _gate(off, {**base, "heldout": _heldout(-0.1, -0.1)})
+    _, checks, _ = _gate(off, {**base, "heldout": _heldout(-0.1, -0.1)}, SLOP)
     assert checks[3][1]
 
 
