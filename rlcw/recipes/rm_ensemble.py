@@ -293,6 +293,8 @@ def assemble(cfg, run, staging: Path, records: list[dict], s: int, train_pairs: 
             hint="a bug or a changed base model between members: re-run train-rm with train.resume=false",
         )
     e = cfg.rm.ensemble
+    if e.average:
+        return assemble_average(run, staging, records)
     with atomic_folder(run.path / "model") as tmp:
         shutil.copytree(staging / "trunk", tmp, dirs_exist_ok=True)
         members = []
@@ -307,6 +309,28 @@ def assemble(cfg, run, staging: Path, records: list[dict], s: int, train_pairs: 
         for m, off in zip(manifest.members, offsets, strict=True):
             m.offset = off
         save_manifest(manifest, tmp)
+    return run.path / "model"
+
+
+def assemble_average(run, staging: Path, records: list[dict]) -> Path:
+    """`<run>/model` as ONE plain RM (WARM): the trunk folder's model with every member tensor replaced by the
+    members' mean (`rlcw.rewards.ensemble.average_members`)."""
+    from safetensors.torch import load_file, save_file
+
+    from rlcw.rewards.ensemble import average_members
+
+    mean = average_members([load_file(str(staging / f"{r['member']}.safetensors")) for r in records])
+    with atomic_folder(run.path / "model") as tmp:
+        shutil.copytree(staging / "trunk", tmp, dirs_exist_ok=True)
+        weights = sorted(tmp.glob("*.safetensors"))
+        if len(weights) != 1:
+            raise RlcwError(f"expected one weights file in the trunk folder, found {len(weights)}", where=str(staging))
+        state = load_file(str(weights[0]))
+        unknown = sorted(set(mean) - set(state))
+        if unknown:
+            raise RlcwError(f"member tensors not in the model: {unknown[:3]}", where=str(staging / "trunk"))
+        state.update({k: v.to(state[k].dtype) for k, v in mean.items()})
+        save_file(state, str(weights[0]), metadata={"format": "pt"})
     return run.path / "model"
 
 
@@ -369,6 +393,7 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
     metrics = {
         "train/members": float(len(records)),
         "train/joint": float(joint),
+        "train/weight_averaged": float(cfg.rm.ensemble.average),
         "train/shared_layers": float(s),
         "train/steps": float(max(r["steps"] for r in records)),  # each member's steps (train.max_steps)
         "train/pairs": float(len(train_pairs)),
@@ -380,7 +405,12 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
     model_dir = assemble(cfg, run, staging, records, s, train_pairs)
     if eval_pairs:
         t1 = time.time()
-        metrics.update(evaluate_ensemble(model_dir, eval_pairs, one.evaluate))
+        if cfg.rm.ensemble.average:  # one plain RM (WARM)
+            from rlcw.rewards.bt import BTScorer
+
+            metrics.update(one.evaluate(BTScorer(model_dir), eval_pairs))
+        else:
+            metrics.update(evaluate_ensemble(model_dir, eval_pairs, one.evaluate))
         metrics["time/eval_s"] = round(time.time() - t1, 1)
         run.log(max(r["steps"] for r in records), metrics)
         if tracker is not None:

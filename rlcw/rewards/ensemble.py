@@ -218,6 +218,18 @@ def passes_hidden_through(backbone: nn.Module) -> bool:
     return torch.equal(out.last_hidden_state, x)
 
 
+def average_members(members: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """WARM's weight average: every tensor the members hold, averaged elementwise in float64 and cast back to its
+    dtype. Every member must hold the same tensor names and shapes (one `rlcw train-rm` run's members)."""
+    if not members:
+        raise ValueError("no member to average")
+    names = set(members[0])
+    for j, m in enumerate(members[1:], start=1):
+        if set(m) != names or any(m[k].shape != members[0][k].shape for k in names):
+            raise ValueError(f"member {j} holds other tensors than member 0: they are not one run's members")
+    return {k: (sum(m[k].double() for m in members) / len(members)).to(members[0][k].dtype) for k in sorted(names)}
+
+
 def last_token_scores(logits: torch.Tensor, input_ids: torch.Tensor, pad_id: int | None) -> torch.Tensor:
     """(B, T, 1) per-token scores -> (B,) at the rightmost non-pad token (transformers' sequence-classification rule)."""
     if pad_id is None:

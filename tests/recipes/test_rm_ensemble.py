@@ -567,3 +567,42 @@ def test_a_joint_checkpoint_of_another_ensemble_is_a_clear_error(tiny_model_dir,
         load_checkpoint(path, other, [make_optimizer(m, s) for m in other])
     assert "member_0.safetensors" in str(err.value) and "lora" in str(err.value)
     assert load_checkpoint(path, members, [make_optimizer(m, s) for m in members]) == 1
+
+
+# --- WARM: one RM whose weights are the members' mean ---
+
+
+def test_average_members_is_the_elementwise_mean_in_each_dtype():
+    from rlcw.rewards.ensemble import average_members
+
+    a = {"w": torch.tensor([1.0, 2.0]), "h": torch.tensor([[0.0]], dtype=torch.bfloat16)}
+    b = {"w": torch.tensor([3.0, 6.0]), "h": torch.tensor([[1.0]], dtype=torch.bfloat16)}
+    out = average_members([a, b])
+    assert out["w"].tolist() == [2.0, 4.0] and out["h"].dtype == torch.bfloat16 and out["h"].item() == 0.5
+    with pytest.raises(ValueError, match="other tensors"):
+        average_members([a, {"w": torch.tensor([1.0, 2.0])}])
+
+
+def test_weight_averaged_members_make_one_plain_rm(runs_root, pairs_run, tiny_model_dir):
+    """rm.ensemble.average=true: the same members as the ensemble run, written as ONE RM whose member tensors are
+    their mean (WARM); it scores like a model built from those averaged tensors by hand."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification
+
+    from rlcw.rewards.ensemble import is_ensemble
+    from rlcw.rewards.render import encode_for_rm
+
+    run = _train(runs_root, pairs_run, tiny_model_dir, "rm_warm", "lora.top_layers=1", "rm.ensemble.average=true")
+    model_dir = Path(run["artifacts"]["model"])
+    assert not is_ensemble(model_dir) and run["metrics"]["train/weight_averaged"] == 1.0
+    assert 0.0 <= run["metrics"]["eval/accuracy"] <= 1.0 and run["metrics"]["train/members"] == 3
+    staged = [load_file(str(model_dir.parent / "members" / f"{j}.safetensors")) for j in range(3)]
+    by_hand = AutoModelForSequenceClassification.from_pretrained(model_dir.parent / "members" / "trunk").eval()
+    mean = {k: sum(m[k] for m in staged) / 3 for k in staged[0]}
+    by_hand.load_state_dict(mean, strict=False)
+    scorer = BTScorer(model_dir, length_control=False)
+    encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS, STORIES)
+    with torch.inference_mode():
+        want = [by_hand(input_ids=torch.tensor([e])).logits[0, 0].item() for e in encoded]
+    assert scorer.score(PROMPTS, STORIES) == pytest.approx(want, abs=1e-4)
+    assert staged[0]["score.weight"].tolist() != staged[1]["score.weight"].tolist()  # the members differ
