@@ -215,9 +215,11 @@ def check_fast_rollout(
             where="train.rollout_draw",
             hint="add train.fast_rollout=true, or leave train.rollout_draw=multinomial",
         )
-    if precision not in ("fp32", "bf16"):
+    if precision not in ("fp32", "bf16", "auto"):
         raise RlcwError(
-            f"unknown train.rollout_precision {precision!r}", where="train.rollout_precision", hint="fp32 or bf16"
+            f"unknown train.rollout_precision {precision!r}",
+            where="train.rollout_precision",
+            hint="fp32, bf16 or auto (bf16 where the CPU or GPU has native bf16)",
         )
     if precision != "fp32" and not fast_rollout:
         raise RlcwError(
@@ -247,3 +249,41 @@ def check_fast_rollout(
             where="train.fast_rollout",
             hint="train.fast_rollout=false (the fast sampler needs whole weights and plain rollouts)",
         )
+
+
+# ISA limits (oneDNN's ONEDNN_MAX_CPU_ISA, ATen's ATEN_CPU_CAPABILITY) under which bf16 matmuls are emulated
+_NO_BF16_ISA = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+
+
+def native_bf16() -> tuple[bool, str]:
+    """(bf16 matmuls run natively here, why): a CUDA device with bf16, or a CPU with AVX512-BF16 or AMX that
+    neither oneDNN nor ATen is told to ignore (ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY, e.g. the AVX2 path)."""
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        ok = torch.cuda.is_bf16_supported()
+        return ok, f"{torch.cuda.get_device_name()} {'has' if ok else 'lacks'} bf16"
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    aten = os.environ.get("ATEN_CPU_CAPABILITY", "").lower()
+    if isa in _NO_BF16_ISA or aten in ("default", "avx2"):
+        return False, f"bf16 limited away (ONEDNN_MAX_CPU_ISA={isa or '-'}, ATEN_CPU_CAPABILITY={aten or '-'})"
+    found = [
+        n
+        for n, ok in (
+            ("amx_bf16", torch.cpu._is_amx_tile_supported()),
+            ("avx512_bf16", torch.cpu._is_avx512_bf16_supported()),
+        )
+        if ok
+    ]
+    return (True, f"the CPU has {found[0]}") if found else (False, "the CPU has neither avx512_bf16 nor amx_bf16")
+
+
+def resolve_precision(precision: str) -> tuple[str, str]:
+    """`train.rollout_precision` -> (fp32 | bf16, why): auto takes bf16 only where it runs natively (elsewhere bf16
+    is emulated and slower than fp32)."""
+    if precision != "auto":
+        return precision, "set in the config"
+    ok, why = native_bf16()
+    return ("bf16" if ok else "fp32"), f"auto: {why}"

@@ -151,11 +151,14 @@ class FastRollout(PlainRollout):
     truncated importance ratio min(pi/mu, rollout_is_cap) (rlcw.rl.grpo.is_correction; 0 = off)."""
 
     def trainer_kwargs(self, tokenizer) -> dict:
+        from rlcw.logs import say
+        from rlcw.rl.grpo.rollout import resolve_precision
+
         s = self.settings
+        precision, why = resolve_precision(s.rollout_precision)
+        say("grpo", f"fast rollout: {precision} weight copy ({why}), {s.rollout_draw} draw")
         return {
-            "rollout_func": make_fast_rollout_func(
-                s.rollout_precision, s.rollout_draw, s.rollout_compact, s.rollout_prepack
-            ),
+            "rollout_func": make_fast_rollout_func(precision, s.rollout_draw, s.rollout_compact, s.rollout_prepack),
             "rollout_is_cap": s.rollout_is_cap,
         }
 
