@@ -158,7 +158,7 @@ class OutcomeConfig:
     data: StudyData = field(default_factory=StudyData)
     gold: GoldSection = field(default_factory=GoldSection)
     proxy_data: ProxyDataSection = field(default_factory=ProxyDataSection)
-    # proxy name -> training pairs of its RM (data.max_train_pairs)
+    # proxy name -> training pairs of its RM (data.max_train_pairs); 0 drops a proxy (e.g. the default small)
     proxies: dict[str, int] = field(default_factory=lambda: {"small": 80, "large": 640})
     rl_proxy: str = "large"  # the proxy grpo, grpo_lc, ppo and dpo optimise
     proxy_ensembles: dict[str, int] = field(default_factory=dict)  # proxy name -> ensemble members (>= 2)
@@ -290,9 +290,12 @@ def check_study_keys(cfg: OutcomeConfig) -> None:
     """The study's own keys: runs, proxies, best-of-n sizes, sample counts and batch sizes."""
     unknown = sorted(set(cfg.runs) - set(RUNS))
     _check(not unknown, f"unknown run(s) {unknown}", "runs", f"choose from {', '.join(RUNS)}")
-    _check(bool(cfg.proxies), "no proxy to train", "proxies", "e.g. proxies={small: 80, large: 640}")
     for name, n in cfg.proxies.items():
-        _check(isinstance(n, int) and n >= 1, f"proxy {name!r} needs >= 1 training pair, got {n!r}", f"proxies.{name}")
+        ok = isinstance(n, int) and not isinstance(n, bool) and n >= 0
+        _check(ok, f"proxy {name!r} needs >= 1 training pair (0 drops it), got {n!r}", f"proxies.{name}")
+    # 0 pairs drops a proxy: a config file's mapping adds to the defaults' (small, large), so this is how it leaves one out
+    cfg.proxies = {name: n for name, n in cfg.proxies.items() if n != 0}
+    _check(bool(cfg.proxies), "no proxy to train", "proxies", "e.g. proxies={small: 80, large: 640}")
     _check(cfg.rl_proxy in cfg.proxies, f"{cfg.rl_proxy!r} is not a proxy", "rl_proxy", f"one of {list(cfg.proxies)}")
     for name, k in cfg.proxy_ensembles.items():
         _check(name in cfg.proxies, f"{name!r} is not a proxy", f"proxy_ensembles.{name}", "add it to proxies")
