@@ -3,7 +3,9 @@
 The dataset carries `chosen_words` / `rejected_words` next to TRL's `chosen_ids` / `rejected_ids`
 (and optionally `margin`); the collator passes them on and the loss pops them before the forward.
 Everything else (checkpoints, resume, evaluation, DeepSpeed, logging) is TRL's. The loss parts are
-logged as `odin/bt_loss`, `odin/rho_quality`, `odin/rho_length`, `odin/head_dot`.
+logged as `odin/bt_loss`, `odin/rho_quality`, `odin/rho_length`, `odin/head_dot`, `odin/head_cos`. In training the
+correlations also read a window of earlier stories (`rm.odin.window`; this rank's earlier micro-batches and every
+rank's, gathered, detached: `rlcw.rewards.odin.ScoreWindow`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 from trl import RewardTrainer
 from trl.trainer.reward_trainer import DataCollatorForPreference
 
-from rlcw.rewards.odin import OdinWeights, head_weight_param, odin_loss
+from rlcw.rewards.odin import OdinWeights, ScoreWindow, head_weight_param, odin_loss
 
 
 class OdinCollator(DataCollatorForPreference):
@@ -40,6 +42,7 @@ class OdinRewardTrainer(RewardTrainer):
             config.id2label, config.label2id = labels, {v: k for k, v in labels.items()}
         self.odin_weights = odin_weights
         self._head_weight = head_weight_param(self.model)
+        self._window = ScoreWindow(odin_weights.window)
 
     def _set_signature_columns_if_needed(self):
         if self._signature_columns is None:
@@ -51,9 +54,20 @@ class OdinRewardTrainer(RewardTrainer):
         margin = inputs.pop("margin", None)
         outputs = model(**inputs, use_cache=False)
         chosen, rejected = torch.chunk(outputs.logits, chunks=2)  # (B, 2) each: [quality, length]
+        train = mode == "train"
+        past = self._window.past if train else None
         loss, parts = odin_loss(
-            chosen, rejected, chosen_words, rejected_words, self._head_weight, self.odin_weights, margin
+            chosen, rejected, chosen_words, rejected_words, self._head_weight, self.odin_weights, margin, past
         )
+        if train:  # every rank's stories of this step join the window (detached)
+            scores = torch.cat([chosen, rejected]).detach()
+            words = torch.cat([chosen_words, rejected_words]).to(scores.device)
+            if self.accelerator.num_processes > 1:  # batches may differ in size across ranks: gather as objects
+                from accelerate.utils import gather_object
+
+                every = gather_object([(scores.cpu(), words.cpu())])
+                scores, words = torch.cat([s for s, _ in every]), torch.cat([w for _, w in every])
+            self._window.add(scores, words)
         with torch.no_grad():
             total_c, total_r = chosen.sum(-1), rejected.sum(-1)
             self._metrics[mode]["accuracy"].append((total_c > total_r).float().mean().item())
