@@ -1,7 +1,7 @@
 """User-facing errors: what went wrong, where (file, line, key), and how to fix it.
 
 The CLI prints an `RlcwError` without a traceback and exits with status 2; anything else
-is a bug and keeps its traceback.
+is a bug and keeps its traceback. `Terminated` is how the CLI reads SIGTERM: an interrupt like Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,6 +18,14 @@ class RlcwError(Exception):
         if hint:
             text += f"\n  hint: {hint}"
         super().__init__(text)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm and `kill` send) raised in the main process, handled as Ctrl-C is."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"signal {signum}")
 
 
 def location(path: object, line: int | None = None, field: str | None = None) -> str:

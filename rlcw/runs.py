@@ -7,7 +7,8 @@
     summary.json    SUMMARY_SCHEMA below, rewritten atomically at start (status=running) and end
     report.md       short human-readable report (+ PNG plots beside it)
 
-Only rank 0 writes (`is_main_process`); writes are atomic.
+Only rank 0 writes (`is_main_process`); writes are atomic. While a run writes its folder, rank 0 holds its lock
+(`.rlcw.lock`, rlcw.run_guard): a second process that tries to use the folder is refused with the holder's PID.
 
 Run folders never mix runs (`prepare_run_folder`): a folder that holds checkpoints or metric rows
 is refused unless `train.resume` says to continue (true | auto; then every jsonl row logged after
@@ -29,18 +30,19 @@ from typing import Any
 
 from rlcw.errors import RlcwError
 from rlcw.io import append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from rlcw.run_guard import LOCK_FILE, RunLock, lock_run_folder
 
 SUMMARY_SCHEMA = {
     "command": "str: the rlcw command (e.g. 'grpo')",
     "run_name": "str",
-    "status": "str: running | completed | failed",
+    "status": "str: running | completed | failed | interrupted (Ctrl-C / SIGTERM)",
     "started_at": "float: unix time",
     "finished_at": "float | null",
     "wall_time_s": "float | null",
     "git_sha": "str | null: commit of the rlcw checkout, '+dirty' if modified",
     "metrics": "dict[str, float]: key final metrics of the command",
     "artifacts": "dict[str, str]: name -> path of what the run produced",
-    "error": "str | null: the error message when status is failed",
+    "error": "str | null: the error message when status is failed (the signal when interrupted)",
 }
 
 
@@ -91,20 +93,23 @@ def resume_checkpoint(value: str | bool, folder: str | Path) -> Path | None:
     return last
 
 
-def check_resume_target(value: str | bool, run_path: str | Path) -> None:
-    """`train.resume=true` needs a complete checkpoint under `<run_path>/checkpoints` (at any depth: train-agents
-    keeps one trainer per agent below it): an error before any folder is made or model loads (false and auto
-    never fail here); the stage's own resume then picks the checkpoint it continues from."""
-    if resume_mode(value) != "true":
-        return
+def has_checkpoint(run_path: str | Path) -> bool:
+    """A complete checkpoint anywhere under `<run_path>/checkpoints` (train-agents keeps one trainer per agent)."""
     root = Path(run_path) / "checkpoints"
     folders = [root, *(p for p in root.rglob("*") if p.is_dir())] if root.is_dir() else [root]
-    if not any(last_checkpoint(f) is not None for f in folders):
-        resume_checkpoint("true", root)  # raises the shared error naming the folder
+    return any(last_checkpoint(f) is not None for f in folders)
+
+
+def check_resume_target(value: str | bool, run_path: str | Path) -> None:
+    """`train.resume=true` needs a complete checkpoint under `<run_path>/checkpoints` (`has_checkpoint`): an error
+    before any folder is made or model loads (false and auto never fail here); the stage's own resume then picks
+    the checkpoint it continues from."""
+    if resume_mode(value) == "true" and not has_checkpoint(run_path):
+        resume_checkpoint("true", Path(run_path) / "checkpoints")  # raises the shared error naming the folder
 
 
 # What `RunDir.create` and a tracker write before step 0: a folder holding nothing else is unused.
-_CREATED_AT_START = ("config.yaml", "summary.json")
+_CREATED_AT_START = ("config.yaml", "summary.json", LOCK_FILE)
 _TRACKER_DIRS = ("tensorboard",)
 
 
@@ -294,6 +299,7 @@ class RunDir:
     command: str
     started_at: float = field(default_factory=time.time)
     sha: str | None = None
+    lock: RunLock | None = None  # rank 0's lock on the folder (`release_lock` when the run ends)
 
     @classmethod
     def create(
@@ -305,9 +311,21 @@ class RunDir:
         resume: str | bool = "false",
         overwrite: bool = False,
     ) -> RunDir:
-        """Check the folder (`prepare_run_folder`), then write config.yaml and a running summary."""
+        """Lock the folder (rank 0), check it (`prepare_run_folder`), then write config.yaml and a running summary.
+        A folder this call created is removed again when the checks refuse it."""
         run = cls(Path(output_dir) / run_name, command, sha=git_sha())
-        prepare_run_folder(run.path, resume, overwrite)
+        fresh = not run.path.exists()
+        run.lock = lock_run_folder(run.path) if is_main_process() else None
+        try:
+            prepare_run_folder(run.path, resume, overwrite)
+            if run.lock is not None and not run.path.exists():  # overwrite moved the old folder (and its lock) aside
+                run.lock.release()
+                run.lock = lock_run_folder(run.path)
+        except BaseException:
+            run.release_lock()
+            if fresh and is_main_process():
+                shutil.rmtree(run.path, ignore_errors=True)
+            raise
         if is_main_process():
             for sub in ("samples", "checkpoints"):
                 (run.path / sub).mkdir(parents=True, exist_ok=True)
@@ -315,6 +333,10 @@ class RunDir:
             atomic_write_text(run.path / "config.yaml", header + config_yaml)
             run.write_summary("running")
         return run
+
+    def release_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
     @property
     def samples(self) -> Path:

@@ -59,7 +59,8 @@ _TRACKER_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "
 
 
 def check_trackers(report_to: str | list[str] | tuple[str, ...] | None) -> None:
-    """Every tracker `report_to` names is installed (an RlcwError naming the package otherwise); imports nothing."""
+    """Every tracker `report_to` names is installed (an RlcwError naming the package otherwise) and wandb has
+    credentials unless it runs offline (`wandb_logged_in`); imports nothing."""
     import importlib.util
 
     for name in parse_report_to(report_to):
@@ -69,6 +70,35 @@ def check_trackers(report_to: str | list[str] | tuple[str, ...] | None) -> None:
                 where="train.report_to",
                 hint='pip install "rlcw[tracking]", or train.report_to=none',
             )
+        if name == "wandb" and not wandb_logged_in():
+            raise RlcwError(
+                "report_to=wandb but wandb is not logged in (wandb.init would prompt, or fail in a batch job)",
+                where="train.report_to",
+                hint="run `wandb login` (or set WANDB_API_KEY), or WANDB_MODE=offline to log locally and `wandb sync` "
+                "later, or train.report_to=tensorboard",
+            )
+
+
+def wandb_logged_in(env: Mapping[str, str] | None = None) -> bool:
+    """wandb can start without asking: offline or disabled mode, an API key or identity token in the environment,
+    or a key for its host in the netrc file `wandb login` writes (as wandb's own look-up; without importing it)."""
+    import netrc
+
+    env = os.environ if env is None else env
+    if env.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or env.get("WANDB_API_KEY"):
+        return True
+    if env.get("WANDB_IDENTITY_TOKEN_FILE") or env.get("WANDB_DISABLED", "").lower() in ("true", "1"):
+        return True
+    host = urlsplit(env.get("WANDB_BASE_URL") or "https://api.wandb.ai").netloc
+    home = Path(env.get("HOME") or Path.home())
+    paths = [Path(env["NETRC"]).expanduser()] if env.get("NETRC") else [home / ".netrc", home / "_netrc"]
+    for path in paths:
+        try:
+            if path.is_file() and netrc.netrc(str(path)).authenticators(host):
+                return True
+        except (OSError, netrc.NetrcParseError):
+            continue
+    return False
 
 
 def _strings(value: Any) -> list[str]:
