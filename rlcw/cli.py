@@ -4,24 +4,40 @@
     rlcw grpo --help               list keys with defaults and comments (reward types, monitor keys, ...)
     rlcw configs grpo              the shipped configs of a command; `rlcw configs --copy grpo/cpu mine.yaml`
     rlcw grpo --config configs/grpo/cpu.yaml train.max_steps=20
+    rlcw grpo --check --config configs/grpo/cpu.yaml   # every check a run makes before its folder; runs nothing
+    rlcw env                       # versions, CPU, cache: paste it into a bug report
+    rlcw --version
 
 Analysis commands (agreement, surface, summarize) take input paths as positional arguments
 and `--json`. A user error prints one clear message and exits with status 2, before any run folder is
 written; config keys are checked against the dataclass source before the recipe's heavy imports. A finished
 command prints its report's path and first line; one whose quality gate failed (`gates.exit_on_fail`) exits 1.
 `--key value` (TRL style) is read as the one config key ending in `key` (aliases: lr, steps, bs).
+Ctrl-C or SIGTERM (Slurm's) stops a command with one line, marks its summary.json `interrupted`, prints the
+command that resumes it where the recipe has `train.resume`, and exits 130 (SIGINT) or 143 (SIGTERM).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import shlex
+import signal
 import sys
 from pathlib import Path
 
-from rlcw.config import KEY_ALIASES, check_keys_early, close_keys, describe, flat_keys, load_config
-from rlcw.config_static import static_keys
-from rlcw.errors import RlcwError
+from rlcw import __version__
+from rlcw.config import KEY_ALIASES, check_keys_early, close_keys, flat_keys, load_config
+from rlcw.config_help import describe
+from rlcw.config_static import (
+    static_constant,
+    static_doc,
+    static_help,
+    static_keys,
+    static_leaves,
+    static_signature,
+)
+from rlcw.errors import RlcwError, Terminated
 from rlcw.logs import quiet_libraries
 
 # command -> (module, config class, one-line help). A command whose module does not exist yet
@@ -70,6 +86,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "export": ("rlcw.recipes.export", "ExportConfig", "merge LoRA, save for serving, check logits"),
     "plan": ("rlcw.recipes.plan", None, "check a training config for a world size: batch geometry, memory per GPU"),
     "configs": ("rlcw.recipes.configs", None, "list the shipped configs (first comment line); --copy NAME DEST"),
+    "env": ("rlcw.recipes.env", None, "versions, CPU, cache and model state for a bug report (imports no torch)"),
     "quickstart": (
         "rlcw.recipes.quickstart",
         "QuickstartConfig",
@@ -85,24 +102,50 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
 
 def dict_sections() -> dict[str, str]:
     """Docs of the dict-valued keys, by leaf name (`reward.specs`, `monitor.warn|stop`, `data.sources`,
-    `eval.evaluators`), read from the modules that own each schema."""
+    `eval.evaluators`), read from the modules that own each schema; the monitor statistics and the reward
+    constructors' signatures are read from source (their modules import torch and TRL)."""
     from rlcw.data.prompts import COLUMN_OPTIONS
     from rlcw.measure.evaluation import EVALUATORS
-    from rlcw.measure.monitors import STATS
-    from rlcw.rewards.factory import describe_types
 
+    stats = static_constant("rlcw.measure.monitors", "STATS")
+    if stats is None:
+        from rlcw.measure.monitors import STATS as stats
     rules = (
-        f"max_<stat> | min_<stat> -> threshold; stats: {', '.join(STATS)}\n"
+        f"max_<stat> | min_<stat> -> threshold; stats: {', '.join(stats)}\n"
         "e.g. monitor.warn.max_rep_intra=0.15 monitor.stop.min_distinct_batch=0.3"
     )
     return {
-        "specs": describe_types(),
+        "specs": reward_types_doc(),
         "warn": rules + "\n(warn: an [rlcw] alert line; stop: ends the run after `patience` logged steps)",
         "stop": rules,
         "sources": f"name -> {{{', '.join(COLUMN_OPTIONS)}}}\n"
         "style: tmas | wp (the bundled prompts of that style) | column (any table or HF dataset column)",
         "evaluators": f"name -> options; names: {', '.join(EVALUATORS)}; or options.factory='module:function'",
     }
+
+
+def reward_types_doc() -> str:
+    """`rlcw.rewards.factory.describe_types()` with each constructor's signature read from source when every one
+    can be (no torch), else from the imported constructors."""
+    from rlcw.rewards import factory
+
+    signatures = {k: static_signature(*target.split(":")) for k, (target, _) in factory.REWARD_TYPES.items()}
+    if any(sig is None for sig in signatures.values()) or not hasattr(factory, "_constructor"):
+        return factory.describe_types()
+
+    def from_source(kind: str):
+        def constructor(*args, **kwargs):
+            raise TypeError("a signature read from source")
+
+        constructor.__signature__ = signatures[kind]
+        return constructor
+
+    real = factory._constructor
+    factory._constructor = from_source
+    try:
+        return factory.describe_types()
+    finally:
+        factory._constructor = real
 
 
 def is_built(name: str) -> bool:
@@ -117,11 +160,14 @@ def planned() -> list[str]:
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     todo = planned()
-    lines = ["usage: rlcw <command> [--config FILE] [key=value ...]", "", "commands:"]
+    lines = ["usage: rlcw <command> [--config FILE] [--check] [key=value ...]", "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, (_, _, text) in COMMANDS.items() if name not in todo]
     if todo:
         lines += ["", f"planned (not built yet): {', '.join(todo)}"]
-    lines += ["`rlcw <command> --help` lists its keys and defaults."]
+    lines += [
+        "`rlcw <command> --help` lists its keys and defaults; `--check` checks a config without running it;",
+        "`rlcw --version` prints the version.",
+    ]
     return "\n".join(lines)
 
 
@@ -177,6 +223,9 @@ def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
+    if argv[0] in ("--version", "-V"):
+        print(f"rlcw {__version__}")
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         import difflib
@@ -192,32 +241,120 @@ def run(argv: list[str]) -> int:
             f"'rlcw {name}' is not built yet", hint="see the project's issues; built commands: " + ", ".join(built)
         )
     module_name, cls_name, text = COMMANDS[name]
-    asks_help = any(a in ("-h", "--help") for a in rest)
-    static = static_keys(module_name, cls_name) if cls_name and not asks_help else None
+    if any(a in ("-h", "--help") for a in rest):
+        return _help(name, rest)
+    check = any(a in CHECK_FLAGS for a in rest)
+    rest = [a for a in rest if a not in CHECK_FLAGS]
+    if check and cls_name is None:
+        raise RlcwError(f"'rlcw {name}' has no --check", hint="--check is for commands that take a config")
+    static = static_keys(module_name, cls_name) if cls_name else None
     split = None
-    if static is not None:  # key errors answer before torch and TRL are imported
+    if static is not None:  # key, type and bound errors answer before torch and TRL are imported
         split = _split_args(rest, [k for k, section in static.items() if not section])
-        check_keys_early(static, *split)
+        check_keys_early(static, *split, leaves=static_leaves(module_name, cls_name))
     quiet_libraries()  # before the libraries load: their set-up chatter stays out of the log
     module = importlib.import_module(module_name)
     quiet_libraries()  # torch is loaded now: DeepSpeed's accelerator can be named
     if cls_name is None:
         return int(module.cli(rest) or 0)
     cls = getattr(module, cls_name)
-    if any(a in ("-h", "--help") for a in rest):
-        keys = describe(cls, dict_sections())
-        print(
-            f"rlcw {name}: {text}\n\n{(module.__doc__ or '').strip()}\n\nkeys (key: type = default  # comment):\n{keys}"
-        )
-        return 0
     config, overrides = split or _split_args(rest, list(flat_keys(cls)))
     cfg = load_config(cls, config, overrides)
-    summary = module.main(cfg)
+    if check:
+        return _check(name, module, cfg)
+    try:
+        summary = module.main(cfg)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through `_terminate`
+        print(interrupted_lines(name, rest, cfg, exc), file=sys.stderr, flush=True)
+        return exit_code(exc)
     if not isinstance(summary, dict):
         return 0
     print(ending(summary, Path(cfg.output_dir) / cfg.run_name if hasattr(cfg, "output_dir") else None), flush=True)
     gates = getattr(cfg, "gates", None)
     return 1 if summary.get("status") == "failed" and getattr(gates, "exit_on_fail", False) else 0
+
+
+CHECK_FLAGS = ("--check", "--dry-run")
+
+
+def _help(name: str, rest: list[str]) -> int:
+    """`rlcw <command> --help`: read from the recipe's source when it can be (no torch), else after the import."""
+    module_name, cls_name, text = COMMANDS[name]
+    keys = static_help(module_name, cls_name, dict_sections()) if cls_name else None
+    doc = static_doc(module_name)
+    if keys is None or doc is None:
+        quiet_libraries()
+        module = importlib.import_module(module_name)
+        if cls_name is None:
+            return int(module.cli(rest) or 0)
+        keys, doc = describe(getattr(module, cls_name), dict_sections()), module.__doc__
+    print(f"rlcw {name}: {text}\n\n{(doc or '').strip()}\n\nkeys (key: type = default  # comment):\n{keys}")
+    return 0
+
+
+def _check(name: str, module, cfg) -> int:
+    """`--check`: the recipe's main up to the point where it would write its run folder (every config, file and
+    machine check of a real run), then "config OK" and, for a plannable recipe, its batch per step."""
+    from rlcw.recipes.common.run import ConfigChecked, check_only
+
+    try:
+        with check_only():
+            module.main(cfg)
+    except ConfigChecked as done:
+        print(f"[rlcw] {name}: config OK (nothing was run or written; the run folder would be {done.path})")
+        line = _plan_line(name, cfg)
+        if line:
+            print(f"[rlcw] {name}: {line}")
+        return 0
+    raise RlcwError(f"rlcw {name} --check ran to the end without reaching its run folder", hint="a bug: report it")
+
+
+def _plan_line(name: str, cfg) -> str | None:
+    import os
+
+    from rlcw.recipes import plan
+
+    if name not in plan.PLANNABLE:
+        return None
+    try:
+        return plan.step_line(name, cfg, int(os.environ.get("WORLD_SIZE", "1")))
+    except RlcwError:
+        return None
+
+
+def exit_code(exc: BaseException) -> int:
+    """128 + the signal's number: 130 for Ctrl-C (SIGINT), 143 for SIGTERM."""
+    return 128 + int(getattr(exc, "signum", signal.SIGINT))
+
+
+def interrupted_lines(name: str, args: list[str], cfg, exc: BaseException) -> str:
+    """What an interrupted command prints: one line saying so, and the command that resumes it when its recipe
+    has `train.resume` and its run folder was written."""
+    from rlcw.runs import has_checkpoint
+
+    what = signal.Signals(int(getattr(exc, "signum", signal.SIGINT))).name
+    run_dir = Path(cfg.output_dir) / cfg.run_name if hasattr(cfg, "output_dir") else None
+    if run_dir is None or _status(run_dir / "summary.json") != "interrupted":
+        return f"rlcw: interrupted ({what}): {name} stopped before writing its run folder"
+    lines = [f"rlcw: interrupted ({what}): {name} stopped; {run_dir}/summary.json says status 'interrupted'"]
+    if hasattr(getattr(cfg, "train", None), "resume"):
+        keep = [a for a in args if not a.startswith(("train.resume=", "overwrite=", "--train.resume", "--overwrite"))]
+        note = "" if has_checkpoint(run_dir) else " (no checkpoint was saved yet, so it starts over)"
+        lines.append(f"rlcw: resume with: {shlex.join(['rlcw', name, *keep, 'train.resume=auto'])}{note}")
+    return "\n".join(lines)
+
+
+def _status(summary: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads(summary.read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated(signum)
 
 
 def ending(summary: dict, run_dir: Path | None) -> str:
@@ -239,11 +376,24 @@ def ending(summary: dict, run_dir: Path | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The `rlcw` entry point: user errors exit 2 with one message; SIGTERM is read as an interrupt (Slurm's
+    way to stop a job), so both signals end a run the same way (`interrupted_lines`)."""
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         code = run(sys.argv[1:] if argv is None else argv)
     except RlcwError as exc:
         print(f"rlcw: error: {exc}", file=sys.stderr)
         code = 2
+    except KeyboardInterrupt as exc:  # outside a command's main: while loading, or a command without a run
+        what = signal.Signals(int(getattr(exc, "signum", signal.SIGINT))).name
+        print(f"rlcw: interrupted ({what})", file=sys.stderr)
+        code = exit_code(exc)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     sys.exit(code)
 
 

@@ -27,12 +27,12 @@ from rlcw.errors import RlcwError
 T = TypeVar("T")
 
 
-def _field_types(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
-def _dataclass_of(tp: Any) -> type | None:
+def dataclass_of(tp: Any) -> type | None:
     """The dataclass inside `tp` (also `X | None`), else None."""
     if dataclasses.is_dataclass(tp):
         return tp
@@ -46,8 +46,8 @@ def flat_keys(cls: type, prefix: str = "") -> dict[str, tuple[Any, Any]]:
     """Every leaf key of a config dataclass as `dotted.key -> (type, default)`."""
     out: dict[str, tuple[Any, Any]] = {}
     defaults = cls()
-    for name, tp in _field_types(cls).items():
-        sub = _dataclass_of(tp)
+    for name, tp in field_types(cls).items():
+        sub = dataclass_of(tp)
         key = f"{prefix}{name}"
         if sub is not None and getattr(defaults, name) is not None:
             out.update(flat_keys(sub, key + "."))
@@ -65,14 +65,14 @@ def _leaves(data: dict, prefix: str) -> list[str]:
 
 def _bad_keys(cls: type, data: dict, prefix: str = "") -> tuple[list[str], list[str]]:
     """(unknown dotted leaf keys, sections given a scalar value)."""
-    types = _field_types(cls)
+    types = field_types(cls)
     unknown, scalars = [], []
     for key, value in data.items():
         dotted = f"{prefix}{key}"
         if key not in types:
             unknown += _leaves(value, dotted + ".") if isinstance(value, dict) and value else [dotted]
             continue
-        sub = _dataclass_of(types[key])
+        sub = dataclass_of(types[key])
         if sub is not None and isinstance(value, dict):
             u, s = _bad_keys(sub, value, dotted + ".")
             unknown, scalars = unknown + u, scalars + s
@@ -134,15 +134,42 @@ def _static_bad_keys(keys: dict[str, bool], data: dict, prefix: str = "") -> tup
     return unknown, scalars
 
 
-def check_keys_early(keys: dict[str, bool], config_file: str | Path | None, overrides: list[str]) -> None:
+def check_keys_early(
+    keys: dict[str, bool], config_file: str | Path | None, overrides: list[str], leaves: dict[str, Any] | None = None
+) -> None:
     """The key checks of `load_config` (file, YAML, unknown keys with hints, scalars for sections) against keys
-    read from source (`rlcw.config_static`), so they answer before the recipe's heavy imports."""
-    leaves = [k for k, section in keys.items() if not section]
+    read from source (`rlcw.config_static`), so they answer before the recipe's heavy imports; with `leaves`
+    (`static_leaves`) also the type and `at_least` bound of every value given."""
+    names = [k for k, section in keys.items() if not section]
+    sources = []
     if config_file is not None:
-        path = Path(config_file)
-        _raise_bad_keys(*_static_bad_keys(keys, read_yaml(path)), leaves, str(path))
+        sources.append((read_yaml(Path(config_file)), str(config_file)))
     if overrides:
-        _raise_bad_keys(*_static_bad_keys(keys, parse_overrides(overrides)), leaves, "command line")
+        sources.append((parse_overrides(overrides), "command line"))
+    for data, source in sources:
+        _raise_bad_keys(*_static_bad_keys(keys, data), names, source)
+        for key, value in leaf_values(data, "").items():
+            leaf = (leaves or {}).get(key.lstrip("."))
+            if leaf is not None:
+                _check_value_early(key.lstrip("."), value, leaf, source)
+
+
+def _check_value_early(key: str, value: Any, leaf: Any, source: str) -> None:
+    """A value against its static `Leaf`: converted as OmegaConf converts it for a plain int/float/bool/str key
+    (optional with `| None`), then held to the key's `at_least` bound."""
+    from omegaconf.nodes import BooleanNode, FloatNode, IntegerNode, StringNode
+
+    nodes = {"int": IntegerNode, "float": FloatNode, "bool": BooleanNode, "str": StringNode}
+    parts = leaf.type.split(" | ")
+    base = [p for p in parts if p != "None"]
+    if len(base) == 1 and base[0] in nodes and not isinstance(value, dict | list):
+        try:
+            value = nodes[base[0]](value=value, is_optional="None" in parts)._value()
+        except OmegaConfBaseException:
+            raise RlcwError(f"wrong type for '{key}': expected {leaf.type}, got {value!r}", where=source) from None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if leaf.low is not None and number and not value >= leaf.low:
+        raise bound_error(key, value, leaf.low, leaf.why, where=source)
 
 
 def _raise_bad_keys(unknown: list[str], scalars: list[str], all_keys: list[str], source: str) -> None:
@@ -167,11 +194,11 @@ def _is_list_type(tp: Any) -> bool:
 
 def _wrap_scalars(cls: type, data: dict) -> dict:
     """A single value given for a list key is a one-element list (`train.report_to=wandb`, as HF/TRL accept)."""
-    types = _field_types(cls)
+    types = field_types(cls)
     out = {}
     for key, value in data.items():
         tp = types.get(key)
-        sub = _dataclass_of(tp) if tp is not None else None
+        sub = dataclass_of(tp) if tp is not None else None
         if sub is not None and isinstance(value, dict):
             value = _wrap_scalars(sub, value)
         elif tp is not None and _is_list_type(tp) and isinstance(value, str | int | float | bool):
@@ -180,7 +207,7 @@ def _wrap_scalars(cls: type, data: dict) -> dict:
     return out
 
 
-def _type_name(tp: Any) -> str:
+def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
@@ -191,7 +218,7 @@ def _merge(base, other, cls: type, source: str):
         key = getattr(exc, "full_key", None) or "?"
         expected = flat_keys(cls).get(key, (None, None))[0]
         got = getattr(exc, "value", None)
-        exp = f"expected {_type_name(expected)}" if expected is not None else str(exc).splitlines()[0]
+        exp = f"expected {type_name(expected)}" if expected is not None else str(exc).splitlines()[0]
         raise RlcwError(f"wrong type for '{key}': {exp}, got {got!r}", where=source) from None
 
 
@@ -216,16 +243,17 @@ def user_keys(cfg: Any) -> frozenset[str]:
     return getattr(cfg, _USER_KEYS, frozenset())
 
 
-def _leaf_values(value: Any, prefix: str) -> dict[str, Any]:
+def leaf_values(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Every leaf of a config (dataclasses and non-empty dicts walked) as `{prefix}.dotted.key -> value`."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
-            out.update(_leaf_values(getattr(value, f.name), f"{prefix}.{f.name}"))
+            out.update(leaf_values(getattr(value, f.name), f"{prefix}.{f.name}"))
         return out
     if isinstance(value, dict) and value:
         out = {}
         for k, v in value.items():
-            out.update(_leaf_values(v, f"{prefix}.{k}"))
+            out.update(leaf_values(v, f"{prefix}.{k}"))
         return out
     return {prefix: value}
 
@@ -237,7 +265,7 @@ def assign(cfg: Any, key: str, value: Any) -> None:
     parent = cfg
     for part in path:
         parent = getattr(parent, part)
-    old, new = _leaf_values(getattr(parent, last), key), _leaf_values(value, key)
+    old, new = leaf_values(getattr(parent, last), key), leaf_values(value, key)
     for k in sorted(user_keys(cfg)):
         if (k == key or k.startswith(key + ".")) and old.get(k, "<unset>") != new.get(k, "<unset>"):
             raise RlcwError(
@@ -269,13 +297,14 @@ def load_config(cls: type[T], config_file: str | Path | None = None, overrides: 
     except OmegaConfBaseException as exc:
         raise RlcwError(f"invalid config: {exc}") from None
     _check_finite(cfg)
+    check_bounds(cfg)
     object.__setattr__(cfg, _USER_KEYS, frozenset(keys))
     return cfg
 
 
 def _check_finite(cfg: Any) -> None:
     """Every number of a config is finite: nan or inf (`weight: .nan`, `lr=inf`) is an error naming the key."""
-    for key, value in _leaf_values(cfg, "").items():
+    for key, value in leaf_values(cfg, "").items():
         values = value if isinstance(value, list | tuple) else [value]
         if any(isinstance(v, float) and not math.isfinite(v) for v in values):
             raise RlcwError(
@@ -332,65 +361,6 @@ def to_dict(cfg: Any) -> dict:
     return dataclasses.asdict(cfg)
 
 
-def field_comments(cls: type) -> dict[str, str]:
-    """Each field's comment in the dataclass source: the comment lines right above it and the one beside it."""
-    import ast
-    import inspect
-    import io
-    import textwrap
-    import tokenize
-
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):
-        return {}
-    comments = {
-        tok.start[0]: (tok.string.lstrip("#").strip(), tok.line.strip().startswith("#"))
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-        if tok.type == tokenize.COMMENT
-    }
-    out: dict[str, str] = {}
-    body = ast.parse(source).body[0].body
-    for node in body:
-        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
-            continue
-        above, line = [], node.lineno - 1
-        while line in comments and comments[line][1]:
-            above.insert(0, comments[line][0])
-            line -= 1
-        beside = [text for n, (text, whole) in comments.items() if node.lineno <= n <= node.end_lineno and not whole]
-        text = " ".join(above + beside)
-        if text:
-            out[node.target.id] = text
-    return out
-
-
-def _all_comments(cls: type, prefix: str = "") -> dict[str, str]:
-    out: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):  # a subclass's comment wins over its base's
-        if dataclasses.is_dataclass(klass):
-            out.update({f"{prefix}{k}": v for k, v in field_comments(klass).items()})
-    for name, tp in _field_types(cls).items():
-        sub = _dataclass_of(tp)
-        if sub is not None:
-            out.update(_all_comments(sub, f"{prefix}{name}."))
-    return out
-
-
-def describe(cls: type, sections: dict[str, str] | None = None) -> str:
-    """One line per key, `key: type = default  # its comment in the dataclass`, for `rlcw <command> --help`;
-    `sections` maps a dict-valued key's leaf name to a text that documents the mapping it holds."""
-    comments = _all_comments(cls)
-    lines = []
-    for key, (tp, default) in flat_keys(cls).items():
-        line = f"  {key}: {_type_name(tp)} = {default!r}"
-        lines.append(f"{line}  # {comments[key]}" if key in comments else line)
-        doc = (sections or {}).get(key.rpartition(".")[2]) if isinstance(default, dict) else None
-        if doc:
-            lines += [f"      {row}" for row in doc.splitlines()]
-    return "\n".join(lines)
-
-
 def check_choice(key: str, value: Any, choices: tuple | list) -> None:
     """An error naming `key` unless `value` is one of `choices` (for `validate(cfg)` functions)."""
     if value not in choices:
@@ -401,3 +371,28 @@ def check_at_least(key: str, value: Any, low: float) -> None:
     """An error naming `key` unless `value` >= `low` (None counts as unset: no error)."""
     if value is not None and not value >= low:
         raise RlcwError(f"{key} must be >= {low}, got {value!r}", where=key, hint=f"set {key}={low} or more")
+
+
+def at_least(low: float, default: Any, why: str = "") -> Any:
+    """A dataclass field whose value must be >= `low` (`why` says what a smaller value would break). `load_config`
+    checks it, and the CLI checks a value the user gives before the recipe's imports (rlcw.config_static)."""
+    return dataclasses.field(default=default, metadata={"min": low, "why": why})
+
+
+def bound_error(key: str, value: Any, low: float, why: str = "", where: str | None = None) -> RlcwError:
+    """The error of a value below its `at_least` bound, naming the key."""
+    return RlcwError(
+        f"{key} must be at least {low}, got {value!r}" + (f": {why}" if why else ""),
+        where=where,
+        hint=f"give {key} a value of {low} or more",
+    )
+
+
+def check_bounds(cfg: Any, prefix: str = "") -> None:
+    """Every `at_least` field of a config (nested sections too) holds a value >= its bound (None is unset)."""
+    for f in dataclasses.fields(cfg):
+        value, key = getattr(cfg, f.name), f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_bounds(value, key + ".")
+        elif "min" in f.metadata and value is not None and not value >= f.metadata["min"]:
+            raise bound_error(key, value, f.metadata["min"], f.metadata.get("why", ""))

@@ -32,6 +32,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlcw.config import at_least
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, chat_messages
@@ -61,7 +62,7 @@ class DPOTrainSection:
     learning_rate: float = 1e-4  # peak AdamW learning rate
     beta: float = 0.1  # DPO temperature: higher stays closer to the reference
     loss_type: str = "sigmoid"  # TRL loss_type: sigmoid, ipo, hinge, robust, ... (comma-separated combines)
-    max_steps: int = 30  # optimizer steps of the run
+    max_steps: int = at_least(1, 30)  # optimizer steps of the run
     batch_size: int = 8  # pairs per step per device
     gradient_accumulation_steps: int = 1  # batches accumulated per optimizer step
     max_length: int | None = 320  # prompt + story tokens; longer pairs are cut at the end (TRL keep_start)

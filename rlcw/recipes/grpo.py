@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlcw.agents.variants import AgentCaps
+from rlcw.config import at_least
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
@@ -73,10 +74,11 @@ class GRPOTrainSection:
     weight_decay: float = 0.0  # AdamW weight decay
     epsilon: float = 0.2  # PPO-style clip range of the importance ratio (TRL `epsilon`)
     epsilon_high: float | None = None  # upper clip (DAPO: 0.28); None = epsilon
-    max_steps: int = 20  # optimizer steps of the run
+    max_steps: int = at_least(1, 20)  # optimizer steps of the run
     batch_size: int = 8  # completions per step per device (multiple of num_generations)
     gradient_accumulation_steps: int = 1  # batches accumulated per optimizer step
-    num_generations: int = 4  # completions per prompt (the GRPO group size)
+    # completions per prompt (the GRPO group size)
+    num_generations: int = at_least(2, 4, "GRPO compares the completions of one prompt")
     num_iterations: int = 1  # optimization passes over each generated batch (TRL mu)
     max_completion_length: int = 96  # new-token cap of each completion
     temperature: float = 0.9  # sampling temperature of the rollouts

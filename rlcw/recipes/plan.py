@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rlcw.cluster import geometry as G
 from rlcw.cluster import memory as M
-from rlcw.config import load_config
+from rlcw.config import at_least, load_config
 from rlcw.errors import RlcwError
 
 # command -> (module, config class); the recipes `rlcw plan` knows how to plan.
@@ -38,8 +38,8 @@ PLANNABLE = {
 
 @dataclass
 class PlanOptions:
-    world_size: int = 8
-    gpus_per_node: int = 8
+    world_size: int = at_least(1, 8)
+    gpus_per_node: int = at_least(1, 8)
     gpu_memory_gib: float = 80.0  # H100 80 GB; 48 for the LitBench paper's A40s
     model_config: str | None = None  # config.json (or folder) of the trained model's shapes
     rm_model_config: str | None = None  # config.json of a colocated reward model (bt/genrm specs)
@@ -379,6 +379,27 @@ def render(plan: Plan, opts: PlanOptions, precision: str) -> str:
     if left < 0:
         out.append("WARNING: the model states alone do not fit; use a higher ZeRO stage, LoRA, or more GPUs")
     return "\n".join(out)
+
+
+def step_line(command: str, cfg, world: int) -> str:
+    """One line of a recipe's batch per optimizer step on `world` processes (`rlcw <command> --check`)."""
+    t = cfg.train
+    if command == "grpo":
+        from rlcw.recipes import grpo
+
+        cap = grpo.rollout_seam(cfg).completion_cap
+        geo = G.grpo_geometry(
+            world, t.batch_size, t.num_generations, t.gradient_accumulation_steps, t.num_iterations, cap
+        )
+    elif command == "ppo":
+        geo = G.ppo_geometry(world, t.batch_size, t.minibatch_size, t.micro_batch_size, t.ppo_epochs, t.max_new_tokens)
+    else:
+        geo = G.rm_geometry(world, t.batch_size, t.grad_accum, cfg.rm.max_length, 2 if cfg.rm.type == "bt" else 1)
+    items, seqs = ("pairs", "sequences") if command == "train-rm" else ("prompts", "completions")
+    return (
+        f"plan: {t.max_steps} steps of {geo.prompts} {items} / {geo.sequences} {seqs} "
+        f"(<= {geo.max_tokens:,} tokens) on {world} process(es); `rlcw plan` for memory per GPU"
+    )
 
 
 def make_plan(command: str, cfg, opts: PlanOptions) -> Plan:

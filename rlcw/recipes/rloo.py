@@ -24,6 +24,7 @@ import importlib.util
 from contextlib import closing
 from dataclasses import dataclass, field
 
+from rlcw.config import at_least
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
@@ -62,10 +63,11 @@ class RLOOTrainSection:
     weight_decay: float = 0.0  # AdamW weight decay
     epsilon: float = 0.2  # clip range of the sequence-level importance ratio (TRL `epsilon`)
     epsilon_high: float | None = None  # upper clip; None = epsilon
-    max_steps: int = 20  # optimizer steps of the run
+    max_steps: int = at_least(1, 20)  # optimizer steps of the run
     batch_size: int = 8  # completions per step per device (multiple of num_generations)
     gradient_accumulation_steps: int = 1  # batches accumulated per optimizer step
-    num_generations: int = 4  # >= 2: the leave-one-out baseline needs another completion of the prompt
+    # completions per prompt (the RLOO group size)
+    num_generations: int = at_least(2, 4, "the leave-one-out baseline needs another completion of the prompt")
     num_iterations: int = 1  # optimization passes over each generated batch (TRL num_iterations)
     max_completion_length: int = 96  # new-token cap of each completion
     temperature: float = 0.9  # sampling temperature of the rollouts

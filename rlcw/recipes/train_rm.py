@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from rlcw.config import check_at_least, check_choice
+from rlcw.config import at_least, check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, location
 from rlcw.logs import quiet_progress
@@ -129,7 +129,7 @@ class RMTrainSection:
     learning_rate: float = 3e-4  # peak AdamW learning rate
     batch_size: int = 8  # training examples per step per device (bt: pairs; genrm: one pair in one order)
     grad_accum: int = 1  # batches accumulated per optimizer step
-    max_steps: int = 60  # optimizer steps of the run
+    max_steps: int = at_least(1, 60)  # optimizer steps of the run
     warmup_ratio: float = 0.05  # share of max_steps spent warming up the learning rate
     weight_decay: float = 0.0  # AdamW weight decay
     logging_steps: int = 5  # log metrics every N steps

@@ -33,7 +33,7 @@ BAD = [
     ("ppo", ["value.backbone=full"], "value.backbone"),
     ("ppo", ["monitor.warn.min_nothing=1"], "unknown monitor rule"),
     ("dpo", ["train.beta=0"], "train.beta must be positive"),
-    ("dpo", ["train.max_steps=0"], "train.max_steps must be at least 1"),
+    ("dpo", ["train.batch_size=0"], "train.batch_size must be at least 1"),
     ("dpo", ["train.resume=sometimes"], "train.resume='sometimes' is not one of"),
     ("dpo", ["eval.evaluators.vibes={}"], "unknown evaluator 'vibes'"),
 ]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rlcw.cli import COMMANDS
-from rlcw.config import assign, describe, flat_keys, load_config, parse_overrides, to_yaml, user_keys
+from rlcw.config import assign, flat_keys, load_config, parse_overrides, to_yaml, user_keys
+from rlcw.config_help import describe
 from rlcw.errors import RlcwError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

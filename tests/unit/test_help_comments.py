@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from rlcw.cli import COMMANDS, is_built
-from rlcw.config import _all_comments, describe, flat_keys
+from rlcw.config import flat_keys
+from rlcw.config_help import _all_comments, describe
 
 CONFIG_COMMANDS = [name for name, (_, cls_name, _) in COMMANDS.items() if cls_name and is_built(name)]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from rlcw import cli
-from rlcw.config import describe, field_comments
+from rlcw.config_help import describe, field_comments
 from rlcw.errors import RlcwError
 
 

@@ -1,14 +1,17 @@
-"""The start and finish of a run: the run folder, seeds, trackers, and failures marked in summary.json."""
+"""The start and finish of a run: checks of this machine, the run folder and its lock, seeds, trackers, failures
+and interrupts marked in summary.json, and `--check` (stop where the folder would be written)."""
 
 from __future__ import annotations
 
 import random
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rlcw.config import to_dict, to_yaml
+from rlcw.config import check_bounds, leaf_values, to_dict, to_yaml
 from rlcw.errors import RlcwError
+from rlcw.run_guard import check_cache, check_writable
 from rlcw.runs import RunDir, check_resume_target, is_main_process, remove_unused_run_folder
 from rlcw.tracking import Tracker, check_trackers
 
@@ -28,31 +31,74 @@ def stage_tracker(cfg, run: RunDir, report_to: list[str] | str) -> Tracker:
     return Tracker(names, run.path, run_name=run.path.name, config=to_dict(cfg))
 
 
+class ConfigChecked(Exception):
+    """Raised by `stage_run` under `check_only()` where a run would write its folder: every check before it
+    passed and nothing was written (`rlcw <command> --check`)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        super().__init__(f"config OK: {path}")
+
+
+_CHECK_ONLY = False
+
+
+@contextmanager
+def check_only() -> Iterator[None]:
+    """Inside this context `stage_run` stops with `ConfigChecked` instead of writing the run folder."""
+    global _CHECK_ONLY
+    before, _CHECK_ONLY = _CHECK_ONLY, True
+    try:
+        yield
+    finally:
+        _CHECK_ONLY = before
+
+
+def check_machine(cfg, path: Path) -> None:
+    """What this machine must allow before a run folder is written: bounds of the config's numbers (also for a
+    config built in code), the resume target, the trackers (installed; wandb logged in), a writable output_dir
+    and, when the embedded model must be converted first, a writable $RLCW_CACHE."""
+    check_bounds(cfg)
+    check_resume_target(getattr(getattr(cfg, "train", None), "resume", False), path)
+    check_trackers(getattr(getattr(cfg, "train", None), "report_to", None))
+    check_writable(path, "output_dir")
+    check_cache(leaf_values(cfg).values())
+
+
 @contextmanager
 def stage_run(cfg, command: str) -> Iterator[RunDir]:
     """Create the run folder (config + git SHA first), seed everything, mark failures in summary.json.
 
-    Nothing is written before the `with` block is entered (recipes validate their config first;
-    `train.resume=true` without a checkpoint is refused here). A folder that holds another run is refused
-    unless `train.resume` is true|auto or `overwrite=true` (`rlcw.runs.prepare_run_folder`). A user error
-    (RlcwError) raised inside the block before the run produced anything removes the folder it created.
+    Nothing is written before the `with` block is entered (recipes validate their config first; this machine is
+    checked here, `check_machine`). A folder that holds another run is refused unless `train.resume` is true|auto
+    or `overwrite=true` (`rlcw.runs.prepare_run_folder`); one another process is writing is refused (its lock,
+    rlcw.run_guard). A user error (RlcwError) raised inside the block before the run produced anything removes the
+    folder it created; Ctrl-C or SIGTERM marks the summary `interrupted`. Under `check_only()` it stops with
+    `ConfigChecked` before writing anything.
     """
     resume = getattr(getattr(cfg, "train", None), "resume", False)
     overwrite = bool(getattr(cfg, "overwrite", False))
     path = Path(cfg.output_dir) / cfg.run_name
-    check_resume_target(resume, path)
-    check_trackers(getattr(getattr(cfg, "train", None), "report_to", None))
+    check_machine(cfg, path)
+    if _CHECK_ONLY:
+        raise ConfigChecked(path)
     fresh = not path.exists()
     run = RunDir.create(cfg.output_dir, cfg.run_name, command, to_yaml(cfg), resume=resume, overwrite=overwrite)
-    set_seed(cfg.seed)
     try:
+        set_seed(cfg.seed)
         yield run
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM read as one (rlcw.errors.Terminated)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        run.write_summary("interrupted", error=f"interrupted by {signal.Signals(signum).name}")
+        raise
     except BaseException as exc:
         run.write_summary("failed", error=f"{type(exc).__name__}: {exc}")
         # a user error found after loading (a chat template, a server's reply) leaves no half-written folder
         if isinstance(exc, RlcwError) and fresh and remove_unused_run_folder(run.path):
             print(f"[rlcw] {command}: stopped before producing anything; removed {run.path}", flush=True)
         raise
+    finally:
+        run.release_lock()
 
 
 def trainer_basics(t, seed: int) -> dict:
