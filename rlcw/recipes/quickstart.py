@@ -48,12 +48,11 @@ class Gates:
     min_grpo_steps: int = 10  # GRPO steps the run must complete
     heldout: bool = True  # RM change and in-range change lower bounds > 0 (false: tiny-model tests)
     exit_on_fail: bool = True  # `rlcw quickstart` exits 1 when a gate fails (false: exit 0, e.g. calibration loops)
-    # reward-hacking checks on the held-out samples (95% upper bounds over prompts): the share of stories that end
-    # below the prompt's range may rise by at most max_short_rise, slop (% of words in over-used phrases) by at most
-    # max_slop_rise points; false: reported, not gating
+    # reward-hacking checks on the held-out samples, read at their 95% upper bounds over prompts (false: reported,
+    # not gating)
     hacking: bool = True
-    max_short_rise: float = 0.05
-    max_slop_rise: float = 2.0
+    max_short_rise: float = 0.05  # the share of stories ending below the prompt's range may rise by at most this
+    max_slop_rise: float = 2.0  # slop (% of words in over-used phrases) may rise by at most this many points
 
 
 @dataclass
