@@ -338,10 +338,22 @@ def interrupted_lines(name: str, args: list[str], cfg, exc: BaseException) -> st
         return f"rlcw: interrupted ({what}): {name} stopped before writing its run folder"
     lines = [f"rlcw: interrupted ({what}): {name} stopped; {run_dir}/summary.json says status 'interrupted'"]
     if hasattr(getattr(cfg, "train", None), "resume"):
-        keep = [a for a in args if not a.startswith(("train.resume=", "overwrite=", "--train.resume", "--overwrite"))]
+        keep = _without(args, ("train.resume", "overwrite"))
         note = "" if has_checkpoint(run_dir) else " (no checkpoint was saved yet, so it starts over)"
         lines.append(f"rlcw: resume with: {shlex.join(['rlcw', name, *keep, 'train.resume=auto'])}{note}")
     return "\n".join(lines)
+
+
+def _without(args: list[str], keys: tuple[str, ...]) -> list[str]:
+    """`args` without the given keys, as `key=value`, `--key=value` or `--key value`."""
+    out, skip = [], False
+    for arg in args:
+        name, eq, _ = arg.lstrip("-").partition("=")
+        if skip or name in keys:
+            skip = not skip and not eq and arg.startswith("--")  # `--key value`: drop the value too
+            continue
+        out.append(arg)
+    return out
 
 
 def _status(summary: Path) -> str | None:

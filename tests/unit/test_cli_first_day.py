@@ -175,3 +175,8 @@ def test_check_validates_and_writes_nothing(tmp_path, capsys):
 def test_check_is_refused_by_commands_without_a_config():
     with pytest.raises(RlcwError, match="has no --check"):
         cli.run(["summarize", "--check", "runs"])
+
+
+def test_the_resume_command_drops_resume_and_overwrite_in_every_spelling():
+    args = ["--config", "c.yaml", "train.resume=false", "--overwrite", "true", "a=1", "--train.resume=true", "b=2"]
+    assert cli._without(args, ("train.resume", "overwrite")) == ["--config", "c.yaml", "a=1", "b=2"]
