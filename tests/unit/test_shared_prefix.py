@@ -1,6 +1,7 @@
 """The GRPO loss forward with each group's prompt run once equals TRL's forward of every full row:
 log-probs, entropies and the LoRA gradients, on left-padded prompts of different lengths, right-padded
-completions, groups interleaved in the batch, and a completion masked whole."""
+completions, groups interleaved in the batch, and a completion masked whole; through rlcw's LM head
+(rlcw.rl.fused_logprobs, the CPU default) and through TRL's fused one."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 PAD, EOS, VOCAB = 0, 1, 64
+TEMP = 0.9  # the temperature of TRL's fused head on the policy, and of the shared-prefix call
 
 
 def policy(seed: int = 0):
@@ -32,7 +34,7 @@ def policy(seed: int = 0):
         pad_token_id=PAD,
     )
     model = LlamaForCausalLM(cfg)
-    add_fused_lm_head(model, temperature=0.9, outputs=("log_probs", "entropy"))
+    add_fused_lm_head(model, temperature=TEMP, outputs=("log_probs", "entropy"))
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], layers_to_transform=[1, 2])
     model = get_peft_model(model, lora)
     for name, p in model.named_parameters():  # LoRA B starts at zero: give the adapter an effect to differentiate
@@ -74,14 +76,15 @@ def lora_grads(model, logps, mask):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def test_equals_trl_forward_and_gradients():
+@pytest.mark.parametrize("own_head", [True, False])
+def test_equals_trl_forward_and_gradients(own_head):
     from rlcw.rl.grpo.shared_prefix import shared_prefix_logps
 
     model, (ids, mask) = policy(), batch()
     cmask = mask[:, 5:].float()
     ref_lp, ref_ent = trl_path(model, ids, mask, 6)
     ref_grads = lora_grads(model, ref_lp, cmask)
-    lp, ent = shared_prefix_logps(model, ids, mask, 6, compute_entropy=True)
+    lp, ent = shared_prefix_logps(model, ids, mask, 6, TEMP, compute_entropy=True, own_head=own_head)
     assert lp.shape == ref_lp.shape == (6, 6)
     torch.testing.assert_close(lp * cmask, ref_lp * cmask, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ent * cmask, ref_ent * cmask, atol=1e-5, rtol=1e-5)
@@ -101,7 +104,7 @@ def test_adapter_disabled_is_the_start_model():
     cmask = mask[:, 5:].float()
     with torch.no_grad(), model.disable_adapter():
         ref_lp, _ = trl_path(model, ids, mask, 6)
-        lp, ent = shared_prefix_logps(model, ids, mask, 6)
+        lp, ent = shared_prefix_logps(model, ids, mask, 6, TEMP)
         assert ent is None
         torch.testing.assert_close(lp * cmask, ref_lp * cmask, atol=1e-5, rtol=1e-5)
     with torch.no_grad():
@@ -120,7 +123,17 @@ def test_falls_back_where_nothing_is_shared(case):
         mask = mask.clone()
         mask[:, :5] = 0
     with torch.no_grad():
-        assert shared_prefix_logps(model, ids, mask, 6) is None
+        assert shared_prefix_logps(model, ids, mask, 6, TEMP) is None
+
+
+def test_own_head_is_the_cpu_default_for_a_plain_head():
+    from rlcw.rl.grpo.shared_prefix import own_head_applies
+
+    model = policy()
+    assert own_head_applies(model, torch.device("cpu"))
+    assert not own_head_applies(model, torch.device("cuda"))  # TRL's Triton kernels there
+    model.get_base_model().config.final_logit_softcapping = 30.0  # a transform only TRL's head applies
+    assert not own_head_applies(model, torch.device("cpu"))
 
 
 def test_groups_keep_first_seen_order():

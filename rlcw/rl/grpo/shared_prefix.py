@@ -7,10 +7,13 @@ hidden states do not depend on what follows it, so rows with the same prompt sha
 of rows with the same prompt tokens: the prompt minus its last token runs once (one row, no padding) and returns
 its key/value cache; the cache is expanded to the group's rows (a view: the backward sums every row's gradient
 into the one prompt pass); the last prompt token and the completions, cut after the group's longest unmasked
-completion token, run on top of it through TRL's fused LM head (`trl.trainer.utils.add_fused_lm_head`), which
-projects only those positions. The result is TRL's `_get_per_token_logps_and_entropies` output, (B, T) log-probs
-and entropies with zeros where the completion mask is 0, equal up to float rounding (tests/unit/test_shared_prefix.py
-checks the log-probs, entropies and LoRA gradients against TRL's own path).
+completion token, run on top of it. On CPU the unmasked completion positions then go through rlcw's LM head
+(rlcw.rl.fused_logprobs: chunked, and it keeps p @ W for the backward instead of recomputing the logits); on other
+devices, or for a head with a bias, logit scaling or soft-capping, through TRL's fused LM head
+(`trl.trainer.utils.add_fused_lm_head`: Triton kernels on CUDA/XPU, torch fallbacks with more passes over the
+logits elsewhere). The result is TRL's `_get_per_token_logps_and_entropies` output, (B, T) log-probs and entropies
+with zeros where the completion mask is 0, equal up to float rounding (tests/unit/test_shared_prefix.py checks the
+log-probs, entropies and LoRA gradients of both heads against TRL's own path).
 
 Used by rlcw.rl.grpo.trainer for the loss forward and the start model's forward (KL to the start), under
 `train.shared_prefix` (on by default). `shared_prefix_logps` returns None where it does not apply, and the caller
@@ -29,8 +32,18 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from rlcw.rl.fused_logprobs import token_logprobs
+
 # transformers renamed the forward's `past_key_values` (and the output's field) to `cache`
 CACHE = "cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+# config fields by which TRL's fused head scales or caps the logits; rlcw's head is the plain hidden @ W.T
+LOGIT_TRANSFORMS = (
+    "final_logit_softcapping",
+    "logit_scale",
+    "output_multiplier",
+    "lm_head_multiplier",
+    "logits_scaling",
+)
 
 
 def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> list[tuple[list[int], torch.Tensor]]:
@@ -56,18 +69,49 @@ def _prefix_cache(model, prefix: torch.Tensor, rows: int) -> DynamicCache | None
     )
 
 
+def own_head_applies(model, device: torch.device) -> bool:
+    """Whether rlcw's LM head (rlcw.rl.fused_logprobs) replaces TRL's fused one: on CPU, for a head without bias
+    whose config neither scales nor caps the logits."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT's wrapper
+    head, text = base.get_output_embeddings(), base.config.get_text_config()
+    return (
+        device.type == "cpu"
+        and getattr(head, "bias", None) is None
+        and all(getattr(text, k, None) is None for k in LOGIT_TRANSFORMS)
+    )
+
+
+def _suffix_logps(model, suffix, labels, cache, temperature: float, compute_entropy: bool, own_head: bool):
+    """(n, L - 1) log-probs of `suffix`'s next tokens on top of `cache`, and entropies or None; zero where `labels`
+    (n, L) is -100."""
+    if not own_head:
+        out = model(input_ids=suffix, labels=labels, fused_lm_head=True, **{CACHE: cache})
+        return out.log_probs, out.entropy if compute_entropy else None
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hidden = base.base_model(input_ids=suffix, use_cache=False, **{CACHE: cache}).last_hidden_state[:, :-1]
+    targets = labels[:, 1:]  # (n, L - 1)
+    mask = targets != -100
+    weight = base.get_output_embeddings().weight  # (V, H)
+    logp, ent = token_logprobs(hidden[mask], weight, targets[mask], temperature, entropy=compute_entropy)
+    # masked_scatter keeps a group with no unmasked token connected to the graph (a zero gradient, not an error)
+    return tuple(None if x is None else x.new_zeros(mask.shape).masked_scatter(mask, x) for x in (logp, ent))
+
+
 def shared_prefix_logps(
     model,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     logits_to_keep: int,
+    temperature: float,
     compute_entropy: bool = False,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
+    own_head: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """(B, T) log-probs of the last `logits_to_keep` tokens of `input_ids` (prompt + completion, the prompt
-    left-padded by `attention_mask`), and entropies if asked, with each distinct prompt run once; None when no
-    two rows share a prompt or the model's cache does not allow it (the caller then runs TRL's path). `model`
-    carries TRL's fused LM head; `autocast` makes the accelerator's autocast context (entered per group)."""
+    left-padded by `attention_mask`) at `temperature`, and entropies if asked, with each distinct prompt run once;
+    None when no two rows share a prompt or the model's cache does not allow it (the caller then runs TRL's path).
+    `model` carries TRL's fused LM head at the same temperature; `autocast` makes the accelerator's autocast context
+    (entered per group); `own_head`: rlcw's LM head instead of TRL's (None: where `own_head_applies`)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT's wrapper
     name = "is_activation_checkpointing"  # transformers' newer name; the older one warns
     if getattr(base, name if name in dir(type(base)) else "is_gradient_checkpointing", False):
@@ -76,6 +120,8 @@ def shared_prefix_logps(
     groups = prompt_groups(input_ids[:, :width], attention_mask[:, :width])
     if len(groups) == input_ids.size(0) or any(p.numel() == 0 for _, p in groups):
         return None
+    if own_head is None:
+        own_head = own_head_applies(model, input_ids.device)
     comp, cmask = input_ids[:, width:], attention_mask[:, width:]
     order, logps, entropies = [], [], []
     for rows, prompt in groups:
@@ -90,10 +136,10 @@ def shared_prefix_logps(
                     return None
             suffix = torch.cat([prompt[-1:].expand(len(rows), 1), comp[idx, :keep]], dim=1)  # (n, 1 + keep)
             labels = suffix.masked_fill(torch.cat([cmask.new_ones(len(rows), 1), cmask[idx, :keep]], 1) == 0, -100)
-            out = model(input_ids=suffix, labels=labels, fused_lm_head=True, **{CACHE: cache})
+            logp, ent = _suffix_logps(model, suffix, labels, cache, temperature, compute_entropy, own_head)
         order += rows
-        logps.append(torch.nn.functional.pad(out.log_probs, (0, logits_to_keep - keep)))  # zeros after the cut
+        logps.append(torch.nn.functional.pad(logp, (0, logits_to_keep - keep)))  # zeros after the cut
         if compute_entropy:
-            entropies.append(torch.nn.functional.pad(out.entropy, (0, logits_to_keep - keep)))
+            entropies.append(torch.nn.functional.pad(ent, (0, logits_to_keep - keep)))
     back = torch.argsort(torch.tensor(order, device=input_ids.device))  # the groups' rows back in batch order
     return torch.cat(logps)[back], (torch.cat(entropies)[back] if compute_entropy else None)

@@ -36,9 +36,10 @@ one exists, so an upgrade that removes one fails there first):
   `shuffle_dataset`, `temperature`, `args.generation_batch_size`, `args.steps_per_generation`,
   `args.cast_lm_head_to_fp32`.
 - `trl.trainer.utils.RepeatSampler` (subclassed: `seed`, `generator`) and
-  `trl.trainer.grpo_trainer.add_fused_lm_head` (TRL's log-prob helper reads `log_probs` from it; the shared-prefix
-  forward calls it with `labels`, `fused_lm_head=True` and a key/value cache and reads `log_probs` and `entropy`:
-  tests/unit/test_shared_prefix.py compares it with TRL's own `_get_per_token_logps_and_entropies`).
+  `trl.trainer.grpo_trainer.add_fused_lm_head` (TRL's log-prob helper reads `log_probs` from it; off CPU the
+  shared-prefix forward calls it with `labels`, `fused_lm_head=True` and a key/value cache and reads `log_probs` and
+  `entropy`; on CPU it runs the backbone and rlcw.rl.fused_logprobs at TRL's `temperature`:
+  tests/unit/test_shared_prefix.py compares both with TRL's own `_get_per_token_logps_and_entropies`).
 - Used elsewhere with this trainer: `GRPOTrainer(rollout_func=...)` (experimental; `RolloutFunc` in
   trl.trainer.grpo_trainer) with `_tokenize_prompts`, `generation_config`, `eos_token_ids`
   (rlcw.rl.grpo.rollout) and `trl.models.unwrap_model_for_generation` (rlcw.agents.rl).
@@ -210,7 +211,13 @@ class RlcwGRPOTrainer(GRPOTrainer):
         from rlcw.rl.grpo.shared_prefix import shared_prefix_logps
 
         out = shared_prefix_logps(
-            model, input_ids, attention_mask, logits_to_keep, compute_entropy, self.accelerator.autocast
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            self.temperature,
+            compute_entropy,
+            self.accelerator.autocast,
         )
         return None if out is None else (*out, None)
 
