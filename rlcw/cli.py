@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import shlex
 import signal
 import sys
 from pathlib import Path
@@ -37,7 +36,8 @@ from rlcw.config_static import (
     static_leaves,
     static_signature,
 )
-from rlcw.errors import RlcwError, Terminated
+from rlcw.errors import RlcwError
+from rlcw.interrupts import exit_code, interrupted_lines, terminate_as_interrupt
 from rlcw.logs import quiet_libraries
 
 # command -> (module, config class, one-line help). A command whose module does not exist yet
@@ -264,7 +264,7 @@ def run(argv: list[str]) -> int:
         return _check(name, module, cfg)
     try:
         summary = module.main(cfg)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through `_terminate`
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through `terminate_as_interrupt`
         print(interrupted_lines(name, rest, cfg, exc), file=sys.stderr, flush=True)
         return exit_code(exc)
     if not isinstance(summary, dict):
@@ -322,53 +322,6 @@ def _plan_line(name: str, cfg) -> str | None:
         return None
 
 
-def exit_code(exc: BaseException) -> int:
-    """128 + the signal's number: 130 for Ctrl-C (SIGINT), 143 for SIGTERM."""
-    return 128 + int(getattr(exc, "signum", signal.SIGINT))
-
-
-def interrupted_lines(name: str, args: list[str], cfg, exc: BaseException) -> str:
-    """What an interrupted command prints: one line saying so, and the command that resumes it when its recipe
-    has `train.resume` and its run folder was written."""
-    from rlcw.runs import has_checkpoint
-
-    what = signal.Signals(int(getattr(exc, "signum", signal.SIGINT))).name
-    run_dir = Path(cfg.output_dir) / cfg.run_name if hasattr(cfg, "output_dir") else None
-    if run_dir is None or _status(run_dir / "summary.json") != "interrupted":
-        return f"rlcw: interrupted ({what}): {name} stopped before writing its run folder"
-    lines = [f"rlcw: interrupted ({what}): {name} stopped; {run_dir}/summary.json says status 'interrupted'"]
-    if hasattr(getattr(cfg, "train", None), "resume"):
-        keep = _without(args, ("train.resume", "overwrite"))
-        note = "" if has_checkpoint(run_dir) else " (no checkpoint was saved yet, so it starts over)"
-        lines.append(f"rlcw: resume with: {shlex.join(['rlcw', name, *keep, 'train.resume=auto'])}{note}")
-    return "\n".join(lines)
-
-
-def _without(args: list[str], keys: tuple[str, ...]) -> list[str]:
-    """`args` without the given keys, as `key=value`, `--key=value` or `--key value`."""
-    out, skip = [], False
-    for arg in args:
-        name, eq, _ = arg.lstrip("-").partition("=")
-        if skip or name in keys:
-            skip = not skip and not eq and arg.startswith("--")  # `--key value`: drop the value too
-            continue
-        out.append(arg)
-    return out
-
-
-def _status(summary: Path) -> str | None:
-    import json
-
-    try:
-        return json.loads(summary.read_text(encoding="utf-8")).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _terminate(signum, frame) -> None:
-    raise Terminated(signum)
-
-
 def ending(summary: dict, run_dir: Path | None) -> str:
     """What a finished command prints: its status and folder, the report's path and first line (else a few
     headline metrics); the full summary is in <run>/summary.json."""
@@ -393,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    previous = signal.signal(signal.SIGTERM, terminate_as_interrupt) if main_thread else None
     try:
         code = run(sys.argv[1:] if argv is None else argv)
     except RlcwError as exc:

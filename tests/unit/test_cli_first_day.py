@@ -179,4 +179,6 @@ def test_check_is_refused_by_commands_without_a_config():
 
 def test_the_resume_command_drops_resume_and_overwrite_in_every_spelling():
     args = ["--config", "c.yaml", "train.resume=false", "--overwrite", "true", "a=1", "--train.resume=true", "b=2"]
-    assert cli._without(args, ("train.resume", "overwrite")) == ["--config", "c.yaml", "a=1", "b=2"]
+    from rlcw.interrupts import _without
+
+    assert _without(args, ("train.resume", "overwrite")) == ["--config", "c.yaml", "a=1", "b=2"]
