@@ -12,8 +12,9 @@ hidden state it is (W[target] - p @ W) / T: the forward keeps the expected outpu
 matmul the backward would otherwise run on recomputed logits. Per chunk the forward makes these passes over the
 (chunk, V) block: the logits' matmul, one fused log-softmax, then a few rows at a time (in the core's L2 cache) the
 exp into the logits' buffer and the entropy's dot product of p with log p, then the `p @ W` matmul. (The entropy as
-logsumexp - (h / T) . (p @ W) would save the dot product, but its cancellation costs about ten times the float
-rounding of the direct sum at a trained model's logit sizes.)
+logsumexp - (h / T) . (p @ W) would save the dot product, but where the logsumexp is large and the entropy small
+that difference cancels far beyond the float rounding of the direct sum; a test holds the entropy to the plain
+path's rounding there.)
 
 Two cases fall back to recomputing each chunk's logits once in the backward, from the saved per-row logsumexp:
 a trainable `weight` (full fine-tuning, the head tied or not: its gradient needs the whole (N, V) softmax) and a
