@@ -64,7 +64,8 @@ CASES = [
     (outcome, outcome.OutcomeConfig, ["best_of_n.sizes=[1]", "measure.samples_per_prompt=1"], "best_of_n.sizes"),
     (outcome, outcome.OutcomeConfig, ["proxy_data.eval_fraction=1.0"], "proxy_data.eval_fraction"),
     (outcome, outcome.OutcomeConfig, ["measure.draw=gumbel"], "measure.draw"),
-    (outcome, outcome.OutcomeConfig, ["proxies={small: 0}", "rl_proxy=small"], "proxies.small"),
+    (outcome, outcome.OutcomeConfig, ["proxies={small: -1}", "rl_proxy=small"], "proxies.small"),
+    (outcome, outcome.OutcomeConfig, ["proxies={small: 0, large: 0}"], "no proxy to train"),
 ]
 
 

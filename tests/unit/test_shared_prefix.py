@@ -126,10 +126,13 @@ def test_falls_back_where_nothing_is_shared(case):
         assert shared_prefix_logps(model, ids, mask, 6, TEMP) is None
 
 
-def test_own_head_is_the_cpu_default_for_a_plain_head():
+def test_own_head_applies_on_cpu_for_a_plain_head_once_switched_on(monkeypatch):
+    from rlcw.rl.grpo import shared_prefix
     from rlcw.rl.grpo.shared_prefix import own_head_applies
 
     model = policy()
+    assert not own_head_applies(model, torch.device("cpu"))  # TRL's head until the quickstart gate is re-checked
+    monkeypatch.setattr(shared_prefix, "OWN_HEAD_ON_CPU", True)
     assert own_head_applies(model, torch.device("cpu"))
     assert not own_head_applies(model, torch.device("cuda"))  # TRL's Triton kernels there
     model.get_base_model().config.final_logit_softcapping = 30.0  # a transform only TRL's head applies
