@@ -37,6 +37,23 @@ def _tmas(folder, n=8):
     return folder
 
 
+TINY_GRPO = (
+    "train.max_steps=2",
+    "train.save_steps=1",
+    "train.batch_size=4",
+    "train.num_generations=2",
+    "train.max_completion_length=8",
+    "lora.r=4",
+    "data.max_train_prompts=8",
+    "data.fit_to_cap=ignore",
+)
+
+
+def tiny_grpo(*runs: str) -> list[str]:
+    """The tiny sizes of every GRPO run named."""
+    return [f"{run}.{k}" for run in runs for k in TINY_GRPO]
+
+
 TINY = (
     [
         "data.max_study_prompts=6",
@@ -78,20 +95,7 @@ TINY = (
         for rm in ("gold_rm", "proxy_rm")
         for k in ("train.max_steps=2", "train.batch_size=2", "train.eval_steps=2", "rm.max_length=64", "lora.r=4")
     ]
-    + [
-        f"{g}.{k}"
-        for g in ("grpo", "grpo_lc")
-        for k in (
-            "train.max_steps=2",
-            "train.save_steps=1",
-            "train.batch_size=4",
-            "train.num_generations=2",
-            "train.max_completion_length=8",
-            "lora.r=4",
-            "data.max_train_prompts=8",
-            "data.fit_to_cap=ignore",
-        )
-    ]
+    + tiny_grpo("grpo", "grpo_lc")
 )
 
 
@@ -292,20 +296,7 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
         "proxy_rm.rm.ensemble.aggregate=wco",
         "proxy_rm.rm.ensemble.offset_stories=8",
         "runs=[grpo_ens,grpo_odin,best_of_n]",
-    ] + [
-        f"{run}.{k}"
-        for run in ("grpo_ens", "grpo_odin")
-        for k in (
-            "train.max_steps=2",
-            "train.save_steps=1",
-            "train.batch_size=4",
-            "train.num_generations=2",
-            "train.max_completion_length=8",
-            "lora.r=4",
-            "data.max_train_prompts=8",
-            "data.fit_to_cap=ignore",
-        )
-    ]
+    ] + tiny_grpo("grpo_ens", "grpo_odin")
     tiny = [o for o in TINY if not o.startswith(("proxies=", "seeds="))]
     overrides = [f"output_dir={tmp_path}", f"model.name={tiny_model_dir}", f"data.tmas={_tmas(tmp_path / 'tmas')}"]
     multinomial = ["measure.draw=multinomial"]  # the draw the study fixture's shipped config switches off
@@ -375,20 +366,7 @@ def test_seeds_two_golds_and_the_anchored_arm(tmp_path, tiny_model_dir):
     run over two seeds, every story scored by both golds, and the arms section read at matched KL by both."""
     from rlcw.recipes.outcome import OutcomeConfig, main
 
-    arms = [
-        f"{run}.{k}"
-        for run in ("grpo", "grpo_par", "grpo_kl")
-        for k in (
-            "train.max_steps=2",
-            "train.save_steps=1",
-            "train.batch_size=4",
-            "train.num_generations=2",
-            "train.max_completion_length=8",
-            "lora.r=4",
-            "data.max_train_prompts=8",
-            "data.fit_to_cap=ignore",
-        )
-    ]
+    arms = tiny_grpo("grpo", "grpo_par", "grpo_kl")
     gold2 = [
         "gold2_pairs.data.min_words=3",
         "gold2_pairs.data.eval_fraction=0.5",
