@@ -8,8 +8,8 @@
 On CPU `torch.nn.functional.linear` hands oneDNN (bf16) or MKL (fp32) the weight in its plain (out, in) layout
 on every call. Packed once into oneDNN's blocked layout with `torch.ops.mkldnn._reorder_linear_weight` (what
 torch.compile's freezing pass does for CPU linears) and run with `torch.ops.mkldnn._linear_pointwise`, the same
-product costs less at a decode step's few rows: the quickstart's bf16 sampler 1.24x on a 2-core Xeon without AMX
-(`scripts/bench_rollout.py`, samplers named `... packed`; at ~1600 rows, the loss's and the reward's sizes, fp32
+product costs less at a decode step's few rows (`scripts/bench_rollout.py`, samplers named `... packed`; figures in
+docs/results/speed.md; at the loss's and the reward's ~1600 rows, the loss's and the reward's sizes, fp32
 matmuls already run at that CPU's peak, so this is for sampling). The results equal `F.linear`'s in bf16 and
 differ by float rounding in fp32 (another kernel), so a seeded fp32 sampler's stories may differ.
 

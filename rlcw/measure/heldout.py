@@ -8,7 +8,7 @@ Common random numbers: for sample index k, `torch.manual_seed(seed + k)` once, t
 prompt in a fixed order; on CPU each row's multinomial draw then depends only on its own row and step, so the
 start and the tuned policy read the same noise at (prompt, k), and different k read different noise. With
 `draw="inverse_cdf"` each row reads one uniform a step from a generator seeded `seed + k` (`crn_uniforms`, the
-same numbers), so the sample indices share one batch (up to `CRN_BATCH_ROWS` rows; 2.2x the per-index batches
+same numbers), so the sample indices share one batch (up to `CRN_BATCH_ROWS` rows; faster than per-index batches
 at the quickstart's 32 prompts x 4). Sampling is at temperature 1, top_k 0, top_p 1
 (the policies' own distributions). Start samples are cached in `out_dir/start.jsonl` keyed by the
 settings, so re-measuring another policy against the same start costs one policy's sampling.

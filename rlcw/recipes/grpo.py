@@ -9,8 +9,8 @@ prompt order, top/bottom stories; plain, fast or Agents' Room rollouts from the 
 every `eval.every_steps` samples the held-out prompts on every rank (rlcw.measure.periodic). `train.resume`:
 false | true (the newest complete checkpoint; an error when there is none) | auto. Metrics reach
 `train.report_to` (tensorboard | wandb | trackio | none) through rlcw.tracking; `train.bf16` is the
-mixed-precision flag. Agents' Room cost on a busy 2-core CPU: plan_write with caps 32/64 ~122 s a step
-against ~22 s for plain GRPO with a 64-token cap. Not here: PPO (`rlcw ppo`). Keys: `rlcw grpo --help`.
+mixed-precision flag. Agents' Room rollouts cost several plain GRPO steps each (several model calls a story).
+Not here: PPO (`rlcw ppo`). Keys: `rlcw grpo --help`.
 
     rlcw grpo --config configs/grpo/cpu.yaml reward.rm_path=runs/train_rm/model
     rlcw grpo --config configs/grpo/cpu.yaml train.resume=auto      # after a crash or kill
@@ -93,15 +93,15 @@ class GRPOTrainSection:
     save_total_limit: int | None = 2  # checkpoints kept (older ones deleted); None = all
     resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
     log_kl_to_start: bool = True  # one extra no-grad forward (adapter disabled) on the logged steps when on-policy
-    log_kl_every: int = 1  # KL to the start every N steps (~4.5 s a quickstart KL step; monitors wait for it)
+    log_kl_every: int = 1  # KL to the start every N steps (one start-model forward each; monitors wait for it)
     samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
     samples_k: int = 2  # stories logged from each end (top and bottom) at a samples step
     use_vllm: bool = False  # generate rollouts with vLLM (TRL; GPU)
-    fast_rollout: bool = False  # rl.grpo.rollout: merged-LoRA copy + shared prompt cache (~1.2x TRL's rollout on CPU)
-    rollout_precision: str = "fp32"  # fp32 | bf16: the fast rollout's weight copy (bf16: ~1.7x faster decode on AMX/AVX512-BF16 CPUs; loss stays fp32)
+    fast_rollout: bool = False  # rl.grpo.rollout: merged-LoRA copy + shared prompt cache (faster than TRL's on CPU)
+    rollout_precision: str = "fp32"  # fp32 | bf16 | auto (bf16 where native): the fast rollout's weights; loss: fp32
     # fast rollout: per-token loss weight min(pi/mu, cap) for the sampler/policy gap (rlcw.rl.grpo.is_correction); 0 = off
     rollout_is_cap: float = 3.0
-    rollout_draw: str = "multinomial"  # multinomial | inverse_cdf: the fast rollout's draw (same distribution; inverse_cdf 1.2-1.7x bf16 decode)
+    rollout_draw: str = "multinomial"  # multinomial | inverse_cdf: the fast rollout's draw (the same distribution)
     # inverse_cdf draw: rows that ended leave the decode batch (same samples up to float rounding)
     rollout_compact: bool = True
     # fast rollout on CPU: the copy's linear weights packed once a rollout for oneDNN (rlcw.prepack); no effect on GPU

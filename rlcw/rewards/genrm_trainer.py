@@ -6,8 +6,7 @@
 Examples are `{"input_ids", "labels"}` rows (labels -100 outside the answer) from
 `rlcw.rewards.render.encode_genrm_example`. They are left-padded (`collate_left`) so every answer
 ends at the last column, and `answer_loss` applies the full-vocabulary LM head to the answer span
-only (TRL's SFTTrainer runs it on every position: ~30x slower per step on the tiny test model on
-CPU). Checkpoints, resume, DeepSpeed and logging are the Trainer's own.
+only (TRL's SFTTrainer runs it on every position: much slower per step on CPU). Checkpoints, resume, DeepSpeed and logging are the Trainer's own.
 
 transformers / peft symbols this module relies on (checked against transformers 5.23.0, peft 0.21;
 tests/unit/test_genrm_trainer.py imports each so an upgrade that removes one fails loudly):
@@ -53,7 +52,7 @@ def answer_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Mean next-token NLL over the answer tokens, with the LM head applied to the answer span only.
 
     Left padding puts every answer at the end, so `logits_to_keep` skips the full-vocabulary head
-    on the (long) prompt: TRL's SFT head runs it on every position, ~5x the cost here on CPU."""
+    on the (long) prompt: TRL's SFT head runs it on every position, several times the cost on CPU."""
     labels = batch["labels"]  # (B, T), -100 outside the answers
     answer_cols = (labels != -100).any(0).nonzero()
     keep = labels.shape[1] - int(answer_cols[0]) + 1  # the answer span plus the position that predicts its first token

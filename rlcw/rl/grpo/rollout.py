@@ -15,42 +15,20 @@ top-k, top-p, min-p; one `torch.multinomial` per step on the (B, V) probabilitie
 - `torch.inference_mode`, last-position logits only, no scores kept, stop when every row has ended.
 
 Not for vLLM, DeepSpeed ZeRO-3 (sharded weights) or Agents' Room rollouts (`check_fast_rollout`, run by
-`rlcw grpo`'s validate, refuses those combinations). Measured speed: `scripts/bench_rl.py
---fast-rollout`: on the 2-core CPU (shared), embedded model, batch 8 (2 prompts x 4), 80 new tokens, one
-thread, 1.19-1.21x TRL's path (the merged copy alone, as PEFT merge_adapter, 1.04-1.05x). Decoding at
-batch 8 streams every weight once per token (memory-bound matmuls: ~80% of a decode step), so neither a
-static KV cache (1.0x) nor torch.compile of the decode step (1.0x after a ~47 s compile) helps; a larger
-batch is what raises tok/s.
+`rlcw grpo`'s validate, refuses those combinations).
 
-Rollout precision (`make_fast_rollout_func("bf16")`, `rlcw grpo train.fast_rollout=true
-train.rollout_precision=bf16`): the rollout copy holds bf16 weights, halving the bytes streamed per
-token; on this CPU (AMX/AVX512-BF16) oneDNN runs the bf16 matmuls natively. Micro-benchmark, batch 8,
-128 new tokens, one thread, same sampler: bf16 weights 1.76x fp32 weights; autocast to bf16 0.69x (casts
-every weight every step); fp32 with oneDNN bf16 math (`torch.backends.mkldnn.matmul.fp32_precision`)
-0.95x; int8 dynamic quantisation (x86/fbgemm/onednn) 1.4-1.6x but 1.8-1.9 nats/token off (unusable).
-`bench_rl.py --fast-rollout --bf16-rollout --max-new-tokens 128` (shared, loaded CPU): TRL's path 1x,
-fast fp32 1.42-1.47x, fast bf16 2.18-2.35x. The policy, its loss and optimizer stay fp32, so bf16
-rollouts are slightly off-policy: |log p_bf16 - log p_fp32| of the sampled tokens, mean 0.032, max
-0.20-0.29 nats. TRL 1.16 corrects rollout logprobs by importance sampling only on its vLLM path
-(`use_vllm` and `vllm_importance_sampling_correction`), so the rollout returns each sampled token's
-log-prob and rlcw's GRPO trainer reweights the loss per token by min(pi/mu, train.rollout_is_cap)
-(rlcw.rl.grpo.is_correction).
+Rollout precision (`make_fast_rollout_func("bf16")`, `train.rollout_precision=bf16|auto`): the rollout copy holds
+bf16 weights, halving the bytes streamed per token; oneDNN runs bf16 matmuls natively only on CPUs with AVX512-BF16
+or AMX (`auto` takes bf16 only there: `resolve_precision`). The policy, its loss and optimizer stay fp32, so bf16
+rollouts are slightly off-policy; TRL 1.16 corrects rollout log-probs by importance sampling only on its vLLM path
+(`use_vllm` and `vllm_importance_sampling_correction`), so the rollout returns each sampled token's log-prob and
+rlcw's GRPO trainer reweights the loss per token by min(pi/mu, train.rollout_is_cap) (rlcw.rl.grpo.is_correction).
+`prepack` (`train.rollout_prepack`, on): the copy's linears run from weights packed once a rollout for oneDNN, q/k/v
+and gate/up fused (rlcw.prepack), with the same bf16 samples and log-probs.
 
-Against the roofline (`scripts/bench_rollout.py`, a quiet Intel Xeon with AMX pinned to 2 threads, random
-weights of the embedded model's shapes, 2 prompts x 8, 88 tokens; triad 23-24 GB/s, matmul fp32 254-275 and
-bf16 825-958 GFLOP/s, so decoding at batch 16 is memory-bound at ~700 tok/s in fp32 and ~1400 in bf16):
-`generate` fp32 94-101 tok/s (14%), this sampler fp32 105 (15%), bf16 152-169 (11-12%), bf16 with
-`draw="inverse_cdf"` (`train.rollout_draw`) 208 (15%), fp32 with it 141 (20%). What stands in the way, from a
-torch profile of the bf16 sampler: the matmuls (36% of the time) stream the weights at ~8 GB/s, a third of
-the triad (oneDNN's bf16 GEMMs with 16 rows); `torch.multinomial` drew an exponential for each of the
-49152 vocabulary entries of every row (22%: what the inverse-CDF draw removes); dtype casts (10%, RMSNorm
-runs in fp32); attention 6%; the rest is ~200 small operators a token. Tried and not kept: a static KV cache
-(0.9-1.0x), weight-only int8 linear layers (`torch._weight_int8pack_mm`, 0.8x bf16), and torch.compile of the
-decode step (1.2-1.3x after a 154-s compile, more than a quickstart's rollouts would save without a cache).
-Kept: `prepack` (`train.rollout_prepack`, on): the copy's linears run from weights packed once a rollout for oneDNN,
-q/k/v and gate/up fused (rlcw.prepack); on a 2-core Intel Xeon without AMX (bf16 matmuls at 188 GFLOP/s against
-fp32's 328, so the bf16 decode is compute-bound) the quickstart's sampler 171.5 -> 213.0 tok/s (1.24x; 25% -> 30%
-of that machine's roofline), with the same bf16 samples and log-probs.
+What each choice costs and buys, against the roofline of the machine measured (`scripts/bench_rollout.py`,
+`scripts/bench_rl.py --fast-rollout`), the IS gap of each sampler, and what was tried and not kept (a static KV cache,
+int8 weights, autocast, torch.compile of the decode step): docs/results/speed.md.
 """
 
 from __future__ import annotations
@@ -159,9 +137,9 @@ def make_fast_rollout_func(
 ):
     """A TRL 1.16 `GRPOTrainer(rollout_func=...)`: TRL's prompts, tokenisation and generation config, fast sampling.
 
-    precision: "fp32" (same weights as the policy) or "bf16" (bf16 rollout copy; ~1.7x faster decode here).
+    precision: "fp32" (same weights as the policy) or "bf16" (bf16 rollout copy; faster decode where bf16 is native).
     draw: "multinomial" (torch.multinomial, as `generate`) or "inverse_cdf" (rlcw.sampling.inverse_cdf_draw:
-    the same distribution from one random number a row a step; bf16 decode 1.2-1.7x in scripts/bench_rollout.py).
+    the same distribution from one random number a row a step; faster: scripts/bench_rollout.py).
     compact: with the inverse-CDF draw, rows that ended leave the decode batch (rlcw.sampling; the same samples up
     to float rounding, which is enough to send a seeded run down another trajectory).
     prepack: on CPU, the copy's linear layers run from weights packed once a rollout for oneDNN (rlcw.prepack;
