@@ -40,6 +40,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+from bench_rl import chat_texts  # scripts/bench_rl.py (this script's folder is on sys.path)
 
 
 def cpu_name() -> tuple[str, bool]:
@@ -55,10 +56,9 @@ def build(args):
     from trl.trainer.grpo_trainer import add_fused_lm_head
 
     from rlcw.data.prompts import load_prompts
-    from rlcw.generation import chat_messages
     from rlcw.models import load_causal_lm, load_tokenizer
     from rlcw.recipes.common.models import lora_config
-    from rlcw.recipes.common.sections import DEFAULT_SYSTEM_PROMPT, LoraSection
+    from rlcw.recipes.common.sections import LoraSection
 
     tok = load_tokenizer(args.model, padding_side="left")
     model = load_causal_lm(args.model, "float32")
@@ -70,13 +70,7 @@ def build(args):
             torch.nn.init.normal_(p, std=0.02)
     model.train()
     rows = load_prompts("bundled", "train")[: args.batch // args.num_generations]
-    texts = [
-        tok.apply_chat_template(
-            chat_messages(DEFAULT_SYSTEM_PROMPT, r["prompt"]), tokenize=False, add_generation_prompt=True
-        )
-        for r in rows
-        for _ in range(args.num_generations)
-    ]
+    texts = chat_texts(tok, rows, args.num_generations)
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     g = torch.Generator().manual_seed(0)
     completion = torch.randint(0, model.config.vocab_size, (args.batch, args.completion_tokens), generator=g)

@@ -101,14 +101,27 @@ def completion_logps(model, out, attn, prompt_len: int, completion: torch.Tensor
     return torch.log_softmax(logits, -1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)
 
 
+def chat_texts(tok, rows: list[dict], num_generations: int) -> list[str]:
+    """Each prompt row's chat-template text with the default system prompt, `num_generations` times (a GRPO batch)."""
+    from rlcw.generation import chat_messages
+    from rlcw.recipes.common.sections import DEFAULT_SYSTEM_PROMPT
+
+    return [
+        tok.apply_chat_template(
+            chat_messages(DEFAULT_SYSTEM_PROMPT, r["prompt"]), tokenize=False, add_generation_prompt=True
+        )
+        for r in rows
+        for _ in range(num_generations)
+    ]
+
+
 def build(args):
     from peft import get_peft_model
 
     from rlcw.data.prompts import load_prompts
-    from rlcw.generation import chat_messages
     from rlcw.models import load_causal_lm, load_tokenizer
     from rlcw.recipes.common.models import lora_config
-    from rlcw.recipes.common.sections import DEFAULT_SYSTEM_PROMPT, LoraSection
+    from rlcw.recipes.common.sections import LoraSection
 
     tok = load_tokenizer(args.model, padding_side="left")
     model = load_causal_lm(args.model, "float32")
@@ -119,13 +132,7 @@ def build(args):
         ),
     )
     rows = load_prompts("bundled", "train")[: args.batch // args.num_generations]
-    texts = [
-        tok.apply_chat_template(
-            chat_messages(DEFAULT_SYSTEM_PROMPT, r["prompt"]), tokenize=False, add_generation_prompt=True
-        )
-        for r in rows
-        for _ in range(args.num_generations)
-    ]
+    texts = chat_texts(tok, rows, args.num_generations)
     return tok, model, rows, texts
 
 
