@@ -12,13 +12,15 @@ null.
 
 from __future__ import annotations
 
+import math
+
 from rlcw.outcome.seeds import KINDS, Estimate, SeedReading
 
 
 def _cell(e: Estimate | None) -> str:
     if e is None:
         return "not reached"
-    return "no story inside the cells" if e.delta != e.delta else e.text()
+    return "no story inside the cells" if math.isnan(e.delta) else e.text()
 
 
 def _sign(e: Estimate | None) -> int:
@@ -28,13 +30,11 @@ def _sign(e: Estimate | None) -> int:
     return 1 if e.ci_low > 0 else -1 if e.ci_high < 0 else 0
 
 
-def _points(reading: SeedReading, arm: str, targets: list[float], kind: str, base: str | None) -> dict:
-    """label -> Estimate (or None): each target d, then the peak; against the start, or against `base`."""
-    if base is None:
-        out = {f"d = {t:g}": reading.at_d(arm, t, kind) for t in targets}
-        out["peak"] = reading.peak(arm, kind)
-        return out
-    return {f"d = {t:g}": reading.diff(arm, base, t, kind) for t in targets}
+def _points(reading: SeedReading, arm: str, targets: list[float], kind: str) -> dict:
+    """label -> Estimate (or None) against the start: each target d, then the peak."""
+    out = {f"d = {t:g}": reading.at_d(arm, t, kind) for t in targets}
+    out["peak"] = reading.peak(arm, kind)
+    return out
 
 
 def agreed(estimates: list[Estimate | None]) -> int:
@@ -67,7 +67,7 @@ def arms_section(
         rule,
     ]
     flat: dict[str, float] = {}
-    read = {g: {a: {k: _points(r, a, targets, k, None) for k in KINDS} for a in arms} for g, r in readings.items()}
+    read = {g: {a: {k: _points(r, a, targets, k) for k in KINDS} for a in arms} for g, r in readings.items()}
     for a in arms:
         for label in read[golds[0]][a][KINDS[0]]:
             cells = [read[g][a][k][label] for g in golds for k in KINDS]

@@ -216,20 +216,24 @@ class SeedReading:
         select, _ = split_prompts(self.prompts, seed=seed)
         self._select = np.isin(self.prompts, select)
 
-    def _values(self, table: PromptTable, kind: str, weights: np.ndarray) -> np.ndarray:
-        return table.raw if kind == "raw" else table.residual(self.baseline.means(weights))
+    @staticmethod
+    def _values(table: PromptTable, kind: str, means: np.ndarray) -> np.ndarray:
+        """(P,) per-prompt values of one point; `means`: the replicate's cell means (residual only)."""
+        return table.raw if kind == "raw" else table.residual(means)
 
-    def _run_change(self, run: RunPoints, where, kind: str, weights: np.ndarray) -> np.ndarray:
-        """(P,) change from the start at `where` (i, t) or a checkpoint index."""
-        start = self._values(run.tables[0], kind, weights)
+    @staticmethod
+    def _at(run: RunPoints, where, get):
+        """`get(table)` at `where`: a checkpoint index, or (i, t) interpolated between checkpoints i and i + 1."""
         if isinstance(where, tuple):
             i, t = where
-            at = (1 - t) * self._values(run.tables[i], kind, weights) + t * self._values(
-                run.tables[i + 1], kind, weights
-            )
-        else:
-            at = self._values(run.tables[where], kind, weights)
-        return at - start
+            return (1 - t) * get(run.tables[i]) + t * get(run.tables[i + 1])
+        return get(run.tables[where])
+
+    def _run_change(self, run: RunPoints, where, kind: str, means: np.ndarray) -> np.ndarray:
+        """(P,) change from the start at `where`."""
+        return self._at(run, where, lambda tb: self._values(tb, kind, means)) - self._values(
+            run.tables[0], kind, means
+        )
 
     @staticmethod
     def _mean(change: np.ndarray, weights: np.ndarray) -> float:
@@ -239,8 +243,8 @@ class SeedReading:
     def _arm_value(self, arm: str, wheres: list, kind: str, weights: np.ndarray, mask: np.ndarray, picks) -> float:
         """Mean over the picked seeds of the prompt-weighted mean change; the cell means use every resampled prompt,
         the mean only those in `mask`."""
-        runs = self.runs[arm]
-        values = [self._mean(self._run_change(runs[s], wheres[s], kind, weights), weights * mask) for s in picks]
+        runs, means = self.runs[arm], self.baseline.means(weights)
+        values = [self._mean(self._run_change(runs[s], wheres[s], kind, means), weights * mask) for s in picks]
         finite = [v for v in values if np.isfinite(v)]
         return float(np.mean(finite)) if finite else float("nan")
 
@@ -258,14 +262,8 @@ class SeedReading:
         return Estimate(point, float(low), float(high), len(self.runs[arms[0]]), int(mask.sum()), outside, d)
 
     def _outside(self, arm: str, wheres: list) -> float:
-        out = []
-        for run, where in zip(self.runs[arm], wheres, strict=True):
-            if isinstance(where, tuple):
-                i, t = where
-                out.append((1 - t) * run.tables[i].outside + t * run.tables[i + 1].outside)
-            else:
-                out.append(run.tables[where].outside)
-        return float(np.mean(out))
+        runs = zip(self.runs[arm], wheres, strict=True)
+        return float(np.mean([self._at(run, where, lambda tb: tb.outside) for run, where in runs]))
 
     def _wheres_at(self, arm: str, target: float) -> list | None:
         found = [crossing(r.d, target) for r in self.runs[arm]]
@@ -291,9 +289,9 @@ class SeedReading:
 
     def peaks(self, arm: str, kind: str) -> list[int]:
         """Each seed's peak checkpoint index (0 = the start), chosen on the selection half of the prompts."""
-        full, out = np.ones(len(self.prompts)), []
+        cells, select, out = self.baseline.means(np.ones(len(self.prompts))), self._select.astype(float), []
         for run in self.runs[arm]:
-            means = [self._mean(self._values(t, kind, full), self._select.astype(float)) for t in run.tables]
+            means = [self._mean(self._values(t, kind, cells), select) for t in run.tables]
             out.append(0 if np.all(np.isnan(means)) else int(np.nanargmax(means)))  # no residual anywhere: the start
         return out
 

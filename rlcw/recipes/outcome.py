@@ -48,8 +48,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from rlcw.config import assign, to_yaml
 from rlcw.data.prompts import load_prompts
 from rlcw.data.records import write_preferences, write_stories
@@ -67,6 +65,7 @@ from rlcw.recipes import grpo as grpo_recipe
 from rlcw.recipes import ppo as ppo_recipe
 from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import ModelConfig
+from rlcw.rewards.anchored import default_references
 from rlcw.runs import last_checkpoint, move_aside, resume_mode
 from rlcw.sampling import DRAWS
 
@@ -228,7 +227,7 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
         put(f"{gold}_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
         put(f"{gold}_rm.data.train_file", f"{root}/{gold}_pairs/pairs/train.jsonl")
         put(f"{gold}_rm.data.eval_file", f"{root}/{gold}_pairs/pairs/eval.jsonl")
-    anchor_on_start(cfg.grpo_par, f"{root}/proxy_data/samples.jsonl")
+    default_references(cfg.grpo_par.reward.specs, f"{root}/proxy_data/samples.jsonl")  # PAR on the start's stories
     put("proxy_rm.model", ModelConfig(name=cfg.model.name, dtype=cfg.model.dtype))
     put("proxy_rm.data.train_file", f"{root}/proxy_data/pairs/train.jsonl")
     put("proxy_rm.data.eval_file", f"{root}/proxy_data/pairs/eval.jsonl")
@@ -241,17 +240,10 @@ def wire(cfg: OutcomeConfig, root: str) -> None:
     put("dpo.data.eval_file", f"{root}/dpo_pairs/pairs/eval.jsonl")
 
 
-def anchor_on_start(stage: grpo_recipe.GRPORecipeConfig, references: str) -> None:
-    """Every reward spec of `stage` with an `anchor` that names no `references` is anchored on `references`."""
-    for spec in stage.reward.specs.values():
-        if isinstance(spec, dict) and isinstance(spec.get("anchor"), dict) and not spec["anchor"].get("references"):
-            spec["anchor"]["references"] = references
-
-
 def run_proxy(cfg: OutcomeConfig, run: str) -> str:
     """The proxy a trained run optimises: `ens_proxy` for grpo_ens, `odin_proxy` for grpo_odin, `rl_proxy` for
     the others."""
-    return {"grpo_ens": cfg.ens_proxy, "grpo_odin": cfg.odin_proxy}.get(arm_of(cfg, run), cfg.rl_proxy)
+    return {"grpo_ens": cfg.ens_proxy, "grpo_odin": cfg.odin_proxy}.get(arm_of(cfg, run)[0], cfg.rl_proxy)
 
 
 def proxy_stage(cfg: OutcomeConfig, name: str) -> train_rm.TrainRMConfig:
@@ -271,14 +263,19 @@ def seeded(cfg: OutcomeConfig, run: str, seed: int):
     return out
 
 
+def seed_runs(cfg: OutcomeConfig) -> dict[str, tuple[str, int]]:
+    """<run>_seed<k> -> (run, k) for every extra seed of `seeds`, in training order."""
+    return {f"{r}_seed{k}": (r, k) for r, ks in cfg.seeds.items() for k in ks}
+
+
 def trained_runs(cfg: OutcomeConfig) -> list[str]:
     """Every trained run's name, in training order: `runs`, then each run's extra seeds."""
-    return [r for r in cfg.runs if r in TRAINED] + [f"{r}_seed{k}" for r, ks in cfg.seeds.items() for k in ks]
+    return [r for r in cfg.runs if r in TRAINED] + list(seed_runs(cfg))
 
 
-def arm_of(cfg: OutcomeConfig, name: str) -> str:
-    """The run a trained run's name belongs to: grpo for grpo and grpo_seed1, ..."""
-    return next((r for r, ks in cfg.seeds.items() for k in ks if name == f"{r}_seed{k}"), name)
+def arm_of(cfg: OutcomeConfig, name: str) -> tuple[str, int]:
+    """(the run a trained run belongs to, its seed): (grpo, seed) for grpo, (grpo, 1) for grpo_seed1, ..."""
+    return seed_runs(cfg).get(name) or (name, getattr(cfg, name).seed)
 
 
 def _check(ok: bool, message: str, where: str, hint: str | None = None) -> None:
@@ -919,12 +916,16 @@ def monitor_reads(
 
 
 def arms_reading(
-    cfg: OutcomeConfig, study: Study, start: list[dict], slope: list[dict], measured: dict[str, list]
+    cfg: OutcomeConfig,
+    study: Study,
+    start: list[dict],
+    slope: list[dict],
+    measured: dict[str, list],
+    curves: list[analysis.Curve],
 ) -> tuple[list[str], dict[str, float]]:
     """The report's arms section (`rlcw.outcome.arms`): every trained run with seeds read over its seeds at
-    `measure.matched_d` and at its peaks, by every gold; ([], {}) when no run has seeds."""
-    import math
-
+    `measure.matched_d` and at its peaks, by every gold: each checkpoint's measured records at its curve point's d;
+    ([], {}) when no run has seeds."""
     from rlcw.outcome.arms import arms_section
     from rlcw.outcome.seeds import Baseline, Cells, SeedReading, arm_seed, cell_sums
 
@@ -936,13 +937,11 @@ def arms_reading(
     for gold in study.golds():
         base = Baseline.of(*cell_sums(slope, gold, prompts, cells), min_count=m.residual_min_count)
         runs: dict[str, list] = {}
-        for name, points in measured.items():
-            arm = arm_of(cfg, name)
-            if not cfg.seeds.get(arm):
-                continue
-            seed = getattr(cfg, arm).seed if name == arm else int(name.rsplit("_seed", 1)[1])
-            ckpts = [(math.sqrt(max(float(np.mean([r["kl_k3"] for r in recs])), 0.0)), recs) for _, recs in points]
-            runs.setdefault(arm, []).append(arm_seed(arm, seed, start, ckpts, gold, prompts, cells, base))
+        for c in curves:
+            arm, seed = arm_of(cfg, c.run)
+            if cfg.seeds.get(arm):  # the curve's points after the start are the measured checkpoints, in order
+                ckpts = [(p.d, recs) for p, (_, recs) in zip(c.points[1:], measured[c.run], strict=True)]
+                runs.setdefault(arm, []).append(arm_seed(arm, seed, start, ckpts, gold, prompts, cells, base))
         readings[gold] = SeedReading(runs, base, prompts, n_resamples=m.n_resamples, seed=cfg.seed)
     base_arm = "grpo" if cfg.seeds.get("grpo") else None
     note = f"Cells: {len(cells.edges) - 1} word bins (edges {', '.join(f'{e:g}' for e in cells.edges)}) x ended."
@@ -990,9 +989,8 @@ def train_runs(cfg: OutcomeConfig, st: Stages, study: Study) -> None:
     trainers.update(ppo=ppo_recipe.main, dpo=dpo_recipe.main)
     for name in [r for r in cfg.runs if r in TRAINED]:
         st.run(name, trainers[name], getattr(cfg, name))
-    for run, seeds in cfg.seeds.items():
-        for k in seeds:
-            st.run(f"{run}_seed{k}", trainers[run], seeded(cfg, run, k))
+    for name, (run, k) in seed_runs(cfg).items():
+        st.run(name, trainers[run], seeded(cfg, run, k))
 
 
 def study_setup(cfg: OutcomeConfig, rows: list[dict]) -> StudySetup:
@@ -1049,7 +1047,8 @@ def main(cfg: OutcomeConfig) -> dict:
         t0, m = time.time(), cfg.measure
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
         reads = monitor_reads(cfg, st, study, summaries, measured, pool)
-        arms, arm_flat = arms_reading(cfg, study, start, rest or start, measured)
+        rl = [c for c in curves if c.run in measured]
+        arms, arm_flat = arms_reading(cfg, study, start, rest or start, measured, rl)
         st.timings["analysis"] = time.time() - t0
         report, flat, plots = write_outcome_report(
             run.path, summaries, rm_rows, setup, st.timings, monitors=reads, aggregate_choice=choice, arms=arms

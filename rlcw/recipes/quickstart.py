@@ -123,18 +123,14 @@ def wire(cfg: QuickstartConfig, root: str) -> None:
     put("grpo.data.no_overlap_with", pairs)
     put("export.model", ModelConfig(**{**vars(cfg.model), "name": f"{root}/grpo/checkpoints/final"}))
     put("generate.model", cfg.model)
-    for spec in cfg.grpo.reward.specs.values():  # an anchor without references: the start's stories written here
-        if isinstance(spec, dict) and isinstance(spec.get("anchor"), dict) and not spec["anchor"].get("references"):
-            spec["anchor"]["references"] = f"{root}/references/stories.jsonl"
+    references(cfg, root)  # an anchor without references: the start's stories this run writes
 
 
-def needs_references(cfg: QuickstartConfig, root: str) -> bool:
-    """A grpo reward spec is anchored on the references this run writes (after `wire`)."""
-    own = f"{root}/references/stories.jsonl"
-    return any(
-        isinstance(spec, dict) and isinstance(spec.get("anchor"), dict) and spec["anchor"].get("references") == own
-        for spec in cfg.grpo.reward.specs.values()
-    )
+def references(cfg: QuickstartConfig, root: str) -> list[str]:
+    """The grpo reward specs anchored on the start stories this run writes (`references/stories.jsonl`)."""
+    from rlcw.rewards.anchored import default_references
+
+    return default_references(cfg.grpo.reward.specs, f"{root}/references/stories.jsonl")
 
 
 def write_references(cfg: QuickstartConfig, root: str, rows: list[dict], cap: int) -> dict:
@@ -190,7 +186,7 @@ def main(cfg: QuickstartConfig) -> dict:
         )
         stage("build_pairs", build_pairs.main, cfg.build_pairs)
         stage("train_rm", train_rm.main, cfg.train_rm)
-        if needs_references(cfg, root):
+        if references(cfg, root):
             rows = grpo.train_prompts(cfg.grpo, rollout)
             stage("references", lambda c: write_references(c, root, rows, rollout.story_cap), cfg)
         stage("grpo", grpo.main, cfg.grpo)
@@ -208,8 +204,6 @@ def main(cfg: QuickstartConfig) -> dict:
         run.write_report(_report(cfg, run.path, timings, results["heldout"], checks, verdict, plots, slop, extra))
         status = "completed" if all(ok for _, ok, _ in checks) else "failed"
         metrics["gate/passed"] = float(status == "completed")  # every check (1.0) or not (0.0)
-        metrics["gate/heldout"] = float(checks[3][1])  # the held-out gain check alone
-        metrics["gate/hacking"] = float(all(ok for _, ok, _ in checks[4:]))  # the reward-hacking checks
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in timings.items()})
         artifacts = {
             "report": run.path / "report.md",
@@ -509,9 +503,11 @@ def _gate(cfg: QuickstartConfig, results: dict, slop: dict) -> tuple[dict, list[
             ok or not cfg.gates.heldout,
             verdict,
         ),
-        *hacking_checks(cfg.gates, h, slop, rm_kind(cfg.train_rm)),
     ]
-    return metrics, checks, verdict
+    hacking = hacking_checks(cfg.gates, h, slop, rm_kind(cfg.train_rm))
+    metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
+    metrics["gate/hacking"] = float(all(ok for _, ok, _ in hacking))  # the reward-hacking checks
+    return metrics, [*checks, *hacking], verdict
 
 
 def smoothed(ys: list[float], window: int = 4) -> list[float]:

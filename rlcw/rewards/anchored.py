@@ -49,6 +49,19 @@ def load_references(path: str | Path, human: bool = False, per_prompt: int | Non
     return refs
 
 
+def default_references(specs: dict, path: str) -> list[str]:
+    """Every reward spec whose `anchor` names no `references` is anchored on `path` (a recipe's own start stories);
+    returns the names of the specs anchored on `path` (so calling it again says the same)."""
+    for spec in specs.values():
+        if isinstance(spec, dict) and isinstance(spec.get("anchor"), dict) and not spec["anchor"].get("references"):
+            spec["anchor"]["references"] = path
+    return [
+        name
+        for name, spec in specs.items()
+        if isinstance(spec, dict) and isinstance(spec.get("anchor"), dict) and spec["anchor"]["references"] == path
+    ]
+
+
 def sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 

@@ -203,7 +203,7 @@ def _view(backbone: nn.Module, layers: list[nn.Module], norm: nn.Module, start: 
 def passes_hidden_through(backbone: nn.Module) -> bool:
     """Does the backbone's forward hand `inputs_embeds` to its first layer unchanged? A shared trunk feeds its hidden
     states to each member's top layers as `inputs_embeds`; a family that rescales or adds to them in its forward
-    (Gemma multiplies by sqrt(hidden size); absolute position embeddings add) would score wrong. Checked on the
+    (Granite multiplies them by its embedding_multiplier; absolute position embeddings add) would score wrong. Checked on the
     model itself: its forward over no layers and no final norm must return the input exactly."""
     view = _view(backbone, [], nn.Identity(), 0)
     width = backbone.config.hidden_size

@@ -123,8 +123,8 @@ class SharedTrunk:
         backbone = getattr(base, base.base_model_prefix)
         if not passes_hidden_through(backbone):
             raise RlcwError(
-                f"{type(base).__name__} changes inputs_embeds in its forward (e.g. Gemma scales them by sqrt(hidden "
-                "size)), so members cannot share a trunk's hidden states",
+                f"{type(base).__name__} changes inputs_embeds in its forward (e.g. Granite multiplies them by its "
+                "embedding_multiplier), so members cannot share a trunk's hidden states",
                 where="rm.ensemble.joint",
                 hint="rm.ensemble.joint=false trains whole members one after another (scoring handles them)",
             )

@@ -110,3 +110,17 @@ def test_bad_anchor_is_an_error_before_anything_loads(tmp_path, anchor, match):
     with pytest.raises(RlcwError, match=match) as exc:
         check_rewards({"rm": {"type": "length_range", "anchor": anchor}}, key="reward.specs")
     assert "reward.specs.rm.anchor" in str(exc.value)
+
+
+def test_default_references_fill_only_anchors_without_a_file():
+    from rlcw.rewards.anchored import default_references
+
+    specs = {
+        "rm": {"type": "bt", "anchor": {"per_prompt": 2}},
+        "own": {"type": "bt", "anchor": {"references": "mine.jsonl"}},
+        "length": {"type": "length_range"},
+    }
+    assert default_references(specs, "start.jsonl") == ["rm"]
+    assert specs["rm"]["anchor"] == {"per_prompt": 2, "references": "start.jsonl"}
+    assert specs["own"]["anchor"]["references"] == "mine.jsonl" and "anchor" not in specs["length"]
+    assert default_references(specs, "start.jsonl") == ["rm"]  # again: the same answer
