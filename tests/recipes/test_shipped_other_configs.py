@@ -44,6 +44,7 @@ VALIDATE_ONLY = {
     "curate/litbench.yaml": "reads euclaise/WritingPrompts_preferences from the hub",
     "serve_rm/default.yaml": "serves until interrupted (uvicorn): validated and its app built on a tiny RM",
     "outcome/cpu.yaml": EVERY_STAGE,
+    "outcome/seeds_cpu.yaml": EVERY_STAGE,
     "quickstart/cpu.yaml": EVERY_STAGE,
 }
 RUN = [
