@@ -7,50 +7,55 @@ import pytest
 
 from rlcw.config import load_config
 
+TINY = [
+    "run_name=qs",
+    "train_rm.data.max_train_pairs=16",
+    "train_rm.data.max_eval_pairs=8",
+    "train_rm.train.max_steps=2",
+    "train_rm.train.batch_size=4",
+    "train_rm.train.eval_steps=1",
+    "train_rm.rm.max_length=48",
+    "train_rm.lora.r=4",
+    "grpo.train.max_steps=2",
+    "grpo.train.batch_size=4",
+    "grpo.train.num_generations=2",
+    "grpo.train.max_completion_length=6",
+    "grpo.eval.every_steps=0",
+    "grpo.probe.every_steps=1",
+    "grpo.probe.num_texts=2",
+    "grpo.lora.r=4",
+    "grpo.data.max_train_prompts=4",
+    "heldout.fit_to_cap=false",
+    "heldout.max_prompts=4",
+    "heldout.n_samples=2",
+    "heldout.n_resamples=200",
+    "gates.heldout=false",
+    "gates.min_rm_accuracy=0.0",
+    "gates.min_grpo_steps=2",
+    "gates.hacking=false",
+    # the anchored reward (PAR) on start-model stories this run writes, with KL to the start in the loss
+    "grpo.reward.specs.rm.anchor={per_prompt: 2}",
+    "grpo.train.beta=0.1",
+    # a second look at the same samples: the run's RM again and a scripted rubric judge (always Yes)
+    "heldout.score_with={rm_again: {type: bt}, rubric: {type: rubric, verdict: text, "
+    "criteria: [{name: ends, question: 'Does it end?'}], client: {kind: scripted, script: ['Answer: Yes']}}}",
+]
 
-def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
+
+def run_quickstart(out, model_dir, *more: str) -> dict:
     from rlcw.recipes.quickstart import QuickstartConfig, main
 
-    cfg = load_config(
-        QuickstartConfig,
-        None,
-        [
-            f"output_dir={tmp_path}",
-            "run_name=qs",
-            f"model.name={tiny_model_dir}",
-            "train_rm.data.max_train_pairs=16",
-            "train_rm.data.max_eval_pairs=8",
-            "train_rm.train.max_steps=2",
-            "train_rm.train.batch_size=4",
-            "train_rm.train.eval_steps=1",
-            "train_rm.rm.max_length=48",
-            "train_rm.lora.r=4",
-            "grpo.train.max_steps=2",
-            "grpo.train.batch_size=4",
-            "grpo.train.num_generations=2",
-            "grpo.train.max_completion_length=6",
-            "grpo.eval.every_steps=0",
-            "grpo.probe.every_steps=1",
-            "grpo.probe.num_texts=2",
-            "grpo.lora.r=4",
-            "grpo.data.max_train_prompts=4",
-            "heldout.fit_to_cap=false",
-            "heldout.max_prompts=4",
-            "heldout.n_samples=2",
-            "heldout.n_resamples=200",
-            "gates.heldout=false",
-            "gates.min_rm_accuracy=0.0",
-            "gates.min_grpo_steps=2",
-            "gates.hacking=false",
-            # the anchored reward (PAR) on start-model stories this run writes, with KL to the start in the loss
-            "grpo.reward.specs.rm.anchor={per_prompt: 2}",
-            "grpo.train.beta=0.1",
-            # a second look at the same samples: the run's RM again and a scripted rubric judge (always Yes)
-            "heldout.score_with={rm_again: {type: bt}, rubric: {type: rubric, verdict: text, "
-            "criteria: [{name: ends, question: 'Does it end?'}], client: {kind: scripted, script: ['Answer: Yes']}}}",
-        ],
-    )
-    summary = main(cfg)
+    return main(load_config(QuickstartConfig, None, [f"output_dir={out}", f"model.name={model_dir}", *TINY, *more]))
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory, tiny_model_dir):
+    out = tmp_path_factory.mktemp("quickstart")
+    return out, run_quickstart(out, tiny_model_dir)
+
+
+def test_quickstart_tiny_end_to_end(quickstart):
+    tmp_path, summary = quickstart
     root = tmp_path / "qs"
     assert summary["status"] == "completed", summary
     for stage in ("prepare_model", "build_pairs", "train_rm", "grpo", "export"):
@@ -96,6 +101,43 @@ def test_quickstart_tiny_end_to_end(tmp_path, tiny_model_dir):
     assert len(rows) == 16 and {r["policy"] for r in rows} == {"start", "tuned"} and rows[0]["rubric/ends"] == 1.0
 
 
+STAGES = ("prepare_model", "build_pairs", "train_rm", "references", "grpo", "heldout", "heldout_scores", "export")
+
+
+def _ran(out: str) -> list[str]:
+    """The stages a quickstart run started (`[quickstart] <name> ...`), in order."""
+    return [line.split()[1] for line in out.splitlines() if line.startswith("[quickstart] ") and line.endswith(" ...")]
+
+
+def test_quickstart_resumes_per_stage(quickstart, tiny_model_dir, capsys):
+    out, first = quickstart
+    root = out / "qs"
+    capsys.readouterr()
+    grpo_started = json.loads((root / "grpo" / "summary.json").read_text())["started_at"]
+    again = run_quickstart(out, tiny_model_dir)  # the same settings: every stage cached
+    lines = capsys.readouterr().out
+    assert _ran(lines) == [] and lines.count(": cached (") == len(STAGES), lines
+    assert json.loads((root / "grpo" / "summary.json").read_text())["started_at"] == grpo_started
+    assert (
+        again["status"] == "completed" and again["metrics"]["heldout/rm_delta"] == first["metrics"]["heldout/rm_delta"]
+    )
+    took = json.loads((root / "grpo" / "summary.json").read_text())["wall_time_s"]
+    assert again["metrics"]["time/grpo_s"] == round(took, 1)  # a cached stage keeps its recorded time
+    # a held-out setting changed: the measurement and every stage after it run again, the training stages do not
+    changed = run_quickstart(out, tiny_model_dir, "heldout.n_resamples=150")
+    assert _ran(capsys.readouterr().out) == ["heldout", "heldout_scores", "export"]
+    assert json.loads((root / "grpo" / "summary.json").read_text())["started_at"] == grpo_started
+    assert changed["status"] == "completed" and "B = 150" in (root / "report.md").read_text()
+    assert [p.name for p in out.iterdir() if p.name.startswith("qs")] == ["qs"]  # stage folders stay inside
+    # overwrite=true starts over: every stage runs, each old recipe folder kept aside
+    run_quickstart(out, tiny_model_dir, "heldout.n_resamples=150", "overwrite=true")
+    assert _ran(capsys.readouterr().out) == list(STAGES)
+    assert json.loads((root / "grpo" / "summary.json").read_text())["started_at"] > grpo_started
+    assert sorted(p.name.split(".")[0] for p in root.iterdir() if ".replaced-" in p.name) == sorted(
+        ["prepare_model", "build_pairs", "train_rm", "grpo", "export", "export"]
+    )
+
+
 def m_is_set(summary: dict, key: str) -> bool:
     return isinstance(summary["metrics"].get(key), float)
 
@@ -104,7 +146,8 @@ SLOP = {"slop_start": 2.0, "slop_final": 2.5, "slop_delta": 0.5, "slop_delta_lo"
 
 
 def test_hacking_checks_read_the_upper_bounds():
-    from rlcw.recipes.quickstart import Gates, hacking_checks
+    from rlcw.pipelines.quickstart_gates import hacking_checks
+    from rlcw.recipes.quickstart import Gates
 
     h = {"ended_short_start": 0.15, "ended_short_final": 0.2, "ended_short_delta": 0.05}
     h.update(ended_short_delta_lo=0.01, ended_short_delta_hi=0.09)
@@ -120,7 +163,7 @@ def test_hacking_checks_read_the_upper_bounds():
 
 
 def _heldout(rm_lo: float, range_lo: float) -> dict:
-    from rlcw.recipes.quickstart import SUMMARY_KEYS
+    from rlcw.pipelines.quickstart_gates import SUMMARY_KEYS
 
     h = dict.fromkeys(SUMMARY_KEYS, 0.1)
     h.update(rm_delta=0.5, rm_delta_lo=rm_lo, rm_delta_hi=0.9, in_range_delta_lo=range_lo, in_range_delta_hi=0.3)
@@ -131,7 +174,8 @@ def _heldout(rm_lo: float, range_lo: float) -> dict:
 
 
 def test_quickstart_gates_fail_the_run(tmp_path, tiny_model_dir):
-    from rlcw.recipes.quickstart import Gates, _gate
+    from rlcw.pipelines.quickstart_gates import gate
+    from rlcw.recipes.quickstart import Gates
 
     results = {
         "train_rm": {"metrics": {"eval/accuracy": 0.7, "eval/length_baseline_accuracy": 0.5}},
@@ -141,15 +185,16 @@ def test_quickstart_gates_fail_the_run(tmp_path, tiny_model_dir):
     }
     cfg = load_config(__import__("rlcw.recipes.quickstart", fromlist=["QuickstartConfig"]).QuickstartConfig, None, [])
     assert cfg.gates == Gates()
-    _, checks, verdict = _gate(cfg, results, SLOP)
+    _, checks, verdict = gate(cfg.gates, results, SLOP, "rm")
     assert [ok for _, ok, _ in checks] == [False, True, True, True, False, True] and verdict.startswith("Shown:")
     results["grpo"]["error"] = "stopped by reward-hacking monitor at step 5: rep_intra=0.6 > 0.4 (max_rep_intra)"
-    _, checks, _ = _gate(cfg, results, SLOP)
+    _, checks, _ = gate(cfg.gates, results, SLOP, "rm")
     assert [ok for _, ok, _ in checks] == [False, True, False, True, False, True] and "rep_intra" in checks[2][2]
 
 
 def test_heldout_gate_needs_both_lower_bounds_above_zero():
-    from rlcw.recipes.quickstart import QuickstartConfig, _gate
+    from rlcw.pipelines.quickstart_gates import gate
+    from rlcw.recipes.quickstart import QuickstartConfig
 
     cfg = load_config(QuickstartConfig, None, [])
     base = {
@@ -157,17 +202,17 @@ def test_heldout_gate_needs_both_lower_bounds_above_zero():
         "grpo": {"metrics": {"train/steps": 12.0}},
         "export": {"metrics": {"max_logit_diff": 0.0}},
     }
-    _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(0.1, -0.02)}, SLOP)
+    _, checks, verdict = gate(cfg.gates, {**base, "heldout": _heldout(0.1, -0.02)}, SLOP, "rm")
     assert not checks[3][1] and "Not shown: that stories got closer to the asked length" in verdict
     assert "explained by stories ending before the cap" in verdict
-    _, checks, verdict = _gate(cfg, {**base, "heldout": _heldout(-0.1, 0.05)}, SLOP)
+    _, checks, verdict = gate(cfg.gates, {**base, "heldout": _heldout(-0.1, 0.05)}, SLOP, "rm")
     assert not checks[3][1] and "Not shown: that the RM score rose" in verdict
     ok = _heldout(0.1, 0.05)  # in-range change 0.1 (from dict.fromkeys): an ended-short rise of 0.1 is allowed
     ok.update(ended_short_start=0.1, ended_short_final=0.2)
-    _, checks, verdict = _gate(cfg, {**base, "heldout": ok}, SLOP)
+    _, checks, verdict = gate(cfg.gates, {**base, "heldout": ok}, SLOP, "rm")
     assert checks[3][1] and verdict.startswith("Shown:")
     ok.update(ended_short_final=0.66)  # seed 0 of this round's quickstart: one-liners 0.12 -> 0.66
-    _, checks, verdict = _gate(cfg, {**base, "heldout": ok}, SLOP)
+    _, checks, verdict = gate(cfg.gates, {**base, "heldout": ok}, SLOP, "rm")
     assert not checks[3][1] and "Not shown: that the gain is not made of stories that end too short" in verdict
     # with the bootstrap interval of the difference, the rule reads its lower bound, not the point estimates:
     # calibration fixrm_c128_s1 (ended short +0.133 against +0.117 inside: point excess +0.016, CI [-0.09, +0.12])
@@ -175,18 +220,18 @@ def test_heldout_gate_needs_both_lower_bounds_above_zero():
     close.update(ended_short_start=0.117, ended_short_final=0.25, in_range_delta=0.117)
     close.update(short_rise_minus_in_range_rise=0.016, short_rise_minus_in_range_rise_lo=-0.09)
     close["short_rise_minus_in_range_rise_hi"] = 0.12
-    _, checks, verdict = _gate(cfg, {**base, "heldout": close}, SLOP)
+    _, checks, verdict = gate(cfg.gates, {**base, "heldout": close}, SLOP, "rm")
     assert checks[3][1] and "difference +0.02 [-0.09, +0.12]" in verdict
     close.update(short_rise_minus_in_range_rise=0.14, short_rise_minus_in_range_rise_lo=0.02)
-    _, checks, verdict = _gate(cfg, {**base, "heldout": close}, SLOP)
+    _, checks, verdict = gate(cfg.gates, {**base, "heldout": close}, SLOP, "rm")
     assert not checks[3][1] and "above 0" in verdict
     off = load_config(QuickstartConfig, None, ["gates.heldout=false"])
-    _, checks, _ = _gate(off, {**base, "heldout": _heldout(-0.1, -0.1)}, SLOP)
+    _, checks, _ = gate(off.gates, {**base, "heldout": _heldout(-0.1, -0.1)}, SLOP, "rm")
     assert checks[3][1]
 
 
 def test_heldout_table_says_when_no_pair_of_a_kind_exists():
-    from rlcw.recipes.quickstart import heldout_table
+    from rlcw.pipelines.quickstart_report import heldout_table
 
     h = _heldout(0.1, 0.05)  # a policy that stopped ending: no pair where both stories end
     h.update(rm_delta_both_finished=math.nan, rm_delta_both_finished_lo=math.nan, rm_delta_both_finished_hi=math.nan)
@@ -197,7 +242,8 @@ def test_heldout_table_says_when_no_pair_of_a_kind_exists():
 
 
 def test_start_prices_are_reported_with_their_intervals():
-    from rlcw.recipes.quickstart import heldout_table, start_prices
+    from rlcw.pipelines.quickstart_gates import start_prices
+    from rlcw.pipelines.quickstart_report import heldout_table
 
     def rec(p, score, words, finished):
         return {
@@ -224,7 +270,7 @@ def test_start_prices_are_reported_with_their_intervals():
 
 def test_a_slop_rise_is_warned_under_the_verdict():
     from rlcw.metrics.slop import Phrase
-    from rlcw.recipes.quickstart import slop_warning
+    from rlcw.pipelines.quickstart_report import slop_warning
 
     top = [Phrase("the very", 59.0, 103, 0, 20), Phrase("the the", 62.0, 54, 0, 18)]
     rise = {"slop_delta": 12.7, "slop_delta_lo": 10.9, "slop_delta_hi": 14.7, "top_tuned": top}

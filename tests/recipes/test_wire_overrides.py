@@ -8,6 +8,7 @@ import pytest
 
 from rlcw.config import load_config
 from rlcw.errors import RlcwError
+from rlcw.pipelines.outcome_stages import proxy_stage, wire
 from rlcw.recipes import outcome, quickstart
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -16,16 +17,16 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 def test_outcome_wire_refuses_to_reset_an_override():
     cfg = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/cpu.yaml", ["grpo.eval.every_steps=5"])
     with pytest.raises(RlcwError, match="'grpo.eval.every_steps' is set to 5 by you"):
-        outcome.wire(cfg, "/tmp/study")
+        wire(cfg, "/tmp/study")
 
 
 def test_outcome_wire_keeps_the_shipped_config_and_derives_the_rest():
     cfg = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/cpu.yaml", ["seed=3", "grpo.eval.every_steps=0"])
-    outcome.wire(cfg, "/tmp/study")  # the user's 0 equals what the study sets: no error
+    wire(cfg, "/tmp/study")  # the user's 0 equals what the study sets: no error
     assert cfg.grpo.seed == 3 and cfg.grpo.run_name == "grpo" and cfg.grpo.output_dir == "/tmp/study"
     assert cfg.ppo.reward.rm_path == "/tmp/study/proxy_rm_large/model" and cfg.dpo.eval.every_steps == 0
     assert cfg.dpo.data.train_file == "/tmp/study/dpo_pairs/pairs/train.jsonl"  # proxy-labelled on-policy pairs
-    small = outcome.proxy_stage(cfg, "small")
+    small = proxy_stage(cfg, "small")
     assert (small.run_name, small.data.max_train_pairs) == ("proxy_rm_small", 80)
     assert (
         small.data.train_file == "/tmp/study/proxy_data/pairs/train.jsonl"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import pytest
 
@@ -115,106 +114,6 @@ def test_null_results_are_stated_as_null_and_length_can_explain_a_gain():
     assert (
         s.surface.share == pytest.approx(1.0) and "Length and repetition explain the proxy gain" in run_verdict(s)[0]
     )
-
-
-def test_stages_reuse_same_config_and_move_a_changed_one_aside(tmp_path):
-    from dataclasses import dataclass
-
-    from rlcw.recipes.common.run import stage_run
-    from rlcw.recipes.outcome import Stages
-
-    @dataclass
-    class Cfg:
-        value: int = 1
-        output_dir: str = str(tmp_path)
-        run_name: str = "stage"
-        seed: int = 0
-
-    calls = []
-
-    def fn(cfg):
-        with stage_run(cfg, "demo") as run:
-            calls.append(cfg.value)
-            (run.path / "checkpoints" / f"made-by-{cfg.value}").mkdir()
-            return run.write_summary("completed", {"value": cfg.value})
-
-    st = Stages(resume=True)
-    st.run("stage", fn, Cfg())
-    assert st.run("stage", fn, Cfg())["metrics"] == {"value": 1} and calls == [1]  # same config: reused
-    st.run("stage", fn, Cfg(value=2))  # changed: run again in a clean folder, the old one kept aside
-    assert calls == [1, 2] and [p.name for p in (tmp_path / "stage" / "checkpoints").iterdir()] == ["made-by-2"]
-    aside = [p for p in tmp_path.iterdir() if p.name.startswith("stage.replaced-")]
-    assert len(aside) == 1 and (aside[0] / "checkpoints" / "made-by-1").is_dir()
-
-
-@dataclass
-class _StageTrain:
-    resume: str = "false"
-
-
-@dataclass
-class _ResumableStage:  # module level: OmegaConf resolves the annotations of a structured config by name
-    value: int = 1
-    output_dir: str = "."
-    run_name: str = "stage"
-    seed: int = 0
-    train: _StageTrain = field(default_factory=_StageTrain)
-
-
-def test_a_stage_killed_under_the_same_config_continues_from_its_last_checkpoint(tmp_path):
-    from rlcw.recipes.common.run import stage_run
-    from rlcw.recipes.outcome import Stages
-
-    def Cfg(value=1):  # noqa: N802 - reads like the dataclass it builds
-        return _ResumableStage(value=value, output_dir=str(tmp_path))
-
-    calls = []
-
-    def fn(cfg, die=False):
-        with stage_run(cfg, "demo") as run:
-            calls.append(cfg.train.resume)
-            done = sorted(p.name for p in run.checkpoints.glob("checkpoint-*"))
-            for step in (2, 4):
-                if f"checkpoint-{step}" not in done:
-                    (run.checkpoints / f"checkpoint-{step}").mkdir(parents=True)
-                    (run.checkpoints / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
-                    if die:
-                        raise KeyboardInterrupt  # killed after its first checkpoint
-            return run.write_summary("completed", {"checkpoints": len(list(run.checkpoints.iterdir()))})
-
-    st = Stages(resume=True)
-    with pytest.raises(KeyboardInterrupt):
-        st.run("stage", lambda c: fn(c, die=True), Cfg())
-    out = st.run("stage", fn, Cfg())  # same config: continued in the same folder, checkpoint-2 kept
-    assert calls == ["false", "auto"] and out["metrics"] == {"checkpoints": 2}
-    assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]
-    assert st.run("stage", fn, Cfg())["status"] == "completed" and len(calls) == 2  # then reused as completed
-    with pytest.raises(KeyboardInterrupt):  # a killed stage whose config changed starts clean, old folder aside
-        st.run("stage", lambda c: fn(c, die=True), Cfg(value=2))
-    st.run("stage", fn, Cfg(value=3))
-    assert calls[-1] == "false" and len([p for p in tmp_path.iterdir() if ".replaced-" in p.name]) == 2
-
-
-def test_cached_steps_rerun_when_killed_or_changed_and_are_reused_otherwise(tmp_path):
-    from rlcw.recipes.outcome import Stages
-
-    calls = []
-
-    def make(folder):
-        calls.append(folder.name)
-        (folder / "out.txt").write_text(str(len(calls)))
-
-    st = Stages(resume=True)
-    st.cached("step", tmp_path / "a", {"n": 1}, make)
-    st.cached("step", tmp_path / "a", {"n": 1}, make)  # same settings: reused
-    assert calls == ["a"] and (tmp_path / "a" / "done.json").is_file()
-    st.cached("step", tmp_path / "a", {"n": 2}, make)  # new settings: made again
-    assert calls == ["a", "a"] and (tmp_path / "a" / "out.txt").read_text() == "2"
-    (tmp_path / "a" / "done.json").unlink()  # killed before done.json was written
-    st.cached("step", tmp_path / "a", {"n": 2}, make)
-    assert len(calls) == 3
-    Stages(resume=False).cached("step", tmp_path / "a", {"n": 2}, make)  # resume=false always makes
-    assert len(calls) == 4
 
 
 def test_after_the_peak_tells_over_optimisation_from_a_collapse():

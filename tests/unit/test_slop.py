@@ -133,7 +133,8 @@ def test_slop_change_pairs_prompts_and_scores_both_against_one_fingerprint():
 
 
 def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
-    from rlcw.recipes.quickstart import held_out_slop, slop_lines, slop_warning
+    from rlcw.pipelines.quickstart_gates import held_out_slop
+    from rlcw.pipelines.quickstart_report import slop_lines, slop_warning
 
     (tmp_path / "heldout").mkdir()
     human_like = ["The dog ran home.", "One man walked in.", "Rain fell all night.", "She sang by the sea."]

@@ -28,7 +28,7 @@ def old_yaml(cfg: Stage) -> str:
 
 
 def test_drift_names_changed_and_added_keys():
-    from rlcw.recipes.outcome import config_drift
+    from rlcw.pipelines.stages import config_drift
 
     assert config_drift(old_yaml(Stage()), Stage()) == ([], ["train.shared_prefix"])
     assert config_drift(to_yaml(Stage()), Stage()) == ([], [])
@@ -40,7 +40,7 @@ def test_drift_names_changed_and_added_keys():
 
 
 def test_stage_reused_across_an_added_key_and_rerun_on_a_change(tmp_path, capsys):
-    from rlcw.recipes.outcome import Stages
+    from rlcw.pipelines.stages import Stages
 
     def finished(cfg: Stage, yaml: str) -> None:
         folder = tmp_path / cfg.run_name
@@ -51,9 +51,9 @@ def test_stage_reused_across_an_added_key_and_rerun_on_a_change(tmp_path, capsys
     ran = []
     cfg = Stage(output_dir=str(tmp_path))
     finished(cfg, old_yaml(cfg))
-    got = Stages(resume=True).run("grpo", lambda c: ran.append(c) or {"status": "completed"}, cfg)
+    got = Stages(resume=True, label="outcome").run("grpo", lambda c: ran.append(c) or {"status": "completed"}, cfg)
     assert ran == [] and got["wall_time_s"] == 5.0
     assert "lacks keys added since (train.shared_prefix)" in capsys.readouterr().out
     changed = Stage(train=Train(learning_rate=2e-3), output_dir=str(tmp_path))
-    Stages(resume=True).run("grpo", lambda c: ran.append(c) or {"status": "completed"}, changed)
+    Stages(resume=True, label="outcome").run("grpo", lambda c: ran.append(c) or {"status": "completed"}, changed)
     assert ran == [changed] and "config changed" in capsys.readouterr().out

@@ -19,7 +19,7 @@ def _h(**kw) -> dict:
 
 
 def test_the_headline_says_pass_or_fail_with_the_in_range_and_too_short_changes():
-    from rlcw.recipes.quickstart import headline
+    from rlcw.pipelines.quickstart_report import headline
 
     ok = [("RM held-out accuracy", True, ""), ("held-out gain: RM change (95%)", True, "")]
     line = headline(ok, _h())
