@@ -440,7 +440,7 @@ def test_a_member_with_zero_weights_does_not_move_and_the_trunk_is_shared(tiny_m
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
     from rlcw.rewards.ensemble_trainer import JointSettings, member_model, train_joint
-    from rlcw.rl.ppo.value import trainable_state
+    from rlcw.training_state import trainable_state
 
     base = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
     base.config.pad_token_id = tokenizer.pad_token_id
@@ -502,7 +502,7 @@ def test_gradient_accumulation_equals_one_larger_batch(tiny_model_dir, tokenizer
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
     from rlcw.rewards.ensemble_trainer import JointSettings, train_joint
-    from rlcw.rl.ppo.value import trainable_state
+    from rlcw.training_state import trainable_state
 
     weights = torch.tensor([[1.0, 2.0, 0.0, 1.0, 3.0, 0.0], [2.0, 0.0, 1.0, 1.0, 0.0, 1.0]])
     states, logs = [], []
