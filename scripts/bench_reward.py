@@ -7,7 +7,7 @@ and once story by story. Prints stories/s for both, the ratio, and the peak memo
 (CUDA: max allocated; CPU: peak process RSS above the level before the phase).
 Without `--rm` the embedded SmolLM2-135M-Instruct with a random score head stands in as the RM.
 
-`--ensemble K` instead times, in the same run, an RM ensemble of K members (`rlcw.rewards.ensemble`) against
+`--ensemble K` instead times, in the same run, an RM ensemble of K members (`rlcw.rm.ensemble`) against
 ONE member scored alone, on the same stories and batching: the members share all but the top `--top-layers`
 decoder layers (the quickstart RM adapts the top 8 of 30), so the ensemble runs that trunk once per batch.
 Prints each bucket's ensemble/single ratio of wall time and of CPU time (all threads; the steadier figure on a
@@ -36,7 +36,7 @@ from rlcw.data.bundled import bundled_path
 from rlcw.data.records import read_stories
 from rlcw.models import EMBEDDED_ALIAS, load_tokenizer, resolve
 from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.render import RMSpec, encode_for_rm
+from rlcw.rm.render import RMSpec, encode_for_rm
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -195,8 +195,8 @@ def standin_ensemble(args, folder: Path) -> Path:
     """K members from the embedded model: member j = top layers + N(0, 1e-3) noise and a random head."""
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rewards.ensemble import EnsembleManifest, Member, member_tensors, save_manifest, save_tensors
-    from rlcw.rewards.render import save_spec
+    from rlcw.rm.ensemble import EnsembleManifest, Member, member_tensors, save_manifest, save_tensors
+    from rlcw.rm.render import save_spec
 
     src = args.model_dir or resolve(EMBEDDED_ALIAS)
     tok = load_tokenizer(src, for_reward_model=True, padding_side="right")

@@ -48,7 +48,7 @@ def tiny_rm(out: Path) -> Path:
     from transformers import LlamaConfig, LlamaForSequenceClassification
 
     from rlcw.models import EMBEDDED_ALIAS, load_tokenizer
-    from rlcw.rewards.render import RMSpec, save_spec
+    from rlcw.rm.render import RMSpec, save_spec
 
     torch.manual_seed(0)
     tok = load_tokenizer(EMBEDDED_ALIAS, for_reward_model=True, padding_side="right")

@@ -85,7 +85,7 @@ def rm_scoring(cfg, device: str, dtype, n: int, lengths: tuple[int, int], repeat
     from transformers import LlamaForSequenceClassification
 
     from rlcw.rewards.bt import BTScorer
-    from rlcw.rewards.render import RMSpec
+    from rlcw.rm.render import RMSpec
 
     keys = {k: v for k, v in cfg.to_dict().items() if k not in ("id2label", "label2id")}
     cfg = cfg.__class__(**keys, num_labels=1)

@@ -165,7 +165,7 @@ def load_gold_scorer(path: str, batch_size: int = 16):
     length-controlled: the gold is measured as it is."""
     from rlcw.models import resolve
     from rlcw.rewards.bt import BTScorer
-    from rlcw.rewards.render import SPEC_FILE, RMSpec
+    from rlcw.rm.render import SPEC_FILE, RMSpec
 
     try:
         src = resolve(path)

@@ -5,7 +5,7 @@ the folder's rlcw_rm.json) on a pair file (local or hub id): pairwise accuracy w
 accuracy on pairs where the chosen story is longer / shorter, the length-only baseline (longer
 wins) on the same pairs, and
 - pointwise scorers (bt): Pearson/Spearman correlation of score with story length (words), raw and,
-  when the RM folder holds a length-control fit, length-controlled (see `rlcw.rewards.length_control`);
+  when the RM folder holds a length-control fit, length-controlled (see `rlcw.rm.length_control`);
 - pairwise scorers (genrm, judge): each pair is asked in both orders; accuracy uses
   P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2, consistency = share of pairs whose
   verdict flips with the order, first-position rate, invalid verdicts counted (and excluded).
@@ -24,7 +24,7 @@ ending, for ending short and per 10 words within ended stories, per head (`rlcw.
 `length_control.fit_on=FILE` (story records, or pairs: both sides) first fits score ~ a + b f(words)
 on that reference set and writes `rlcw_length_control.json` into the run folder; with
 `length_control.install=true` also into the RM folder (then BTScorer's length_control auto|true apply it).
-An RM ensemble's folder (`rlcw.rewards.ensemble`) is scored with its aggregate, and each member's accuracy and
+An RM ensemble's folder (`rlcw.rm.ensemble`) is scored with its aggregate, and each member's accuracy and
 how often all members agree are reported beside it.
 Writes `<run>/eval.json`, `<run>/scores.jsonl` (per pair), `<run>/eval_rm.png`, report.md, summary.json.
 Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
@@ -56,8 +56,8 @@ from rlcw.metrics.text import count_words
 from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import RubricSection
 from rlcw.report import save_figure
-from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.rewards.scorers import is_pairwise, load_scorer
+from rlcw.rm.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.runs import done_line
 
 
@@ -200,8 +200,8 @@ def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]
 
 
 def ensemble_block(chosen: list[list[float]], rejected: list[list[float]]) -> dict:
-    """An RM ensemble's members: each one's accuracy and how often they all agree (`rlcw.rewards.aggregate`)."""
-    from rlcw.rewards.aggregate import agreement
+    """An RM ensemble's members: each one's accuracy and how often they all agree (`rlcw.rm.aggregate`)."""
+    from rlcw.rm.aggregate import agreement
 
     out = {
         f"ensemble/member_{j}/accuracy": pw.pairwise_accuracy(c, r)

@@ -814,7 +814,7 @@ def measure_run(
 
 def parse_aggregate(label: str) -> tuple[str, float]:
     """'mean' | 'wco' | 'uwo:<lambda>' -> (aggregate, lambda); anything else is an error naming the key."""
-    from rlcw.rewards.aggregate import AGGREGATES
+    from rlcw.rm.aggregate import AGGREGATES
 
     how, _, lam = str(label).partition(":")
     try:
@@ -831,7 +831,7 @@ def ensemble_bon(
 ) -> tuple[analysis.Curve, analysis.AggregateChoice]:
     """Best-of-n of the ensemble proxy under every aggregate in `ensemble_bon_aggregates`, re-aggregated from the
     members' pool scores (no new scoring); the aggregate chosen by gold on the selection half, and its curve."""
-    from rlcw.rewards.aggregate import aggregate
+    from rlcw.rm.aggregate import aggregate
 
     ens = monitor_proxy(cfg)
     members = pool_members(study, ens)
@@ -859,7 +859,7 @@ def monitor_proxy(cfg: OutcomeConfig) -> str | None:
 
 
 def _disagreement(members: list[list[float]]) -> float:
-    from rlcw.rewards.aggregate import member_summary
+    from rlcw.rm.aggregate import member_summary
 
     return float(member_summary(members)["disagreement"])
 

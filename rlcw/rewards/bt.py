@@ -9,14 +9,14 @@ Scores use `encode_for_rm` (the RM folder's own rendering) and length-bucketed b
 are sorted by token count and cut into batches of at most `batch_size` rows, at most `token_budget`
 padded tokens and at most `max_padding` padding overhead (defaults by device, `BATCH_DEFAULTS`),
 so long stories never form huge (B, T) blocks and CPU time is not spent on padding. `length_control`
-(auto | true | false, see `rlcw.rewards.length_control`) decides whether `score` returns the residual
+(auto | true | false, see `rlcw.rm.length_control`) decides whether `score` returns the residual
 after removing what length explains with the RM folder's installed fit; `raw=True` always gives raw
 scores, and `scorer.length_fit` (None = raw) is what a run reports as its resolved choice.
-A two-head RM (`rm.length_head=true`, `rlcw.rewards.odin`) scores with its quality head unless `head`
+A two-head RM (`rm.length_head=true`, `rlcw.rm.odin`) scores with its quality head unless `head`
 says `length` or `sum`; `score_heads` gives every head's raw scores.
 A failure raises: a reward function never returns a silent default.
 
-An ensemble folder (`rlcw train-rm rm.ensemble.size=k`, see `rlcw.rewards.ensemble`) loads here like a
+An ensemble folder (`rlcw train-rm rm.ensemble.size=k`, see `rlcw.rm.ensemble`) loads here like a
 single RM: `score` returns the manifest's aggregate (or the `aggregate` / `uwo_lambda` given here),
 `score_members` every member's score, and as a reward function it logs each member's mean and the
 disagreement (std across members) through TRL's `log_metric` when the trainer passes one.
@@ -31,10 +31,10 @@ import torch
 from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
-from rlcw.rewards.aggregate import AGGREGATES, member_summary
-from rlcw.rewards.length_control import LengthFit, resolve_length_control
-from rlcw.rewards.odin import check_head, select_head
-from rlcw.rewards.render import RMSpec, TruncationCount, encode_for_rm, load_spec
+from rlcw.rm.aggregate import AGGREGATES, member_summary
+from rlcw.rm.length_control import LengthFit, resolve_length_control
+from rlcw.rm.odin import check_head, select_head
+from rlcw.rm.render import RMSpec, TruncationCount, encode_for_rm, load_spec
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,7 +102,7 @@ class BTScorer:
     ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from rlcw.rewards.ensemble import EnsembleRM, is_ensemble
+        from rlcw.rm.ensemble import EnsembleRM, is_ensemble
 
         self.rm_dir = Path(rm_dir)
         self.spec = spec or load_spec(self.rm_dir)
@@ -126,7 +126,7 @@ class BTScorer:
         self.token_budget = token_budget if token_budget is not None else budget  # max padded tokens per batch
         self.max_padding = max_padding if max_padding is not None else padding  # max padded/real - 1 per batch
         self.progress = False  # a tqdm bar over batches (evaluation); off for RL rewards
-        # auto | true | false -> the fit applied (None: raw scores); see rlcw.rewards.length_control
+        # auto | true | false -> the fit applied (None: raw scores); see rlcw.rm.length_control
         self.length_fit: LengthFit | None = resolve_length_control(length_control, self.rm_dir)
         self.__name__ = f"rm_{self.rm_dir.parent.name or self.rm_dir.name}"
         self.truncation = TruncationCount()  # inputs cut to spec.max_length, warned once above 5%
@@ -148,7 +148,7 @@ class BTScorer:
         """(N, heads) raw outputs of already-encoded inputs, in input order; an ensemble's aggregate as (N, 1)."""
         if self.ensemble is None:
             return self._logits(encoded, len(self.heads))
-        from rlcw.rewards.ensemble import aggregate_rows
+        from rlcw.rm.ensemble import aggregate_rows
 
         members = self._logits(encoded, self.ensemble.size)  # (N, k)
         self.last_members = members.T.tolist()

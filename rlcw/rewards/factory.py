@@ -259,7 +259,7 @@ def check_rm_folder(path, where: str) -> None:
     """An error naming `where` unless `path` is a reward-model folder rlcw wrote (its rlcw_rm.json reads)."""
     from pathlib import Path
 
-    from rlcw.rewards.render import load_spec
+    from rlcw.rm.render import load_spec
 
     if not Path(path).is_dir():
         raise RlcwError(

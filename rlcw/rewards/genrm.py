@@ -8,7 +8,7 @@
 The verdict is read from the next-token probabilities of " A" and " B" (renormalised over the
 two) after the `Preferred:` prefix. A CoT GenRM first writes its rationale greedily (up to
 `max_rationale_tokens`); a rationale without `Preferred:` gives None. Layout and truncation come
-from `rlcw.rewards.render` (the same functions training uses).
+from `rlcw.rm.render` (the same functions training uses).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.pairwise import averaged_preference
 from rlcw.rewards.bt import pad_batch
-from rlcw.rewards.render import (
+from rlcw.rm.render import (
     VERDICT_PREFIX,
     RMSpec,
     encode_genrm_prompt,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.render import load_spec
+from rlcw.rm.render import load_spec
 
 KINDS = ("auto", "bt", "genrm", "judge", "rubric")
 

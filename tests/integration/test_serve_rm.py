@@ -38,7 +38,7 @@ def make_tiny_rm(model_dir: Path, out: Path) -> Path:
     from transformers import AutoModelForSequenceClassification
 
     from rlcw.models import load_tokenizer
-    from rlcw.rewards.render import RMSpec, save_spec
+    from rlcw.rm.render import RMSpec, save_spec
 
     torch.manual_seed(0)
     tok = load_tokenizer(str(model_dir), for_reward_model=True, padding_side="right")

@@ -15,7 +15,7 @@ from rlcw.errors import RlcwError
 from rlcw.recipes import eval_rm
 from rlcw.recipes.eval_rm import EvalRMConfig, main
 from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.length_control import LENGTH_CONTROL_FILE
+from rlcw.rm.length_control import LENGTH_CONTROL_FILE
 
 
 def _cfg(tmp_path, name, *extra):
@@ -137,7 +137,7 @@ def test_pairwise_path_by_hand(tmp_path, monkeypatch):
 
 def test_random_genrm_folder_is_evaluated_pairwise(tmp_path, tiny_model_dir, pairs_run):
     from rlcw.rewards.genrm import GenRMScorer
-    from rlcw.rewards.render import RMSpec, save_spec
+    from rlcw.rm.render import RMSpec, save_spec
 
     folder = tmp_path / "genrm"
     shutil.copytree(tiny_model_dir, folder)

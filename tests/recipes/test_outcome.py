@@ -286,7 +286,7 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
     each (grpo_ens, grpo_odin), best-of-n with both; the ODIN proxy scores with its quality head everywhere."""
     from rlcw.recipes.outcome import OutcomeConfig, main
     from rlcw.rewards.bt import BTScorer
-    from rlcw.rewards.ensemble import load_manifest
+    from rlcw.rm.ensemble import load_manifest
 
     ens = [
         "proxies={ens: 12, odin: 12}",

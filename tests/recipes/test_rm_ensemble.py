@@ -12,9 +12,9 @@ import torch
 
 from rlcw.config import load_config
 from rlcw.errors import RlcwError
-from rlcw.rewards.aggregate import aggregate
 from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.ensemble import MANIFEST_FILE, load_manifest
+from rlcw.rm.aggregate import aggregate
+from rlcw.rm.ensemble import MANIFEST_FILE, load_manifest
 
 STORIES = [
     "A fox found a key. It opened the old gate. The garden was full of light.",
@@ -92,7 +92,7 @@ def test_folder_and_manifest(ens_run):
 
 def test_shared_trunk_scores_equal_each_member_run_whole(ens_run):
     """The branching forward (trunk once, then each member's top) gives what each member gives alone."""
-    from rlcw.rewards.render import encode_for_rm
+    from rlcw.rm.render import encode_for_rm
 
     model_dir = Path(ens_run["artifacts"]["model"])
     scorer = BTScorer(model_dir, length_control=False)
@@ -216,7 +216,7 @@ def test_whole_members_are_scored_one_after_another(runs_root, pairs_run, tiny_m
     from safetensors.torch import load_file
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rewards.render import encode_for_rm
+    from rlcw.rm.render import encode_for_rm
 
     encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS[:2], STORIES[:2])
     for j, m in enumerate(load_manifest(model_dir).members):
@@ -328,7 +328,7 @@ def test_eval_rm_prices_ending_with_the_ensemble_aggregate(ens_run, pairs_run, r
     assert m["ending/n_ended"] == 3 and m["ending/n_short"] == 0
 
 
-# --- joint training on the shared trunk (rlcw.rewards.ensemble_trainer) ---
+# --- joint training on the shared trunk (rlcw.rm.ensemble_trainer) ---
 
 
 def _rows(summary) -> list[dict]:
@@ -439,7 +439,7 @@ def test_a_member_with_zero_weights_does_not_move_and_the_trunk_is_shared(tiny_m
     from transformers import AutoModelForSequenceClassification
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, member_model, train_joint
+    from rlcw.rm.ensemble_trainer import JointSettings, member_model, train_joint
     from rlcw.training_state import trainable_state
 
     base = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
@@ -484,7 +484,7 @@ def _tiny_joint(tiny_model_dir, tokenizer, k: int = 2):
     from peft import LoraConfig, TaskType
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rewards.ensemble_trainer import member_model
+    from rlcw.rm.ensemble_trainer import member_model
 
     base = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
     base.config.pad_token_id = tokenizer.pad_token_id
@@ -501,7 +501,7 @@ def test_gradient_accumulation_equals_one_larger_batch(tiny_model_dir, tokenizer
     same per-pair weights); also under bf16 autocast (train.bf16), to a looser tolerance."""
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, train_joint
+    from rlcw.rm.ensemble_trainer import JointSettings, train_joint
     from rlcw.training_state import trainable_state
 
     weights = torch.tensor([[1.0, 2.0, 0.0, 1.0, 3.0, 0.0], [2.0, 0.0, 1.0, 1.0, 0.0, 1.0]])
@@ -531,7 +531,7 @@ def test_margins_reach_the_joint_loss(tiny_model_dir, tokenizer, tmp_path):
     """rm.margin's per-pair margins ride in TRL's collated batch: margin 0 changes nothing, margin 1 raises the loss."""
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, train_joint
+    from rlcw.rm.ensemble_trainer import JointSettings, train_joint
 
     losses = []
     for margin in (None, 0.0, 1.0):
@@ -551,8 +551,8 @@ def test_margins_reach_the_joint_loss(tiny_model_dir, tokenizer, tmp_path):
 def test_a_joint_checkpoint_of_another_ensemble_is_a_clear_error(tiny_model_dir, tokenizer, tmp_path):
     from peft import LoraConfig, TaskType
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, load_checkpoint, make_optimizer, member_model
-    from rlcw.rewards.ensemble_trainer import save_checkpoint as save
+    from rlcw.rm.ensemble_trainer import JointSettings, load_checkpoint, make_optimizer, member_model
+    from rlcw.rm.ensemble_trainer import save_checkpoint as save
 
     base, members, _ = _tiny_joint(tiny_model_dir, tokenizer, k=2)
     s = JointSettings(learning_rate=1e-3, max_steps=2, batch_size=2)
@@ -573,7 +573,7 @@ def test_a_joint_checkpoint_of_another_ensemble_is_a_clear_error(tiny_model_dir,
 
 
 def test_average_members_is_the_elementwise_mean_in_each_dtype():
-    from rlcw.rewards.ensemble import average_members
+    from rlcw.rm.ensemble import average_members
 
     a = {"w": torch.tensor([1.0, 2.0]), "h": torch.tensor([[0.0]], dtype=torch.bfloat16)}
     b = {"w": torch.tensor([3.0, 6.0]), "h": torch.tensor([[1.0]], dtype=torch.bfloat16)}
@@ -589,8 +589,8 @@ def test_weight_averaged_members_make_one_plain_rm(runs_root, pairs_run, tiny_mo
     from safetensors.torch import load_file
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rewards.ensemble import is_ensemble
-    from rlcw.rewards.render import encode_for_rm
+    from rlcw.rm.ensemble import is_ensemble
+    from rlcw.rm.render import encode_for_rm
 
     run = _train(runs_root, pairs_run, tiny_model_dir, "rm_warm", "lora.top_layers=1", "rm.ensemble.average=true")
     model_dir = Path(run["artifacts"]["model"])

@@ -8,7 +8,7 @@ import pytest
 
 from rlcw.errors import RlcwError
 from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.render import load_spec
+from rlcw.rm.render import load_spec
 
 
 def test_rm_folder_carries_its_contract(rm_run, tiny_model_dir):
@@ -92,7 +92,7 @@ def test_margins_from_meta_and_upvotes():
 
 def test_long_pairs_are_truncated_not_dropped(tokenizer):
     from rlcw.recipes.train_rm import build_dataset
-    from rlcw.rewards.render import RMSpec
+    from rlcw.rm.render import RMSpec
 
     long = " ".join(["word"] * 300)
     pairs = [

@@ -8,7 +8,7 @@ import pytest
 
 from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.factory import build_rewards
-from rlcw.rewards.render import load_spec
+from rlcw.rm.render import load_spec
 
 STORIES = ["A short story. It ends.", "Another one that is longer. It goes on and on. Then, at last, it ends."]
 

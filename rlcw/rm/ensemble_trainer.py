@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcw.io import atomic_folder, atomic_write_json
-from rlcw.rewards.ensemble import _view, last_token_scores
+from rlcw.rm.ensemble import _view, last_token_scores
 from rlcw.training_state import rng_state, set_rng_state, trainable_state
 
 STATE_FILE = "trainer_state.json"  # written last: rlcw.runs.last_checkpoint's mark of a complete checkpoint
@@ -118,7 +118,7 @@ class SharedTrunk:
 
     def __init__(self, base: nn.Module, members: list[nn.Module], shared_layers: int):
         from rlcw.errors import RlcwError
-        from rlcw.rewards.ensemble import passes_hidden_through
+        from rlcw.rm.ensemble import passes_hidden_through
 
         backbone = getattr(base, base.base_model_prefix)
         if not passes_hidden_through(backbone):
