@@ -23,7 +23,7 @@ prompt's `min_words`/`max_words`, e.g. a quickstart's `heldout/start.jsonl`) add
 ending, for ending short and per 10 words within ended stories, per head (`rlcw.metrics.ending`).
 `length_control.fit_on=FILE` (story records, or pairs: both sides) first fits score ~ a + b f(words)
 on that reference set and writes `rlcw_length_control.json` into the run folder; with
-`length_control.install=true` also into the RM folder (then BTScorer's length_control auto|true apply it).
+`length_control.install=true` also into the RM folder (then a scorer's length_control auto|true apply it).
 An RM ensemble's folder (`rlcw.rm.ensemble`) is scored with its aggregate, and each member's accuracy and
 how often all members agree are reported beside it.
 Writes `<run>/eval.json`, `<run>/scores.jsonl` (per pair), `<run>/eval_rm.png`, report.md, summary.json.
@@ -89,7 +89,7 @@ class EvalDataSection:
 @dataclass
 class LengthControlSection:
     fit_on: str | None = None  # reference stories (story records or pairs) -> fit, saved into this run's folder
-    install: bool = False  # also write the fit into the RM folder (BTScorer's length_control auto|true then use it)
+    install: bool = False  # also write the fit into the RM folder (a scorer's length_control auto|true then uses it)
     feature: str = "log_words"  # words | log_words
     max_stories: int | None = None  # first N reference stories of fit_on (None = all)
 
@@ -170,11 +170,14 @@ def scored_heads(scorer, prompts: list[str], stories: list[str]) -> dict[str, li
 
 
 def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
+    from rlcw.rm.scoring import EnsembleScorer
+
     prompts = [p["prompt"] for p in pairs]
+    ensemble = isinstance(scorer, EnsembleScorer)
     c_heads = scored_heads(scorer, prompts, [p["chosen"] for p in pairs])
-    members_c = getattr(scorer, "last_members", None)  # an ensemble's (k, n) member scores of that call
+    members_c = scorer.last_members if ensemble else None  # the (k, n) member scores of that call
     r_heads = scored_heads(scorer, prompts, [p["rejected"] for p in pairs])
-    members_r = getattr(scorer, "last_members", None)
+    members_r = scorer.last_members if ensemble else None
     chosen, rejected = c_heads.pop(""), r_heads.pop("")
     versions = {"": (chosen, rejected)}
     fit = getattr(scorer, "length_fit", None) if cfg.scorer.length_control else None
@@ -190,7 +193,7 @@ def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]
             corr["spearman"],
         )
         metrics[f"{prefix}mean_margin"] = pw.mean_of([a - b for a, b in zip(c, r, strict=False)])
-    if getattr(scorer, "ensemble", None) is not None:
+    if ensemble:
         metrics.update(ensemble_block(members_c, members_r))
     rows = [{"chosen_score": c, "rejected_score": r} for c, r in zip(chosen, rejected, strict=False)]
     if fit is not None:

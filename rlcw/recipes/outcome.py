@@ -523,7 +523,7 @@ class Study:
             elif name == "gold2":
                 self.scorers[name] = load_gold_scorer(str(self.root / "gold2_rm" / "model"))
             else:
-                from rlcw.rewards.bt import BTScorer
+                from rlcw.rm.scoring import load_rm as BTScorer
 
                 self.scorers[name] = BTScorer(self.root / f"proxy_rm_{name[6:]}" / "model", length_control=False)
         return self.scorers[name]

@@ -275,10 +275,10 @@ def train_joint_members(cfg, run, train_pairs, eval_pairs, tracker, staging: Pat
 
 def member_offsets(model_dir: Path, pairs: list[dict], n: int, batch_size: int) -> list[float]:
     """Each member's mean raw score over the first n training stories (chosen and rejected sides)."""
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
     stories = [(p["prompt"], side) for p in pairs for side in (p["chosen"], p["rejected"])][:n]
-    scorer = BTScorer(model_dir, batch_size=batch_size, length_control=False)
+    scorer = load_rm(model_dir, batch_size=batch_size, length_control=False)
     members = scorer.score_members([p for p, _ in stories], [s for _, s in stories])
     return [sum(m) / len(m) for m in members]
 
@@ -337,9 +337,9 @@ def assemble_average(run, staging: Path, records: list[dict]) -> Path:
 def evaluate_ensemble(model_dir: Path, pairs: list[dict], evaluate_rm: Callable) -> dict[str, float]:
     """Held-out accuracy of the aggregate (`evaluate_rm`'s keys: train_rm's), of each member, and member agreement."""
     from rlcw.metrics.pairwise import pairwise_accuracy
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
-    scorer = BTScorer(model_dir)
+    scorer = load_rm(model_dir)
     out = evaluate_rm(scorer, pairs)
     prompts = [p["prompt"] for p in pairs]
     chosen = scorer.score_members(prompts, [p["chosen"] for p in pairs])
@@ -406,9 +406,9 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
     if eval_pairs:
         t1 = time.time()
         if cfg.rm.ensemble.average:  # one plain RM (WARM)
-            from rlcw.rewards.bt import BTScorer
+            from rlcw.rm.scoring import load_rm
 
-            metrics.update(one.evaluate(BTScorer(model_dir), eval_pairs))
+            metrics.update(one.evaluate(load_rm(model_dir), eval_pairs))
         else:
             metrics.update(evaluate_ensemble(model_dir, eval_pairs, one.evaluate))
         metrics["time/eval_s"] = round(time.time() - t1, 1)

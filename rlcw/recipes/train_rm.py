@@ -56,9 +56,9 @@ from rlcw.recipes.common.checks import check_bf16, validate_train_keys
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import LoraSection, ModelConfig
-from rlcw.rewards.bt import BTScorer
 from rlcw.rm.odin import HEADS, OdinWeights
 from rlcw.rm.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
+from rlcw.rm.scoring import RMScorer, load_rm
 from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
@@ -308,7 +308,7 @@ def resume_point(resume: str, checkpoints: Path) -> str | None:
     return str(last) if last else None
 
 
-def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
+def evaluate_rm(scorer: RMScorer, pairs: list[dict]) -> dict[str, float]:
     """Held-out accuracy of the scorer's head (a two-head RM: quality), and of every head as `eval/<head>/accuracy`."""
     prompts, stories = [p["prompt"] for p in pairs], {k: [p[k] for p in pairs] for k in ("chosen", "rejected")}
     heads = {k: scorer.score_heads(prompts, v) for k, v in stories.items()}  # one pass scores every head
@@ -595,7 +595,7 @@ def main(cfg: TrainRMConfig) -> dict:
 
 def evaluate_pairs(spec: RMSpec, model_dir: Path, pairs: list[dict], batch_size: int) -> dict[str, float]:
     if spec.type == "bt":
-        return evaluate_rm(BTScorer(model_dir), pairs)
+        return evaluate_rm(load_rm(model_dir), pairs)
     from rlcw.rewards.genrm import GenRMScorer
 
     return evaluate_genrm(GenRMScorer(model_dir, batch_size=batch_size), pairs)

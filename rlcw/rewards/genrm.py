@@ -23,7 +23,6 @@ from transformers import StoppingCriteria
 from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.pairwise import averaged_preference
-from rlcw.rewards.bt import pad_batch
 from rlcw.rm.render import (
     VERDICT_PREFIX,
     RMSpec,
@@ -35,6 +34,7 @@ from rlcw.rm.render import (
     parse_verdict_prefix,
     verdict_token_ids,
 )
+from rlcw.rm.scoring import pad_batch
 
 
 class _StopAtVerdict(StoppingCriteria):
@@ -69,7 +69,7 @@ class GenRMScorer:
             raise RlcwError(
                 f"expected a genrm reward model, this one is '{self.spec.type}'",
                 where=str(self.rm_dir),
-                hint="a bt RM scores single stories: use rlcw.rewards.bt.BTScorer",
+                hint="a bt RM scores single stories: use rlcw.rm.scoring.load_rm",
             )
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.rm_dir)
         self.model = model or AutoModelForCausalLM.from_pretrained(self.rm_dir)

@@ -1,6 +1,6 @@
 """Reward-model ensembles: k Bradley-Terry members in ONE RM folder, loaded like a single RM.
 
-`rlcw train-rm rm.ensemble.size=k` writes the folder; `BTScorer(folder)` (and so every reward spec of
+`rlcw train-rm rm.ensemble.size=k` writes the folder; `rlcw.rm.scoring.load_rm(folder)` (and so every reward spec of
 `type: bt`, `serve-rm`, `eval-rm`, best-of-n, grpo and ppo) scores with the ensemble's aggregate
 (`rlcw.rm.aggregate`: mean | wco | uwo) when the folder holds a manifest.
 

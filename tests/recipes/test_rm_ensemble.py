@@ -12,9 +12,9 @@ import torch
 
 from rlcw.config import load_config
 from rlcw.errors import RlcwError
-from rlcw.rewards.bt import BTScorer
 from rlcw.rm.aggregate import aggregate
 from rlcw.rm.ensemble import MANIFEST_FILE, load_manifest
+from rlcw.rm.scoring import load_rm
 
 STORIES = [
     "A fox found a key. It opened the old gate. The garden was full of light.",
@@ -95,7 +95,7 @@ def test_shared_trunk_scores_equal_each_member_run_whole(ens_run):
     from rlcw.rm.render import encode_for_rm
 
     model_dir = Path(ens_run["artifacts"]["model"])
-    scorer = BTScorer(model_dir, length_control=False)
+    scorer = load_rm(model_dir, length_control=False)
     members = scorer.score_members(PROMPTS, STORIES)  # (3, n), centred
     offsets = [m.offset for m in load_manifest(model_dir).members]
     encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS, STORIES)
@@ -111,7 +111,7 @@ def test_aggregate_is_the_manifest_choice_and_can_be_overridden(ens_run):
     from rlcw.rewards.factory import build_reward
 
     model_dir = ens_run["artifacts"]["model"]
-    scorer = BTScorer(model_dir, length_control=False)
+    scorer = load_rm(model_dir, length_control=False)
     members = scorer.score_members(PROMPTS, STORIES)
     assert scorer.score(PROMPTS, STORIES) == pytest.approx(
         [min(c) for c in zip(*members, strict=True)], abs=1e-6
@@ -134,7 +134,7 @@ def test_aggregate_options_on_a_single_rm_are_an_error(rm_run):
 
 
 def test_reward_function_logs_members_and_disagreement(ens_run):
-    scorer = BTScorer(ens_run["artifacts"]["model"], length_control=False)
+    scorer = load_rm(ens_run["artifacts"]["model"], length_control=False)
     logged: dict[str, float] = {}
     rewards = scorer(PROMPTS, STORIES, log_metric=logged.__setitem__)
     members = scorer.score_members(PROMPTS, STORIES)
@@ -152,7 +152,7 @@ def test_serve_rm_serves_the_aggregate(ens_run):
     from rlcw.recipes.serve_rm import ServeRMConfig, build_app
 
     model_dir = ens_run["artifacts"]["model"]
-    expected = BTScorer(model_dir).score(PROMPTS, STORIES)
+    expected = load_rm(model_dir).score(PROMPTS, STORIES)
     with TestClient(build_app(ServeRMConfig(rm_path=model_dir))) as client:
         r = client.post("/score", json={"prompts": PROMPTS, "completions": STORIES})
     assert r.status_code == 200 and r.json()["rewards"] == pytest.approx(expected, abs=1e-5)
@@ -199,11 +199,11 @@ def test_bad_manifest_names_file_and_key(ens_run, tmp_path):
     ):
         (bad / MANIFEST_FILE).write_text(json.dumps({**raw, key: value}))
         with pytest.raises(RlcwError, match=match) as err:
-            BTScorer(bad)
+            load_rm(bad)
         assert MANIFEST_FILE in str(err.value)
     (bad / MANIFEST_FILE).write_text("{not json")
     with pytest.raises(RlcwError, match="corrupt rlcw_ensemble.json"):
-        BTScorer(bad)
+        load_rm(bad)
 
 
 def test_whole_members_are_scored_one_after_another(runs_root, pairs_run, tiny_model_dir):
@@ -211,7 +211,7 @@ def test_whole_members_are_scored_one_after_another(runs_root, pairs_run, tiny_m
     run = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_full", "lora.enabled=false", "data.max_eval_pairs=4")
     model_dir = Path(run["artifacts"]["model"])
     assert load_manifest(model_dir).shared_layers == 0
-    scorer = BTScorer(model_dir, length_control=False)
+    scorer = load_rm(model_dir, length_control=False)
     members = scorer.score_members(PROMPTS[:2], STORIES[:2])
     from safetensors.torch import load_file
     from transformers import AutoModelForSequenceClassification
@@ -321,7 +321,7 @@ def test_eval_rm_prices_ending_with_the_ensemble_aggregate(ens_run, pairs_run, r
         f"ending.samples={samples}",
     ]
     m = main(load_config(EvalRMConfig, None, ["run_name=eval_ens_ending", *overrides]))["metrics"]
-    s = BTScorer(ens_run["artifacts"]["model"]).score(PROMPTS, STORIES, raw=True)  # wco of the members
+    s = load_rm(ens_run["artifacts"]["model"]).score(PROMPTS, STORIES, raw=True)  # wco of the members
     # ended: 0, 2, 3; cut: 1 ("One. Two."); none of the ended ones is under 12 words
     assert [count_words(x) >= 12 for x in STORIES] == [True, False, True, True]
     assert m["ending/ended_minus_cut"] == pytest.approx((s[0] + s[2] + s[3]) / 3 - s[1], abs=1e-6)
@@ -366,7 +366,7 @@ def test_joint_false_keeps_the_sequential_path(ens_run, runs_root, pairs_run, ti
     assert all(0.0 <= m[f"eval/member_{j}/accuracy"] <= 1.0 for j in range(3))
     model_dir = Path(run["artifacts"]["model"])
     assert load_manifest(model_dir).shared_layers == 1
-    members = BTScorer(model_dir, length_control=False).score_members(PROMPTS, STORIES)
+    members = load_rm(model_dir, length_control=False).score_members(PROMPTS, STORIES)
     assert members[0] != pytest.approx(members[1], abs=1e-3)
     rows = _rows(run)
     assert [r["step"] for r in rows if "member_2/loss" in r] == [1, 2, 3]  # TRL's own log rows, per member
@@ -600,7 +600,7 @@ def test_weight_averaged_members_make_one_plain_rm(runs_root, pairs_run, tiny_mo
     by_hand = AutoModelForSequenceClassification.from_pretrained(model_dir.parent / "members" / "trunk").eval()
     mean = {k: sum(m[k] for m in staged) / 3 for k in staged[0]}
     by_hand.load_state_dict(mean, strict=False)
-    scorer = BTScorer(model_dir, length_control=False)
+    scorer = load_rm(model_dir, length_control=False)
     encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS, STORIES)
     with torch.inference_mode():
         want = [by_hand(input_ids=torch.tensor([e])).logits[0, 0].item() for e in encoded]
