@@ -119,9 +119,9 @@ def test_aggregate_is_the_manifest_choice_and_can_be_overridden(ens_run):
     uwo = build_reward(
         {"type": "bt", "rm_path": model_dir, "aggregate": "uwo", "uwo_lambda": 2.0, "length_control": False}
     )
-    assert uwo.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "uwo", 2.0), abs=1e-6)
+    assert uwo.scorer.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "uwo", 2.0), abs=1e-6)
     mean = build_reward({"type": "bt", "rm_path": model_dir, "aggregate": "mean", "length_control": False})
-    assert mean.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "mean"), abs=1e-6)
+    assert mean.scorer.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "mean"), abs=1e-6)
     with pytest.raises(RlcwError, match="reward spec.*aggregate must be one of"):
         build_reward({"type": "bt", "rm_path": model_dir, "aggregate": "max"})
 
@@ -134,11 +134,13 @@ def test_aggregate_options_on_a_single_rm_are_an_error(rm_run):
 
 
 def test_reward_function_logs_members_and_disagreement(ens_run):
-    scorer = load_rm(ens_run["artifacts"]["model"], length_control=False)
+    from rlcw.rewards.bt import BTScorer
+
+    reward = BTScorer(ens_run["artifacts"]["model"], length_control=False)
     logged: dict[str, float] = {}
-    rewards = scorer(PROMPTS, STORIES, log_metric=logged.__setitem__)
-    members = scorer.score_members(PROMPTS, STORIES)
-    name = scorer.__name__
+    rewards = reward(PROMPTS, STORIES, log_metric=logged.__setitem__)
+    members = reward.scorer.score_members(PROMPTS, STORIES)
+    name = reward.__name__
     for j in range(3):
         assert logged[f"rewards/{name}/member_{j}/mean"] == pytest.approx(sum(members[j]) / len(STORIES), abs=1e-6)
     spread = [torch.tensor(c).std(unbiased=False).item() for c in zip(*members, strict=True)]
@@ -388,7 +390,7 @@ def _member_files(summary) -> list[dict]:
 def test_joint_resume_equals_an_uninterrupted_run(runs_root, pairs_run, tiny_model_dir, monkeypatch):
     """Stop a joint run right after its step-2 checkpoint, resume with train.resume=true: members, per-step
     losses and the in-loop held-out evaluation equal an uninterrupted run's."""
-    from rlcw.rewards import ensemble_trainer
+    from rlcw.rm import ensemble_trainer
 
     extra = ("lora.top_layers=1", "train.max_steps=4", "train.save_steps=2", "train.eval_steps=2")
     full = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_joint_full", *extra)
