@@ -1,13 +1,13 @@
 """Benchmark the shared reward scorer: length-bucketed batching vs one story at a time.
 
 For each length bucket (words), the same synthetic stories are scored twice in the same run by
-`rlcw.rewards.bt.BTScorer` with the same truncation (`encode_for_rm`, `--max-length` tokens):
+`rlcw.rm.scoring` (`load_rm`) with the same truncation (`encode_for_rm`, `--max-length` tokens):
 once as one call (sorted, batches of <= --batch-size rows and <= --token-budget padded tokens)
 and once story by story. Prints stories/s for both, the ratio, and the peak memory of each
 (CUDA: max allocated; CPU: peak process RSS above the level before the phase).
 Without `--rm` the embedded SmolLM2-135M-Instruct with a random score head stands in as the RM.
 
-`--ensemble K` instead times, in the same run, an RM ensemble of K members (`rlcw.rewards.ensemble`) against
+`--ensemble K` instead times, in the same run, an RM ensemble of K members (`rlcw.rm.ensemble`) against
 ONE member scored alone, on the same stories and batching: the members share all but the top `--top-layers`
 decoder layers (the quickstart RM adapts the top 8 of 30), so the ensemble runs that trunk once per batch.
 Prints each bucket's ensemble/single ratio of wall time and of CPU time (all threads; the steadier figure on a
@@ -35,8 +35,8 @@ import torch
 from rlcw.data.bundled import bundled_path
 from rlcw.data.records import read_stories
 from rlcw.models import EMBEDDED_ALIAS, load_tokenizer, resolve
-from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.render import RMSpec, encode_for_rm
+from rlcw.rm.render import RMSpec, encode_for_rm
+from rlcw.rm.scoring import RMScorer, load_rm
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -49,10 +49,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--token-budget",
         type=int,
         default=None,
-        help="max padded tokens per batch (default: BTScorer's for the device)",
+        help="max padded tokens per batch (default: the scorer's for the device)",
     )
     ap.add_argument(
-        "--max-padding", type=float, default=None, help="max padding overhead per batch (default: BTScorer's)"
+        "--max-padding", type=float, default=None, help="max padding overhead per batch (default: the scorer's)"
     )
     ap.add_argument(
         "--repeats", type=int, default=2, help="interleaved timings per bucket; the fastest of each is kept"
@@ -72,11 +72,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def build_scorer(args) -> BTScorer:
+def build_scorer(args) -> RMScorer:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = getattr(torch, args.dtype)
     if args.rm:
-        scorer = BTScorer(args.rm, batch_size=args.batch_size, device=device, length_control=False)
+        scorer = load_rm(args.rm, batch_size=args.batch_size, device=device, length_control=False)
         scorer.model.to(dtype)
     else:
         from transformers import AutoModelForSequenceClassification
@@ -92,9 +92,7 @@ def build_scorer(args) -> BTScorer:
             pad_token=tok.pad_token,
             include_prompt=not args.no_prompt,
         ).check()
-        scorer = BTScorer(
-            "embedded-random-head", batch_size=args.batch_size, device=device, model=model, tokenizer=tok, spec=spec
-        )
+        scorer = RMScorer("embedded-random-head", model, tok, spec, batch_size=args.batch_size, device=device)
     scorer.token_budget = args.token_budget if args.token_budget is not None else scorer.token_budget
     scorer.max_padding = args.max_padding if args.max_padding is not None else scorer.max_padding
     return scorer
@@ -155,7 +153,7 @@ class PeakMemory:
             self.peak_mb = self._max - self._base
 
 
-def timed(scorer: BTScorer, fn) -> tuple[float, float, list[float]]:
+def timed(scorer: RMScorer, fn) -> tuple[float, float, list[float]]:
     with PeakMemory(scorer.device) as mem:
         start = time.perf_counter()
         out = fn()
@@ -165,7 +163,7 @@ def timed(scorer: BTScorer, fn) -> tuple[float, float, list[float]]:
     return seconds, mem.peak_mb, out
 
 
-def bench_bucket(scorer: BTScorer, words: int, n: int, rng: random.Random, repeats: int = 2) -> dict:
+def bench_bucket(scorer: RMScorer, words: int, n: int, rng: random.Random, repeats: int = 2) -> dict:
     prompts, stories = synthetic_stories(words, n, rng)
     tokens = [len(e) for e in encode_for_rm(scorer.spec, scorer.tokenizer, prompts, stories)]
     scorer.score(prompts[:1], stories[:1])  # warm-up at this length
@@ -195,8 +193,8 @@ def standin_ensemble(args, folder: Path) -> Path:
     """K members from the embedded model: member j = top layers + N(0, 1e-3) noise and a random head."""
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rewards.ensemble import EnsembleManifest, Member, member_tensors, save_manifest, save_tensors
-    from rlcw.rewards.render import save_spec
+    from rlcw.rm.ensemble import EnsembleManifest, Member, member_tensors, save_manifest, save_tensors
+    from rlcw.rm.render import save_spec
 
     src = args.model_dir or resolve(EMBEDDED_ALIAS)
     tok = load_tokenizer(src, for_reward_model=True, padding_side="right")
@@ -230,7 +228,7 @@ def standin_ensemble(args, folder: Path) -> Path:
     return folder
 
 
-def wall_and_cpu(scorer: BTScorer, prompts: list[str], stories: list[str]) -> tuple[float, float]:
+def wall_and_cpu(scorer: RMScorer, prompts: list[str], stories: list[str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (every thread of this process: the cost on a machine others load too)."""
     w0, c0 = time.perf_counter(), time.process_time()
     scorer.score(prompts, stories)
@@ -248,14 +246,9 @@ def bench_ensemble(args) -> list[dict]:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.rm) if args.rm else standin_ensemble(args, Path(tmp))
-        ens = BTScorer(folder, batch_size=args.batch_size, device=device, length_control=False)
-        single = BTScorer(
-            folder,
-            batch_size=args.batch_size,
-            device=device,
-            length_control=False,
-            model=AutoModelForSequenceClassification.from_pretrained(folder),
-        )
+        ens = load_rm(folder, batch_size=args.batch_size, device=device, length_control=False)
+        member = AutoModelForSequenceClassification.from_pretrained(folder)
+        single = RMScorer(folder, member, ens.tokenizer, ens.spec, batch_size=args.batch_size, device=device)
         for s in (ens, single):
             s.model.to(getattr(torch, args.dtype))
             s.token_budget = args.token_budget if args.token_budget is not None else s.token_budget

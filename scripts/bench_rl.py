@@ -522,9 +522,9 @@ def main() -> None:
     tok, model, rows, texts = build(args)
     scorer = None
     if Path(args.rm).is_dir():
-        from rlcw.rewards.bt import BTScorer
+        from rlcw.rm.scoring import load_rm
 
-        scorer = BTScorer(args.rm)
+        scorer = load_rm(args.rm)
     optimizer = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-4)
     merged = merged_bf16 = None
     if args.bf16_rollout and not args.fast_rollout:

@@ -1,5 +1,5 @@
 """Benchmark RM-ensemble training: one BT RM vs an ensemble of K trained one after another vs the same K trained
-jointly on their shared trunk (`rm.ensemble.joint`, rlcw.rewards.ensemble_trainer), in the same run.
+jointly on their shared trunk (`rm.ensemble.joint`, rlcw.rm.ensemble_trainer), in the same run.
 
 Every phase is a real `rlcw train-rm` (recipes.train_rm.main) on the same corruption pairs (build-pairs with the
 quickstart's settings) at the quickstart RM's sizes: the embedded model (`rlcw prepare-model` cache), LoRA r16 on
@@ -22,7 +22,7 @@ The end-to-end runs draw different batches (the single RM and each sequential me
 the joint members share one), and a batch's cost follows its padded length. `--same-batches N` therefore also
 times, in this process, N identical batches through one LoRA RM (full forward, BT loss, backward, AdamW step: what
 TRL's RewardTrainer computes) and through K joint members (`micro_step` + `optimizer_step` of
-rlcw.rewards.ensemble_trainer), alternating single and joint batch by batch; the ratio of CPU seconds is the cost
+rlcw.rm.ensemble_trainer), alternating single and joint batch by batch; the ratio of CPU seconds is the cost
 of the joint step itself.
 
     python scripts/bench_rm_train.py                       # K=4, 4 steps (the quickstart's sizes)
@@ -165,7 +165,7 @@ def same_batches(pairs: dict, args) -> dict:
 
     from rlcw.data.preferences import load_preferences
     from rlcw.recipes.train_rm import TrainRMConfig, bt_parts
-    from rlcw.rewards.ensemble_trainer import (
+    from rlcw.rm.ensemble_trainer import (
         JointSettings,
         SharedTrunk,
         make_optimizer,

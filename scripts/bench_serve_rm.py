@@ -5,7 +5,7 @@
 
 Starts the real server (`python -m rlcw serve-rm`, a subprocess with a bearer token) on a free
 loopback port, scores a pool of distinct (prompt, story) items directly with the same scorer
-(`BTScorer`) as the reference, then runs the clients: each sends requests of `--items` items drawn
+(`rlcw.rm.scoring.load_rm`) as the reference, then runs the clients: each sends requests of `--items` items drawn
 from the pool, one at a time, with an Idempotency-Key, until it has sent `--requests` or
 `--max-seconds` have passed. Every answer is checked against the reference: a request is *lost*
 (no 200 answer), *mixed* (a score that is not its own item's) or *duplicated* (the server scored it
@@ -48,7 +48,7 @@ def tiny_rm(out: Path) -> Path:
     from transformers import LlamaConfig, LlamaForSequenceClassification
 
     from rlcw.models import EMBEDDED_ALIAS, load_tokenizer
-    from rlcw.rewards.render import RMSpec, save_spec
+    from rlcw.rm.render import RMSpec, save_spec
 
     torch.manual_seed(0)
     tok = load_tokenizer(EMBEDDED_ALIAS, for_reward_model=True, padding_side="right")
@@ -155,13 +155,13 @@ def main() -> None:
     ap.add_argument("--out", help="write the JSON result here")
     args = ap.parse_args()
 
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
     with tempfile.TemporaryDirectory(prefix="bench_serve_rm_") as tmp:
         root = Path(tmp)
         rm = Path(args.rm) if args.rm else tiny_rm(root / "rm")
         pool = pool_items(args.pool, 0)
-        reference = BTScorer(str(rm)).score([p for p, _ in pool], [s for _, s in pool])
+        reference = load_rm(str(rm)).score([p for p, _ in pool], [s for _, s in pool])
         # how well a mix-up would show: the share of item pairs whose reference scores differ by > tol
         pairs = [(a, b) for a in range(len(pool)) for b in range(a + 1, len(pool))]
         distinguishable = sum(abs(reference[a] - reference[b]) > args.tol for a, b in pairs) / len(pairs)

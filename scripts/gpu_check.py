@@ -4,7 +4,7 @@
     python scripts/gpu_check.py --device cpu --small     # smoke test on CPU (tiny shape, few tokens)
     python scripts/gpu_check.py --json out.json --peak-tflops 989
 
-For each shape: BTScorer's length-bucketed batched RM scoring vs one story at a time (target >= 5x on a
+For each shape: the RM scorer's length-bucketed batched scoring vs one story at a time (target >= 5x on a
 GPU), rlcw.rl.grpo.rollout's fast sampling loop (tokens/s at batch 8 and 64), and one forward+backward
 training step; tokens/s, MFU against the card's bf16 dense peak (6 * params * tokens for a training
 step, 2 * params * tokens for inference; `--peak-tflops` or a small table of known cards) and peak
@@ -81,18 +81,16 @@ def timed(fn, device: str, repeats: int) -> float:
 
 
 def rm_scoring(cfg, device: str, dtype, n: int, lengths: tuple[int, int], repeats: int) -> dict:
-    """BTScorer.score_ids (length-bucketed batches) vs one forward per story, same inputs."""
+    """RMScorer.score_ids (length-bucketed batches) vs one forward per story, same inputs."""
     from transformers import LlamaForSequenceClassification
 
-    from rlcw.rewards.bt import BTScorer
-    from rlcw.rewards.render import RMSpec
+    from rlcw.rm.render import RMSpec
+    from rlcw.rm.scoring import RMScorer
 
     keys = {k: v for k, v in cfg.to_dict().items() if k not in ("id2label", "label2id")}
     cfg = cfg.__class__(**keys, num_labels=1)
     model = LlamaForSequenceClassification(cfg).to(device=device, dtype=dtype).eval()
-    scorer = BTScorer(
-        "gpu_check", model=model, tokenizer=SimpleNamespace(pad_token_id=0), spec=RMSpec(), device=device
-    )
+    scorer = RMScorer("gpu_check", model, SimpleNamespace(pad_token_id=0), RMSpec(), device=device)
     gen = torch.Generator().manual_seed(0)
     sizes = torch.randint(lengths[0], lengths[1] + 1, (n,), generator=gen).tolist()
     encoded = [torch.randint(3, cfg.vocab_size, (s,), generator=gen).tolist() for s in sizes]

@@ -107,9 +107,9 @@ def make_rm_evaluator(options: dict, context: dict) -> RMScoreEvaluator:
         )
     if context.get("scorer") is not None and (path is None or str(path) == str(context.get("rm_path"))) and not opts:
         return RMScoreEvaluator(context["scorer"])
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
-    return RMScoreEvaluator(BTScorer(path, **opts))
+    return RMScoreEvaluator(load_rm(path, **opts))
 
 
 def make_length_evaluator(options: dict, context: dict) -> LengthEvaluator:

@@ -13,7 +13,7 @@ at the quickstart's 32 prompts x 4). Sampling is at temperature 1, top_k 0, top_
 (the policies' own distributions). Start samples are cached in `out_dir/start.jsonl` keyed by the
 settings, so re-measuring another policy against the same start costs one policy's sampling.
 
-Scores use the RM exactly as RL does (`BTScorer`; its length-controlled residual when the RM folder
+Scores use the RM exactly as RL does (`rlcw.rm.scoring.load_rm`; its length-controlled residual when the RM folder
 holds a length fit). The statistics are `rlcw.metrics.heldout.paired_bootstrap` over prompts.
 """
 
@@ -249,7 +249,7 @@ def measure_policies(
     `out_dir/{start,tuned}.jsonl` (scored samples) and `out_dir/heldout.json`; returns the statistics.
     The start samples are cached in `start_cache` (default `out_dir/start_cache.jsonl`)."""
     from rlcw.models import load_tokenizer
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
     out_dir.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer(start_spec, padding_side="left")
@@ -257,7 +257,7 @@ def measure_policies(
     start, t_start = policy_samples(start_spec, tok, rows, s, start_cache or out_dir / "start_cache.jsonl", key)
     tuned, t_tuned = policy_samples(tuned_spec, tok, rows, s)
     t0 = time.time()
-    scorer = BTScorer(rm_path)
+    scorer = load_rm(rm_path)
     start, tuned = add_scores([dict(r) for r in start], scorer), add_scores(tuned, scorer)
     t_score = time.time() - t0
     _write_jsonl(out_dir / "start.jsonl", start)

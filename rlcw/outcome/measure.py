@@ -164,15 +164,15 @@ def load_gold_scorer(path: str, batch_size: int = 16):
     RM by folder or hub id (scored on the chat conversation user=prompt, assistant=story). Never
     length-controlled: the gold is measured as it is."""
     from rlcw.models import resolve
-    from rlcw.rewards.bt import BTScorer
-    from rlcw.rewards.render import SPEC_FILE, RMSpec
+    from rlcw.rm.render import SPEC_FILE, RMSpec
+    from rlcw.rm.scoring import RMScorer, load_rm
 
     try:
         src = resolve(path)
     except RlcwError as exc:
         raise RlcwError(str(exc).split("\n  hint:")[0], where="gold.rm_path", hint=exc.hint) from None
     if (Path(src) / SPEC_FILE).is_file():
-        return BTScorer(src, batch_size=batch_size, length_control=False)
+        return load_rm(src, batch_size=batch_size, length_control=False)
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     try:
@@ -189,4 +189,4 @@ def load_gold_scorer(path: str, batch_size: int = 16):
             f"the gold RM has {model.config.num_labels} output labels; a reward model has 1", where="gold.rm_path"
         )
     spec = RMSpec(base_model=str(src), include_prompt=True, input_template="chat", pad_token=tokenizer.pad_token or "")
-    return BTScorer(src, batch_size=batch_size, model=model, tokenizer=tokenizer, spec=spec, length_control=False)
+    return RMScorer(src, model, tokenizer, spec, batch_size=batch_size)

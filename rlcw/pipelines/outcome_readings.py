@@ -19,7 +19,7 @@ from rlcw.pipelines.stages import Stages
 def ensemble_bon(cfg, study: Study, pool: list[dict]) -> tuple[analysis.Curve, analysis.AggregateChoice]:
     """Best-of-n of the ensemble proxy under every aggregate in `ensemble_bon_aggregates`, re-aggregated from the
     members' pool scores (no new scoring); the aggregate chosen by gold on the selection half, and its curve."""
-    from rlcw.rewards.aggregate import aggregate
+    from rlcw.rm.aggregate import aggregate
 
     ens = monitor_proxy(cfg)
     members = pool_members(study, ens)
@@ -40,7 +40,7 @@ def pool_members(study: Study, ens: str) -> list[list[float]]:
 
 
 def _disagreement(members: list[list[float]]) -> float:
-    from rlcw.rewards.aggregate import member_summary
+    from rlcw.rm.aggregate import member_summary
 
     return float(member_summary(members)["disagreement"])
 
@@ -71,8 +71,8 @@ def measured_disagreement(
 
         def write(folder: Path, recs=recs) -> None:
             scorer = study.scorer(f"proxy_{ens}")
-            scorer.score([r["prompt"] for r in recs], [r["story"] for r in recs])
-            atomic_write_json(folder / "members.json", scorer.last_members)
+            members = scorer.score_members([r["prompt"] for r in recs], [r["story"] for r in recs])
+            atomic_write_json(folder / "members.json", members)
 
         st.cached(f"measure_{name}", folder, {"samples": done, "scorer": ident}, write)
         out.append((step, _disagreement(json.loads((folder / "members.json").read_text()))))

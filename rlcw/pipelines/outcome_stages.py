@@ -199,7 +199,7 @@ def check_study_keys(cfg) -> None:
 
 def parse_aggregate(label: str) -> tuple[str, float]:
     """'mean' | 'wco' | 'uwo:<lambda>' -> (aggregate, lambda); anything else is an error naming the key."""
-    from rlcw.rewards.aggregate import AGGREGATES
+    from rlcw.rm.aggregate import AGGREGATES
 
     how, _, lam = str(label).partition(":")
     try:

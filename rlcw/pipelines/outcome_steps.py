@@ -65,9 +65,9 @@ class Study:
             elif name == "gold2":
                 self.scorers[name] = load_gold_scorer(str(self.root / "gold2_rm" / "model"))
             else:
-                from rlcw.rewards.bt import BTScorer
+                from rlcw.rm.scoring import load_rm
 
-                self.scorers[name] = BTScorer(self.root / f"proxy_rm_{name[6:]}" / "model", length_control=False)
+                self.scorers[name] = load_rm(self.root / f"proxy_rm_{name[6:]}" / "model", length_control=False)
         return self.scorers[name]
 
     def sample(
@@ -209,10 +209,12 @@ def pool_step(cfg, st: Stages, study: Study, rows: list[dict]) -> list[dict]:
     for name in [*study.golds(), *[f"proxy_{p}" for p in cfg.proxies]]:
 
         def score(folder: Path, name=name) -> None:
-            scorer = study.scorer(name)
-            values = scorer.score([r["prompt"] for r in pool], [r["story"] for r in pool])
-            if getattr(scorer, "last_members", None):  # an ensemble: keep every member's scores (other aggregates)
-                atomic_write_json(folder / "members.json", scorer.last_members)
+            scorer, texts = study.scorer(name), ([r["prompt"] for r in pool], [r["story"] for r in pool])
+            if hasattr(scorer, "score_with_members"):  # an ensemble: keep every member's scores (other aggregates)
+                values, members = scorer.score_with_members(*texts)
+                atomic_write_json(folder / "members.json", members)
+            else:
+                values = scorer.score(*texts)
             atomic_write_json(folder / "scores.json", [float(v) for v in values])
 
         folder = root / "pool_scores" / name

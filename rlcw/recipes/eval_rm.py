@@ -5,7 +5,7 @@ the folder's rlcw_rm.json) on a pair file (local or hub id): pairwise accuracy w
 accuracy on pairs where the chosen story is longer / shorter, the length-only baseline (longer
 wins) on the same pairs, and
 - pointwise scorers (bt): Pearson/Spearman correlation of score with story length (words), raw and,
-  when the RM folder holds a length-control fit, length-controlled (see `rlcw.rewards.length_control`);
+  when the RM folder holds a length-control fit, length-controlled (see `rlcw.rm.length_control`);
 - pairwise scorers (genrm, judge): each pair is asked in both orders; accuracy uses
   P(chosen better) = (p(chosen first) + 1 - p(rejected first)) / 2, consistency = share of pairs whose
   verdict flips with the order, first-position rate, invalid verdicts counted (and excluded).
@@ -23,8 +23,8 @@ prompt's `min_words`/`max_words`, e.g. a quickstart's `heldout/start.jsonl`) add
 ending, for ending short and per 10 words within ended stories, per head (`rlcw.metrics.ending`).
 `length_control.fit_on=FILE` (story records, or pairs: both sides) first fits score ~ a + b f(words)
 on that reference set and writes `rlcw_length_control.json` into the run folder; with
-`length_control.install=true` also into the RM folder (then BTScorer's length_control auto|true apply it).
-An RM ensemble's folder (`rlcw.rewards.ensemble`) is scored with its aggregate, and each member's accuracy and
+`length_control.install=true` also into the RM folder (then a scorer's length_control auto|true apply it).
+An RM ensemble's folder (`rlcw.rm.ensemble`) is scored with its aggregate, and each member's accuracy and
 how often all members agree are reported beside it.
 Writes `<run>/eval.json`, `<run>/scores.jsonl` (per pair), `<run>/eval_rm.png`, report.md, summary.json.
 Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
@@ -56,8 +56,8 @@ from rlcw.metrics.text import count_words
 from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import RubricSection
 from rlcw.report import save_figure
-from rlcw.rewards.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.rewards.scorers import is_pairwise, load_scorer
+from rlcw.rm.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
 from rlcw.runs import done_line
 
 
@@ -89,7 +89,7 @@ class EvalDataSection:
 @dataclass
 class LengthControlSection:
     fit_on: str | None = None  # reference stories (story records or pairs) -> fit, saved into this run's folder
-    install: bool = False  # also write the fit into the RM folder (BTScorer's length_control auto|true then use it)
+    install: bool = False  # also write the fit into the RM folder (a scorer's length_control auto|true then uses it)
     feature: str = "log_words"  # words | log_words
     max_stories: int | None = None  # first N reference stories of fit_on (None = all)
 
@@ -163,18 +163,26 @@ def accuracy_block(outcomes: list[float], split: dict[str, list[int]], prefix: s
 
 def scored_heads(scorer, prompts: list[str], stories: list[str]) -> dict[str, list[float]]:
     """Raw scores in one pass: "" = the scorer's head, and with several heads `head/<name>/` for each."""
+    return scored_with_members(scorer, prompts, stories)[0]
+
+
+def scored_with_members(scorer, prompts: list[str], stories: list[str]) -> tuple[dict[str, list[float]], list | None]:
+    """`scored_heads` and, for an ensemble, the (k, n) member scores of the same pass (else None)."""
+    from rlcw.rm.scoring import EnsembleScorer
+
+    if isinstance(scorer, EnsembleScorer):
+        scores, members = scorer.score_with_members(prompts, stories, raw=True)
+        return {"": scores}, members
     heads = scorer.score_heads(prompts, stories)
     if len(heads) == 1:
-        return {"": heads["score"]}
-    return {"": heads[scorer.head]} | {f"head/{h}/": v for h, v in heads.items()}
+        return {"": heads["score"]}, None
+    return {"": heads[scorer.head]} | {f"head/{h}/": v for h, v in heads.items()}, None
 
 
 def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
     prompts = [p["prompt"] for p in pairs]
-    c_heads = scored_heads(scorer, prompts, [p["chosen"] for p in pairs])
-    members_c = getattr(scorer, "last_members", None)  # an ensemble's (k, n) member scores of that call
-    r_heads = scored_heads(scorer, prompts, [p["rejected"] for p in pairs])
-    members_r = getattr(scorer, "last_members", None)
+    c_heads, members_c = scored_with_members(scorer, prompts, [p["chosen"] for p in pairs])
+    r_heads, members_r = scored_with_members(scorer, prompts, [p["rejected"] for p in pairs])
     chosen, rejected = c_heads.pop(""), r_heads.pop("")
     versions = {"": (chosen, rejected)}
     fit = getattr(scorer, "length_fit", None) if cfg.scorer.length_control else None
@@ -190,7 +198,7 @@ def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]
             corr["spearman"],
         )
         metrics[f"{prefix}mean_margin"] = pw.mean_of([a - b for a, b in zip(c, r, strict=False)])
-    if getattr(scorer, "ensemble", None) is not None:
+    if members_c is not None:
         metrics.update(ensemble_block(members_c, members_r))
     rows = [{"chosen_score": c, "rejected_score": r} for c, r in zip(chosen, rejected, strict=False)]
     if fit is not None:
@@ -200,8 +208,8 @@ def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]
 
 
 def ensemble_block(chosen: list[list[float]], rejected: list[list[float]]) -> dict:
-    """An RM ensemble's members: each one's accuracy and how often they all agree (`rlcw.rewards.aggregate`)."""
-    from rlcw.rewards.aggregate import agreement
+    """An RM ensemble's members: each one's accuracy and how often they all agree (`rlcw.rm.aggregate`)."""
+    from rlcw.rm.aggregate import agreement
 
     out = {
         f"ensemble/member_{j}/accuracy": pw.pairwise_accuracy(c, r)

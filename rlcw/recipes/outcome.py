@@ -13,11 +13,11 @@ design note: `rlcw.metrics.overopt`), every training stage a real rlcw recipe in
 3. Runs against the proxy `rl_proxy`: `grpo`, `grpo_lc` (length controls), `ppo`, `dpo` (offline, on the
    start's samples for the RL prompts labelled by the proxy, `dpo_pairs/`), and `best_of_n` for EVERY
    proxy from one pool of max(best_of_n.sizes) start samples per held-out prompt (`pool/`).
-   A proxy named in `proxy_ensembles` (name -> members) is an RM ensemble (`rlcw.rewards.ensemble`) trained
+   A proxy named in `proxy_ensembles` (name -> members) is an RM ensemble (`rlcw.rm.ensemble`) trained
    on that proxy's pairs, each member on a bootstrap resample (so the same total pairs as a single proxy);
    `grpo_ens` runs GRPO against the ensemble proxy `ens_proxy` (its aggregate: `proxy_rm.rm.ensemble.*`),
    and best-of-n covers it like every proxy. A proxy named in `proxy_length_heads` is a length-disentangled
-   two-head RM (ODIN, `rm.length_head=true`, `rlcw.rewards.odin`) trained on that proxy's pairs; `grpo_odin`
+   two-head RM (ODIN, `rm.length_head=true`, `rlcw.rm.odin`) trained on that proxy's pairs; `grpo_odin`
    runs GRPO against its quality head (`odin_proxy`), and best-of-n and the measurements read that head too.
 4. Measurement (`measure/`): every checkpoint samples `measure.samples_per_prompt` stories for each
    bundled `study` prompt (top_k 0, top_p 1, temperature 1, CRN; `rlcw.outcome.measure`), KL per story to

@@ -1,4 +1,4 @@
-"""`rlcw train-rm rm.ensemble.size=k`: k Bradley-Terry members saved as one RM folder (`rlcw.rewards.ensemble`).
+"""`rlcw train-rm rm.ensemble.size=k`: k Bradley-Terry members saved as one RM folder (`rlcw.rm.ensemble`).
 
 Members differ by SEED and by a BOOTSTRAP resample of the training pairs (`rm.ensemble.bootstrap`, default on):
 - the seed sets member j's score-head and LoRA initialisation (and, trained sequentially, its data order;
@@ -12,7 +12,7 @@ Every member uses the same base model, pad row and render spec, and the same `tr
 
 Cost (`rm.ensemble.joint`, default auto): LoRA on the top layers (`lora.top_layers` < the model's layers) leaves
 the embeddings and the lower `shared_layers` decoder layers frozen and identical in every member, so
-- joint (auto's choice for such members; `rlcw.rewards.ensemble_trainer`): ONE pass over the batches; per batch
+- joint (auto's choice for such members; `rlcw.rm.ensemble_trainer`): ONE pass over the batches; per batch
   the trunk runs once without grad, then each member's top (its LoRA'd layers, final norm, score head) runs
   forward + backward on those hidden states, each member with its own AdamW and schedule (the same `train.*`
   budget: learning rate, warm-up, steps, batch size, grad_accum; gradient clipping at 1.0 as HF's Trainer).
@@ -31,7 +31,7 @@ the embeddings and the lower `shared_layers` decoder layers frozen and identical
   layer, share nothing): one member after another with TRL's RewardTrainer (k x a single RM's training time);
   each member checkpoints under `<run>/checkpoints/member_<j>` and `train.resume=auto|true` skips a finished one.
 Scoring shares the trunk the same way: the folder stores it once and the scorer runs it once per batch
-(`rlcw.rewards.ensemble`); whole members are saved whole and scored one after another.
+(`rlcw.rm.ensemble`); whole members are saved whole and scored one after another.
 
 Either way a finished member leaves `<run>/members/<j>.json` + `.safetensors`. Metrics are logged as
 `member_<j>/...` in metrics.jsonl and the trackers.
@@ -55,8 +55,8 @@ import torch
 from rlcw.config import check_at_least, check_choice
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_folder, atomic_write_json
-from rlcw.rewards.aggregate import AGGREGATES, agreement
-from rlcw.rewards.ensemble import (
+from rlcw.rm.aggregate import AGGREGATES, agreement
+from rlcw.rm.ensemble import (
     MEMBERS_DIR,
     EnsembleManifest,
     Member,
@@ -215,13 +215,13 @@ def _member_record(j: int, seed: int, counts: list[int], steps: int, digest: str
 
 
 def train_joint_members(cfg, run, train_pairs, eval_pairs, tracker, staging: Path, s: int, one: SingleRM) -> list:
-    """Every member at once on the shared trunk (`rlcw.rewards.ensemble_trainer`); writes what `train_member`
+    """Every member at once on the shared trunk (`rlcw.rm.ensemble_trainer`); writes what `train_member`
     writes for each member into `staging`; their records."""
     from transformers import set_seed
     from transformers.integrations.integration_utils import rewrite_logs
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, member_model, train_joint
+    from rlcw.rm.ensemble_trainer import JointSettings, member_model, train_joint
     from rlcw.runs import resume_checkpoint
 
     k, t = cfg.rm.ensemble.size, cfg.train
@@ -275,10 +275,10 @@ def train_joint_members(cfg, run, train_pairs, eval_pairs, tracker, staging: Pat
 
 def member_offsets(model_dir: Path, pairs: list[dict], n: int, batch_size: int) -> list[float]:
     """Each member's mean raw score over the first n training stories (chosen and rejected sides)."""
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
     stories = [(p["prompt"], side) for p in pairs for side in (p["chosen"], p["rejected"])][:n]
-    scorer = BTScorer(model_dir, batch_size=batch_size, length_control=False)
+    scorer = load_rm(model_dir, batch_size=batch_size, length_control=False)
     members = scorer.score_members([p for p, _ in stories], [s for _, s in stories])
     return [sum(m) / len(m) for m in members]
 
@@ -314,10 +314,10 @@ def assemble(cfg, run, staging: Path, records: list[dict], s: int, train_pairs: 
 
 def assemble_average(run, staging: Path, records: list[dict]) -> Path:
     """`<run>/model` as ONE plain RM (WARM): the trunk folder's model with every member tensor replaced by the
-    members' mean (`rlcw.rewards.ensemble.average_members`)."""
+    members' mean (`rlcw.rm.ensemble.average_members`)."""
     from safetensors.torch import load_file, save_file
 
-    from rlcw.rewards.ensemble import average_members
+    from rlcw.rm.ensemble import average_members
 
     mean = average_members([load_file(str(staging / f"{r['member']}.safetensors")) for r in records])
     with atomic_folder(run.path / "model") as tmp:
@@ -337,9 +337,9 @@ def assemble_average(run, staging: Path, records: list[dict]) -> Path:
 def evaluate_ensemble(model_dir: Path, pairs: list[dict], evaluate_rm: Callable) -> dict[str, float]:
     """Held-out accuracy of the aggregate (`evaluate_rm`'s keys: train_rm's), of each member, and member agreement."""
     from rlcw.metrics.pairwise import pairwise_accuracy
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
-    scorer = BTScorer(model_dir)
+    scorer = load_rm(model_dir)
     out = evaluate_rm(scorer, pairs)
     prompts = [p["prompt"] for p in pairs]
     chosen = scorer.score_members(prompts, [p["chosen"] for p in pairs])
@@ -406,9 +406,9 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
     if eval_pairs:
         t1 = time.time()
         if cfg.rm.ensemble.average:  # one plain RM (WARM)
-            from rlcw.rewards.bt import BTScorer
+            from rlcw.rm.scoring import load_rm
 
-            metrics.update(one.evaluate(BTScorer(model_dir), eval_pairs))
+            metrics.update(one.evaluate(load_rm(model_dir), eval_pairs))
         else:
             metrics.update(evaluate_ensemble(model_dir, eval_pairs, one.evaluate))
         metrics["time/eval_s"] = round(time.time() - t1, 1)

@@ -1,6 +1,6 @@
 """Serve a reward model over HTTP for RL jobs on other nodes (as OpenRLHF's serve_rm).
 
-What: loads a BT RM folder (`rlcw train-rm` output) into `rlcw.rewards.bt.BTScorer` and serves
+What: loads a BT RM folder (`rlcw train-rm` output) into `rlcw.rm.scoring.load_rm` and serves
 `POST /score {"prompts": [...], "completions": [...]} -> {"rewards": [...]}` with concurrent
 requests batched into one scorer call (`max_batch` items or `max_wait_ms`), `GET /health`
 (batch statistics) and `/openapi.json`. Binds 127.0.0.1 unless `host` says otherwise; with
@@ -63,13 +63,13 @@ def read_token(token_env: str | None) -> str | None:
 
 
 def build_app(cfg: ServeRMConfig):
-    from rlcw.rewards.bt import BTScorer
     from rlcw.rewards.server import ServerLimits, create_app
+    from rlcw.rm.scoring import load_rm
 
     if min(cfg.max_batch, cfg.max_request_items, cfg.max_chars, cfg.max_queue, cfg.limit_concurrency) < 1:
         raise RlcwError("max_batch, max_request_items, max_chars, max_queue and limit_concurrency must be at least 1")
     token = read_token(cfg.token_env)
-    scorer = BTScorer(cfg.rm_path, batch_size=cfg.scorer_batch_size, device=cfg.device, head=cfg.head)
+    scorer = load_rm(cfg.rm_path, batch_size=cfg.scorer_batch_size, device=cfg.device, head=cfg.head)
     limits = ServerLimits(
         cfg.max_batch,
         cfg.max_wait_ms,

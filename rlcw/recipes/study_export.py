@@ -84,9 +84,9 @@ def load_records(paths: list[str]) -> list[dict]:
 
 
 def score_records(records: list[dict], rm_dir: str, batch_size: int) -> list[float]:
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
-    scorer = BTScorer(rm_dir, batch_size=batch_size)
+    scorer = load_rm(rm_dir, batch_size=batch_size)
     return scorer.score([r["prompt"] for r in records], [r["story"] for r in records])
 
 

@@ -1,16 +1,16 @@
 """Train a reward model on preference pairs: Bradley-Terry (`rm.type=bt`) or generative (`rm.type=genrm`).
 
 `bt`: a scalar RM (TRL RewardTrainer, LoRA or full). Text is rendered and truncated by
-`rlcw.rewards.render.encode_for_rm` (never dropped for length) and fed to TRL pre-tokenized.
+`rlcw.rm.render.encode_for_rm` (never dropped for length) and fed to TRL pre-tokenized.
 Options: prompt in the input or not (`rm.include_prompt`), a margin per pair (`rm.margin=column`
 reads `meta.<rm.margin_key>`; `rm.margin=upvotes` uses `rm.margin_scale * ln((c+1)/(r+1))` of
 the meta upvotes), reward centering (`rm.center_rewards_coefficient`). `rm.length_head=true` trains a length-disentangled RM
-(ODIN, `rlcw.rewards.odin`: a quality and a length head, the loss and its `rm.odin.*` weights are stated
+(ODIN, `rlcw.rm.odin`: a quality and a length head, the loss and its `rm.odin.*` weights are stated
 there); every scorer then uses the quality head unless told otherwise (`head: quality|length|sum`).
 
 `genrm`: a causal LM fine-tuned (LoRA or full) to answer `Preferred: A|B` for a pair shown as
 Story A / Story B, on BOTH orders of every pair so position is not learnt (LitBench's GenRM).
-It trains with `rlcw.rewards.genrm_trainer.GenRMTrainer` (a transformers Trainer whose loss covers
+It trains with `rlcw.rm.genrm_trainer.GenRMTrainer` (a transformers Trainer whose loss covers
 only the answer tokens), with the same checkpoints/resume/DeepSpeed. With `rm.cot=true` it writes `Reasoning: ...` first (GenRM-CoT); rationales
 come from `rm.rationales.source`: `teacher` (a local model, `rm.rationales.teacher_model`),
 `file` (jsonl, see `rlcw.data.rationales`) or `judge` (OpenAI-compatible, `rm.rationales.judge`).
@@ -56,9 +56,9 @@ from rlcw.recipes.common.checks import check_bf16, validate_train_keys
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import LoraSection, ModelConfig
-from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.odin import HEADS, OdinWeights
-from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
+from rlcw.rm.odin import HEADS, OdinWeights
+from rlcw.rm.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
+from rlcw.rm.scoring import RMScorer, load_rm
 from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
@@ -115,7 +115,7 @@ class RMSection:
     # meta keys (chosen, rejected) of the upvote counts read by margin=upvotes
     upvote_keys: list[str] = field(default_factory=lambda: ["chosen_upvotes", "rejected_upvotes"])
     margin_scale: float = 1.0  # margin=upvotes: scale of ln((c+1)/(r+1))
-    length_head: bool = False  # bt: quality + length heads, ODIN loss (rlcw.rewards.odin); scorers use quality
+    length_head: bool = False  # bt: quality + length heads, ODIN loss (rlcw.rm.odin); scorers use quality
     odin: OdinWeights = field(default_factory=OdinWeights)  # bt, length_head: weights of the ODIN loss terms
     cot: bool = False  # genrm: rationale before the verdict
     max_rationale_tokens: int = 96  # genrm-cot: cap when training and when scoring
@@ -308,7 +308,7 @@ def resume_point(resume: str, checkpoints: Path) -> str | None:
     return str(last) if last else None
 
 
-def evaluate_rm(scorer: BTScorer, pairs: list[dict]) -> dict[str, float]:
+def evaluate_rm(scorer: RMScorer, pairs: list[dict]) -> dict[str, float]:
     """Held-out accuracy of the scorer's head (a two-head RM: quality), and of every head as `eval/<head>/accuracy`."""
     prompts, stories = [p["prompt"] for p in pairs], {k: [p[k] for p in pairs] for k in ("chosen", "rejected")}
     heads = {k: scorer.score_heads(prompts, v) for k, v in stories.items()}  # one pass scores every head
@@ -369,7 +369,7 @@ def train_bt(
     from transformers import set_seed
     from trl import RewardTrainer
 
-    from rlcw.rewards.odin_trainer import OdinRewardTrainer
+    from rlcw.rm.odin_trainer import OdinRewardTrainer
 
     margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)  # bad margins fail before any model loads
     start = resume_point(cfg.train.resume, run.checkpoints)
@@ -474,7 +474,7 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
     from transformers import TrainingArguments
 
     from rlcw.rewards.genrm import GenRMScorer
-    from rlcw.rewards.genrm_trainer import GenRMTrainer
+    from rlcw.rm.genrm_trainer import GenRMTrainer
 
     start = resume_point(cfg.train.resume, run.checkpoints)
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
@@ -595,7 +595,7 @@ def main(cfg: TrainRMConfig) -> dict:
 
 def evaluate_pairs(spec: RMSpec, model_dir: Path, pairs: list[dict], batch_size: int) -> dict[str, float]:
     if spec.type == "bt":
-        return evaluate_rm(BTScorer(model_dir), pairs)
+        return evaluate_rm(load_rm(model_dir), pairs)
     from rlcw.rewards.genrm import GenRMScorer
 
     return evaluate_genrm(GenRMScorer(model_dir, batch_size=batch_size), pairs)

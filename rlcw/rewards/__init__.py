@@ -1,1 +1,1 @@
-"""Rewards: RM rendering, the BT scorer as a TRL reward callable, length terms."""
+"""Rewards: reward callables with TRL's signature, their spec parser (factory), the reward server and client."""

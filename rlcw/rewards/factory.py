@@ -21,6 +21,7 @@ for it, with a clear error.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import math
@@ -83,31 +84,85 @@ def _options(kind: str, spec: dict, defaults: dict, where: str) -> tuple[list, d
     return args, opts
 
 
-def build_reward(spec: dict[str, Any], defaults: dict | None = None, where: str = "reward spec"):
-    """One reward callable from one spec (see module docstring)."""
+@dataclass(frozen=True)
+class RewardSpec:
+    """One reward spec, parsed and checked (`parse_spec`): what `build` constructs, with no file re-read."""
+
+    where: str  # the user's key, e.g. reward.specs.rm
+    type: str
+    weight: float
+    name: str | None  # the spec's `name`, else its key in a mapping of specs
+    args: tuple  # the constructor's positional argument (REWARD_TYPES' first option), if any
+    options: dict  # the constructor's keyword options, defaults filled in
+    anchor: dict | None  # `anchor_options`: PAR's references, or None
+
+
+def _check_type(spec, where: str) -> str:
     if not isinstance(spec, dict) or "type" not in spec:
         raise RlcwError(
             "a reward spec must be a mapping with a 'type'", where=where, hint=f"types: {', '.join(REWARD_TYPES)}"
         )
-    kind = spec["type"]
-    if kind not in REWARD_TYPES:
-        raise RlcwError(f"unknown reward type '{kind}'", where=where, hint=f"known types: {', '.join(REWARD_TYPES)}")
-    args, kwargs = _options(kind, spec, defaults or {}, where)
+    if spec["type"] not in REWARD_TYPES:
+        raise RlcwError(
+            f"unknown reward type '{spec['type']}'", where=where, hint=f"known types: {', '.join(REWARD_TYPES)}"
+        )
+    return spec["type"]
+
+
+def parse_spec(spec: dict[str, Any], defaults: dict | None = None, where: str = "reward spec") -> RewardSpec:
+    """One spec checked without building it: type, weight, anchor, options (the constructor is imported to read
+    its signature; nothing loads)."""
+    kind = _check_type(spec, where)
+    weight = spec_weight(spec, where)
     anchor = anchor_options(spec, where)
+    args, options = _options(kind, spec, defaults or {}, where)
+    return RewardSpec(where, kind, weight, spec.get("name") or None, tuple(args), options, anchor)
+
+
+def parse_specs(specs, defaults: dict | None = None, key: str = "rewards") -> list[RewardSpec]:
+    """Every spec of a list or a mapping name -> spec, parsed, in order; a spec with `weight: 0` is left out
+    (unchecked beyond its type and weight) and no reward at all is an error. `key` is where the specs sit in
+    the user's config (recipes pass "reward.specs"), so every error names the key to fix."""
+    items = list(specs.items()) if isinstance(specs, dict) else [(None, s) for s in specs]
+    parsed = []
+    for i, (name, spec) in enumerate(items):
+        where = f"{key}.{name}" if name else f"{key}[{i}]"
+        _check_type(spec, where)
+        if spec_weight(spec, where) == 0.0:
+            continue
+        one = parse_spec(spec, defaults, where)
+        parsed.append(dataclasses.replace(one, name=one.name or name))
+    if not parsed:
+        raise RlcwError(
+            "no reward left: every reward spec is missing or has weight 0",
+            where=key,
+            hint=f"add one, e.g. {key}.rm.type=bt; types: {', '.join(REWARD_TYPES)}",
+        )
+    return parsed
+
+
+def build(spec: RewardSpec):
+    """The reward callable of a parsed spec (anchored when it has an `anchor`), named by its `name`."""
     try:
-        func = _constructor(kind)(*args, **kwargs)
+        func = _constructor(spec.type)(*spec.args, **spec.options)
     except (ValueError, TypeError) as exc:  # a constructor's own check of an option value, named by the spec's key
-        raise RlcwError(str(exc), where=where, hint=f"fix the option in {where}") from None
-    if anchor is not None:
+        raise RlcwError(str(exc), where=spec.where, hint=f"fix the option in {spec.where}") from None
+    if spec.anchor is not None:
         from rlcw.rewards.anchored import AnchoredReward, load_references
 
+        anchor = spec.anchor
         refs = load_references(anchor["references"], anchor["human"], anchor["per_prompt"])
-        func = AnchoredReward(func, refs, source=f"{where}.anchor.references ({anchor['references']})")
-    if spec.get("name"):
-        func.__name__ = str(spec["name"])
+        func = AnchoredReward(func, refs, source=f"{spec.where}.anchor.references ({anchor['references']})")
+    if spec.name:
+        func.__name__ = str(spec.name)
     elif not getattr(func, "__name__", None):
-        func.__name__ = kind
+        func.__name__ = spec.type
     return func
+
+
+def build_reward(spec: dict[str, Any], defaults: dict | None = None, where: str = "reward spec"):
+    """One reward callable from one spec (see module docstring)."""
+    return build(parse_spec(spec, defaults, where))
 
 
 def anchor_options(spec: dict, where: str) -> dict | None:
@@ -140,9 +195,9 @@ def anchor_options(spec: dict, where: str) -> dict | None:
 
 @dataclass
 class RewardSet:
-    """What `build_reward_set` built: the reward callables, their weights, and `scorer`: the first `bt` reward
-    of the recipe's own `rm_path` (`defaults["rm_path"]`, left out of the spec or the same), else None; the
-    `rm` evaluator reuses its loaded model."""
+    """What `build_reward_set` built: the reward callables, their weights, and `scorer`: the RM scorer
+    (`rlcw.rm.scoring`) of the first `bt` reward of the recipe's own `rm_path` (`defaults["rm_path"]`, left
+    out of the spec or the same), else None; the `rm` evaluator reuses its loaded model."""
 
     funcs: list
     weights: list[float]
@@ -159,42 +214,21 @@ def build_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> 
 
 
 def build_reward_set(specs, defaults: dict | None = None, key: str = "rewards") -> RewardSet:
-    """`build_rewards` that also keeps the scorer of the recipe's `rm_path` as it builds it (see RewardSet)."""
+    """`build_rewards` that also keeps the scorer of the recipe's `rm_path` as it builds it (see RewardSet).
+    Every spec is parsed before any (slow) constructor runs."""
     default_rm = (defaults or {}).get("rm_path")
-    items = list(specs.items()) if isinstance(specs, dict) else [(None, s) for s in specs]
-    for i, (name, spec) in enumerate(items):  # every type checked before any (slow) constructor runs
-        if isinstance(spec, dict) and spec.get("type") not in REWARD_TYPES and "type" in spec:
-            raise RlcwError(
-                f"unknown reward type '{spec['type']}'",
-                where=f"{key}.{name}" if name else f"{key}[{i}]",
-                hint=f"known types: {', '.join(REWARD_TYPES)}",
-            )
-    funcs, weights, scorer = [], [], None
-    for i, (name, spec) in enumerate(items):
-        where = f"{key}.{name}" if name else f"{key}[{i}]"
-        if not isinstance(spec, dict):
-            raise RlcwError("a reward spec must be a mapping", where=where, hint="e.g. {type: bt, weight: 1.0}")
-        weight = spec_weight(spec, where)
-        if weight == 0.0:
-            continue
-        if name and not spec.get("name"):
-            spec = {**spec, "name": name}
-        funcs.append(build_reward(spec, defaults, where))
-        weights.append(weight)
-        own_rm = default_rm and Path(spec.get("rm_path") or default_rm) == Path(default_rm)
-        if scorer is None and spec["type"] == "bt" and own_rm:
-            scorer = getattr(funcs[-1], "inner", funcs[-1])  # an anchored reward's own RM scorer
-    if not funcs:
-        raise RlcwError(
-            "no reward left: every reward spec is missing or has weight 0",
-            where=key,
-            hint=f"add one, e.g. {key}.rm.type=bt; types: {', '.join(REWARD_TYPES)}",
-        )
+    parsed = parse_specs(specs, defaults, key)
+    funcs, scorer = [], None
+    for spec in parsed:
+        funcs.append(build(spec))
+        own_rm = spec.type == "bt" and default_rm and Path(spec.args[0]) == Path(default_rm)
+        if scorer is None and own_rm:
+            scorer = getattr(funcs[-1], "inner", funcs[-1]).scorer  # an anchored reward's own RM scorer
     names = [f.__name__ for f in funcs]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise RlcwError(f"two rewards share the name '{dup}'", where=key, hint="give each spec its own `name`")
-    return RewardSet(funcs, weights, scorer)
+    return RewardSet(funcs, [s.weight for s in parsed], scorer)
 
 
 # types whose constructor loads a model: `check_rewards` checks their folder instead of building them
@@ -215,51 +249,27 @@ def spec_weight(spec: dict, where: str) -> float:
 
 
 def check_rewards(specs, defaults: dict | None = None, key: str = "rewards") -> None:
-    """Every check `build_rewards` makes, before anything loads: types, weights, options, a bt/genrm spec's RM
-    folder (its rlcw_rm.json), a python target (imported and its signature checked). Cheap constructors
-    (length shaping, python, remote URLs) are built and dropped; no model loads."""
-    defaults = defaults or {}
-    items = list(specs.items()) if isinstance(specs, dict) else [(None, s) for s in specs]
-    kept = []
-    for i, (name, spec) in enumerate(items):
-        where = f"{key}.{name}" if name else f"{key}[{i}]"
-        if not isinstance(spec, dict) or "type" not in spec:
-            raise RlcwError(
-                "a reward spec must be a mapping with a 'type'", where=where, hint=f"types: {', '.join(REWARD_TYPES)}"
-            )
-        if spec["type"] not in REWARD_TYPES:
-            raise RlcwError(
-                f"unknown reward type '{spec['type']}'", where=where, hint=f"known types: {', '.join(REWARD_TYPES)}"
-            )
-        if spec_weight(spec, where) == 0.0:
-            continue
-        kept.append(name or spec.get("name") or spec["type"])
-        anchor_options(spec, where)
-        if spec["type"] in _MODEL_TYPES:
-            args, _ = _options(spec["type"], spec, defaults, where)
-            check_rm_folder(args[0], f"{where}.rm_path")
+    """Every check `build_rewards` makes, before anything loads: the specs parsed (`parse_specs`: types,
+    weights, options, anchors), a bt/genrm spec's RM folder (its rlcw_rm.json), a python target (imported and
+    its signature checked). Cheap constructors (length shaping, python, remote URLs) are built and dropped; no
+    model loads."""
+    for spec in parse_specs(specs, defaults, key):
+        if spec.type in _MODEL_TYPES:
+            check_rm_folder(spec.args[0], f"{spec.where}.rm_path")
             continue
         try:
-            func = build_reward(spec, defaults, where)
+            func = build(spec)
         except RlcwError as exc:  # a library's own location (e.g. "reward spec (type python)") -> the user's key
-            if exc.where and exc.where.startswith(where):
+            if exc.where and exc.where.startswith(spec.where):
                 raise
-            raise RlcwError(exc.message, where=where, hint=exc.hint) from None
-        if spec["type"] == "remote":
-            check_servers(func.urls, func.timeout_s, where)
-    if not kept:
-        raise RlcwError(
-            "no reward left: every reward spec is missing or has weight 0",
-            where=key,
-            hint=f"add one, e.g. {key}.rm.type=bt; types: {', '.join(REWARD_TYPES)}",
-        )
+            raise RlcwError(exc.message, where=spec.where, hint=exc.hint) from None
+        if spec.type == "remote":
+            check_servers(func.urls, func.timeout_s, spec.where)
 
 
 def check_rm_folder(path, where: str) -> None:
     """An error naming `where` unless `path` is a reward-model folder rlcw wrote (its rlcw_rm.json reads)."""
-    from pathlib import Path
-
-    from rlcw.rewards.render import load_spec
+    from rlcw.rm.render import load_spec
 
     if not Path(path).is_dir():
         raise RlcwError(

@@ -8,7 +8,7 @@
 The verdict is read from the next-token probabilities of " A" and " B" (renormalised over the
 two) after the `Preferred:` prefix. A CoT GenRM first writes its rationale greedily (up to
 `max_rationale_tokens`); a rationale without `Preferred:` gives None. Layout and truncation come
-from `rlcw.rewards.render` (the same functions training uses).
+from `rlcw.rm.render` (the same functions training uses).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from transformers import StoppingCriteria
 from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.metrics.pairwise import averaged_preference
-from rlcw.rewards.bt import pad_batch
-from rlcw.rewards.render import (
+from rlcw.rm.render import (
     VERDICT_PREFIX,
     RMSpec,
     encode_genrm_prompt,
@@ -35,6 +34,7 @@ from rlcw.rewards.render import (
     parse_verdict_prefix,
     verdict_token_ids,
 )
+from rlcw.rm.scoring import pad_batch
 
 
 class _StopAtVerdict(StoppingCriteria):
@@ -69,7 +69,7 @@ class GenRMScorer:
             raise RlcwError(
                 f"expected a genrm reward model, this one is '{self.spec.type}'",
                 where=str(self.rm_dir),
-                hint="a bt RM scores single stories: use rlcw.rewards.bt.BTScorer",
+                hint="a bt RM scores single stories: use rlcw.rm.scoring.load_rm",
             )
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.rm_dir)
         self.model = model or AutoModelForCausalLM.from_pretrained(self.rm_dir)

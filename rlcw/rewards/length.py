@@ -7,7 +7,7 @@
 
 Both are combinable (give both to `rlcw.rewards.factory.build_rewards` with their weights); the
 third control, the length-controlled RM score, lives in the RM scorer
-(`BTScorer(rm_dir, length_control=True)`, option `length_control` of a `bt` reward spec).
+(`rlcw.rm.scoring.load_rm(rm_dir, length_control=True)`, option `length_control` of a `bt` reward spec).
 
 - Word range: zero inside the range; outside, minus `miss` (a flat price for leaving the range)
   minus the distance normalised by the range width (a group of completions that all miss the

@@ -1,6 +1,6 @@
 """Load any scorer `rlcw eval-rm` can evaluate, by kind.
 
-- `bt`: a Bradley-Terry RM folder -> `rlcw.rewards.bt.BTScorer` (pointwise: `.score(prompts, stories)`);
+- `bt`: a Bradley-Terry RM folder -> `rlcw.rm.scoring.load_rm` (pointwise: `.score(prompts, stories)`);
 - `genrm`: a generative RM folder -> `rlcw.rewards.genrm.GenRMScorer` (pairwise);
 - `judge`: a zero-shot LLM judge -> `rlcw.judges.pairwise.JudgePairwiseScorer` (pairwise; no folder);
 - `rubric`: a judge's yes/no criteria -> `rlcw.rewards.rubric.RubricReward` (pointwise, 0..1, NaN when no
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.render import load_spec
+from rlcw.rm.render import load_spec
 
 KINDS = ("auto", "bt", "genrm", "judge", "rubric")
 
@@ -74,9 +74,9 @@ def load_scorer(
         return JudgePairwiseScorer(dict(judge_client or {}), template=judge_template, progress=True)
     found = _folder_kind(path, kind)
     if found == "bt":
-        from rlcw.rewards.bt import BTScorer
+        from rlcw.rm.scoring import load_rm
 
-        return BTScorer(path, batch_size=batch_size, device=device, length_control=length_control, head=head)
+        return load_rm(path, batch_size=batch_size, device=device, length_control=length_control, head=head)
     try:
         from rlcw.rewards.genrm import GenRMScorer
     except ImportError as exc:

@@ -38,7 +38,7 @@ def make_tiny_rm(model_dir: Path, out: Path) -> Path:
     from transformers import AutoModelForSequenceClassification
 
     from rlcw.models import load_tokenizer
-    from rlcw.rewards.render import RMSpec, save_spec
+    from rlcw.rm.render import RMSpec, save_spec
 
     torch.manual_seed(0)
     tok = load_tokenizer(str(model_dir), for_reward_model=True, padding_side="right")
@@ -111,7 +111,7 @@ def _auth() -> dict:
 
 
 def test_concurrent_requests_are_batched_and_match_direct_scoring(server, monkeypatch):
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     prompts = [f"Write about object number {i}." for i in range(12)]
@@ -125,7 +125,7 @@ def test_concurrent_requests_are_batched_and_match_direct_scoring(server, monkey
     assert after["requests"] - before["requests"] == 6
     assert after["largest_batch_requests"] > 1, after  # several requests went into one scorer call
     assert after["batches"] - before["batches"] < 6, after
-    direct = BTScorer(server["rm"]).score(prompts, stories)
+    direct = load_rm(server["rm"]).score(prompts, stories)
     assert got == pytest.approx(direct, abs=1e-4)
     assert len(set(round(g, 6) for g in got)) > 1  # not a constant
 

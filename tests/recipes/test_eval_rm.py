@@ -14,8 +14,8 @@ from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError
 from rlcw.recipes import eval_rm
 from rlcw.recipes.eval_rm import EvalRMConfig, main
-from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.length_control import LENGTH_CONTROL_FILE
+from rlcw.rm.length_control import LENGTH_CONTROL_FILE
+from rlcw.rm.scoring import load_rm
 
 
 def _cfg(tmp_path, name, *extra):
@@ -41,7 +41,7 @@ def test_eval_bt_reports_accuracy_length_split_and_baseline(tmp_path, rm_run, pa
     shorter = [len(p["chosen"].split()) < len(p["rejected"].split()) for p in pairs]
     assert m["pairs"] == 16 and m["pairs_chosen_longer"] == sum(longer) and m["pairs_chosen_shorter"] == sum(shorter)
     assert m["length_baseline/accuracy"] == pytest.approx((sum(longer) + 0.5 * (16 - sum(longer) - sum(shorter))) / 16)
-    scorer = BTScorer(rm_run["artifacts"]["model"])
+    scorer = load_rm(rm_run["artifacts"]["model"])
     c = scorer.score([p["prompt"] for p in pairs], [p["chosen"] for p in pairs])
     r = scorer.score([p["prompt"] for p in pairs], [p["rejected"] for p in pairs])
     assert m["accuracy"] == pytest.approx(
@@ -72,9 +72,9 @@ def test_length_control_fit_is_saved_and_removes_length_correlation(tmp_path, rm
     )
     # without length_control.install the RM folder is left alone: the reward never depends on what ran before
     assert not (rm_copy / LENGTH_CONTROL_FILE).exists() and (tmp_path / "lc" / LENGTH_CONTROL_FILE).is_file()
-    assert BTScorer(rm_copy).length_fit is None  # auto: nothing installed -> raw
+    assert load_rm(rm_copy).length_fit is None  # auto: nothing installed -> raw
     with pytest.raises(RlcwError, match="length_control=true but the RM folder has no"):
-        BTScorer(rm_copy, length_control=True)
+        load_rm(rm_copy, length_control=True)
     summary = main(
         _cfg(
             tmp_path,
@@ -91,11 +91,11 @@ def test_length_control_fit_is_saved_and_removes_length_correlation(tmp_path, rm
     assert m["length_control/n"] == 24
     # OLS residuals are uncorrelated with the regressor on the set they were fitted on (here: the eval stories)
     assert m["length_controlled/score_length_pearson"] == pytest.approx(0.0, abs=1e-6)
-    scorer = BTScorer(rm_copy)
+    scorer = load_rm(rm_copy)
     raw, lc = scorer.score(["p"], ["one two three four"], raw=True)[0], scorer.score(["p"], ["one two three four"])[0]
     fit = json.loads((rm_copy / LENGTH_CONTROL_FILE).read_text())
     assert lc == pytest.approx(raw - (fit["intercept"] + fit["slope"] * 4))
-    assert BTScorer(rm_copy, length_control=False).score(["p"], ["one two three four"])[0] == pytest.approx(raw)
+    assert load_rm(rm_copy, length_control=False).score(["p"], ["one two three four"])[0] == pytest.approx(raw)
 
 
 class LengthLovingJudge:
@@ -137,7 +137,7 @@ def test_pairwise_path_by_hand(tmp_path, monkeypatch):
 
 def test_random_genrm_folder_is_evaluated_pairwise(tmp_path, tiny_model_dir, pairs_run):
     from rlcw.rewards.genrm import GenRMScorer
-    from rlcw.rewards.render import RMSpec, save_spec
+    from rlcw.rm.render import RMSpec, save_spec
 
     folder = tmp_path / "genrm"
     shutil.copytree(tiny_model_dir, folder)

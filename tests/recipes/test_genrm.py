@@ -13,7 +13,7 @@ from rlcw.data.rationales import pair_key
 from rlcw.errors import RlcwError
 from rlcw.recipes.train_rm import TrainRMConfig, build_genrm_dataset, main
 from rlcw.rewards.genrm import GenRMReward, GenRMScorer
-from rlcw.rewards.render import RMSpec, load_spec, verdict_token_ids
+from rlcw.rm.render import RMSpec, load_spec, verdict_token_ids
 
 
 def genrm_cfg(runs_root, pairs_run, tiny_model_dir, name, *extra):

@@ -285,8 +285,8 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
     """An ensemble proxy (3 members on the same pairs) and a two-head ODIN proxy trained in the study, GRPO against
     each (grpo_ens, grpo_odin), best-of-n with both; the ODIN proxy scores with its quality head everywhere."""
     from rlcw.recipes.outcome import OutcomeConfig, main
-    from rlcw.rewards.bt import BTScorer
-    from rlcw.rewards.ensemble import load_manifest
+    from rlcw.rm.ensemble import load_manifest
+    from rlcw.rm.scoring import load_rm
 
     ens = [
         "proxies={ens: 12, odin: 12}",
@@ -323,7 +323,7 @@ def test_ensemble_and_two_head_proxies_their_grpo_runs_and_best_of_n(tmp_path, t
     assert all(set(r["scores"]) == {"gold", "proxy_odin"} for r in odin_measured)
     pool = _jsonl(out / "pool_scores" / "samples.jsonl")[:6]
     prompts, stories = [r["prompt"] for r in pool], [r["story"] for r in pool]
-    heads = {h: BTScorer(out / "proxy_rm_odin" / "model", head=h).score(prompts, stories) for h in ("quality", "sum")}
+    heads = {h: load_rm(out / "proxy_rm_odin" / "model", head=h).score(prompts, stories) for h in ("quality", "sum")}
     assert [r["scores"]["proxy_odin"] for r in pool] == pytest.approx(heads["quality"], abs=1e-4)
     assert heads["quality"] != pytest.approx(heads["sum"], abs=1e-4)
     assert "**grpo_odin**" in text and "**best_of_n_odin**" in text and "two-head (ODIN), quality head" in text

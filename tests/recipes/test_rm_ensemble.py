@@ -12,9 +12,9 @@ import torch
 
 from rlcw.config import load_config
 from rlcw.errors import RlcwError
-from rlcw.rewards.aggregate import aggregate
-from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.ensemble import MANIFEST_FILE, load_manifest
+from rlcw.rm.aggregate import aggregate
+from rlcw.rm.ensemble import MANIFEST_FILE, load_manifest
+from rlcw.rm.scoring import load_rm
 
 STORIES = [
     "A fox found a key. It opened the old gate. The garden was full of light.",
@@ -92,10 +92,10 @@ def test_folder_and_manifest(ens_run):
 
 def test_shared_trunk_scores_equal_each_member_run_whole(ens_run):
     """The branching forward (trunk once, then each member's top) gives what each member gives alone."""
-    from rlcw.rewards.render import encode_for_rm
+    from rlcw.rm.render import encode_for_rm
 
     model_dir = Path(ens_run["artifacts"]["model"])
-    scorer = BTScorer(model_dir, length_control=False)
+    scorer = load_rm(model_dir, length_control=False)
     members = scorer.score_members(PROMPTS, STORIES)  # (3, n), centred
     offsets = [m.offset for m in load_manifest(model_dir).members]
     encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS, STORIES)
@@ -111,7 +111,7 @@ def test_aggregate_is_the_manifest_choice_and_can_be_overridden(ens_run):
     from rlcw.rewards.factory import build_reward
 
     model_dir = ens_run["artifacts"]["model"]
-    scorer = BTScorer(model_dir, length_control=False)
+    scorer = load_rm(model_dir, length_control=False)
     members = scorer.score_members(PROMPTS, STORIES)
     assert scorer.score(PROMPTS, STORIES) == pytest.approx(
         [min(c) for c in zip(*members, strict=True)], abs=1e-6
@@ -119,9 +119,9 @@ def test_aggregate_is_the_manifest_choice_and_can_be_overridden(ens_run):
     uwo = build_reward(
         {"type": "bt", "rm_path": model_dir, "aggregate": "uwo", "uwo_lambda": 2.0, "length_control": False}
     )
-    assert uwo.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "uwo", 2.0), abs=1e-6)
+    assert uwo.scorer.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "uwo", 2.0), abs=1e-6)
     mean = build_reward({"type": "bt", "rm_path": model_dir, "aggregate": "mean", "length_control": False})
-    assert mean.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "mean"), abs=1e-6)
+    assert mean.scorer.score(PROMPTS, STORIES) == pytest.approx(aggregate(members, "mean"), abs=1e-6)
     with pytest.raises(RlcwError, match="reward spec.*aggregate must be one of"):
         build_reward({"type": "bt", "rm_path": model_dir, "aggregate": "max"})
 
@@ -134,11 +134,13 @@ def test_aggregate_options_on_a_single_rm_are_an_error(rm_run):
 
 
 def test_reward_function_logs_members_and_disagreement(ens_run):
-    scorer = BTScorer(ens_run["artifacts"]["model"], length_control=False)
+    from rlcw.rewards.bt import BTScorer
+
+    reward = BTScorer(ens_run["artifacts"]["model"], length_control=False)
     logged: dict[str, float] = {}
-    rewards = scorer(PROMPTS, STORIES, log_metric=logged.__setitem__)
-    members = scorer.score_members(PROMPTS, STORIES)
-    name = scorer.__name__
+    rewards = reward(PROMPTS, STORIES, log_metric=logged.__setitem__)
+    members = reward.scorer.score_members(PROMPTS, STORIES)
+    name = reward.__name__
     for j in range(3):
         assert logged[f"rewards/{name}/member_{j}/mean"] == pytest.approx(sum(members[j]) / len(STORIES), abs=1e-6)
     spread = [torch.tensor(c).std(unbiased=False).item() for c in zip(*members, strict=True)]
@@ -152,7 +154,7 @@ def test_serve_rm_serves_the_aggregate(ens_run):
     from rlcw.recipes.serve_rm import ServeRMConfig, build_app
 
     model_dir = ens_run["artifacts"]["model"]
-    expected = BTScorer(model_dir).score(PROMPTS, STORIES)
+    expected = load_rm(model_dir).score(PROMPTS, STORIES)
     with TestClient(build_app(ServeRMConfig(rm_path=model_dir))) as client:
         r = client.post("/score", json={"prompts": PROMPTS, "completions": STORIES})
     assert r.status_code == 200 and r.json()["rewards"] == pytest.approx(expected, abs=1e-5)
@@ -199,11 +201,11 @@ def test_bad_manifest_names_file_and_key(ens_run, tmp_path):
     ):
         (bad / MANIFEST_FILE).write_text(json.dumps({**raw, key: value}))
         with pytest.raises(RlcwError, match=match) as err:
-            BTScorer(bad)
+            load_rm(bad)
         assert MANIFEST_FILE in str(err.value)
     (bad / MANIFEST_FILE).write_text("{not json")
     with pytest.raises(RlcwError, match="corrupt rlcw_ensemble.json"):
-        BTScorer(bad)
+        load_rm(bad)
 
 
 def test_whole_members_are_scored_one_after_another(runs_root, pairs_run, tiny_model_dir):
@@ -211,12 +213,12 @@ def test_whole_members_are_scored_one_after_another(runs_root, pairs_run, tiny_m
     run = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_full", "lora.enabled=false", "data.max_eval_pairs=4")
     model_dir = Path(run["artifacts"]["model"])
     assert load_manifest(model_dir).shared_layers == 0
-    scorer = BTScorer(model_dir, length_control=False)
+    scorer = load_rm(model_dir, length_control=False)
     members = scorer.score_members(PROMPTS[:2], STORIES[:2])
     from safetensors.torch import load_file
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rewards.render import encode_for_rm
+    from rlcw.rm.render import encode_for_rm
 
     encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS[:2], STORIES[:2])
     for j, m in enumerate(load_manifest(model_dir).members):
@@ -321,14 +323,14 @@ def test_eval_rm_prices_ending_with_the_ensemble_aggregate(ens_run, pairs_run, r
         f"ending.samples={samples}",
     ]
     m = main(load_config(EvalRMConfig, None, ["run_name=eval_ens_ending", *overrides]))["metrics"]
-    s = BTScorer(ens_run["artifacts"]["model"]).score(PROMPTS, STORIES, raw=True)  # wco of the members
+    s = load_rm(ens_run["artifacts"]["model"]).score(PROMPTS, STORIES, raw=True)  # wco of the members
     # ended: 0, 2, 3; cut: 1 ("One. Two."); none of the ended ones is under 12 words
     assert [count_words(x) >= 12 for x in STORIES] == [True, False, True, True]
     assert m["ending/ended_minus_cut"] == pytest.approx((s[0] + s[2] + s[3]) / 3 - s[1], abs=1e-6)
     assert m["ending/n_ended"] == 3 and m["ending/n_short"] == 0
 
 
-# --- joint training on the shared trunk (rlcw.rewards.ensemble_trainer) ---
+# --- joint training on the shared trunk (rlcw.rm.ensemble_trainer) ---
 
 
 def _rows(summary) -> list[dict]:
@@ -366,7 +368,7 @@ def test_joint_false_keeps_the_sequential_path(ens_run, runs_root, pairs_run, ti
     assert all(0.0 <= m[f"eval/member_{j}/accuracy"] <= 1.0 for j in range(3))
     model_dir = Path(run["artifacts"]["model"])
     assert load_manifest(model_dir).shared_layers == 1
-    members = BTScorer(model_dir, length_control=False).score_members(PROMPTS, STORIES)
+    members = load_rm(model_dir, length_control=False).score_members(PROMPTS, STORIES)
     assert members[0] != pytest.approx(members[1], abs=1e-3)
     rows = _rows(run)
     assert [r["step"] for r in rows if "member_2/loss" in r] == [1, 2, 3]  # TRL's own log rows, per member
@@ -388,7 +390,7 @@ def _member_files(summary) -> list[dict]:
 def test_joint_resume_equals_an_uninterrupted_run(runs_root, pairs_run, tiny_model_dir, monkeypatch):
     """Stop a joint run right after its step-2 checkpoint, resume with train.resume=true: members, per-step
     losses and the in-loop held-out evaluation equal an uninterrupted run's."""
-    from rlcw.rewards import ensemble_trainer
+    from rlcw.rm import ensemble_trainer
 
     extra = ("lora.top_layers=1", "train.max_steps=4", "train.save_steps=2", "train.eval_steps=2")
     full = _train(runs_root, pairs_run, tiny_model_dir, "rm_ens_joint_full", *extra)
@@ -439,8 +441,8 @@ def test_a_member_with_zero_weights_does_not_move_and_the_trunk_is_shared(tiny_m
     from transformers import AutoModelForSequenceClassification
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, member_model, train_joint
-    from rlcw.rl.ppo.value import trainable_state
+    from rlcw.rm.ensemble_trainer import JointSettings, member_model, train_joint
+    from rlcw.training_state import trainable_state
 
     base = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
     base.config.pad_token_id = tokenizer.pad_token_id
@@ -484,7 +486,7 @@ def _tiny_joint(tiny_model_dir, tokenizer, k: int = 2):
     from peft import LoraConfig, TaskType
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rewards.ensemble_trainer import member_model
+    from rlcw.rm.ensemble_trainer import member_model
 
     base = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
     base.config.pad_token_id = tokenizer.pad_token_id
@@ -501,8 +503,8 @@ def test_gradient_accumulation_equals_one_larger_batch(tiny_model_dir, tokenizer
     same per-pair weights); also under bf16 autocast (train.bf16), to a looser tolerance."""
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, train_joint
-    from rlcw.rl.ppo.value import trainable_state
+    from rlcw.rm.ensemble_trainer import JointSettings, train_joint
+    from rlcw.training_state import trainable_state
 
     weights = torch.tensor([[1.0, 2.0, 0.0, 1.0, 3.0, 0.0], [2.0, 0.0, 1.0, 1.0, 0.0, 1.0]])
     states, logs = [], []
@@ -531,7 +533,7 @@ def test_margins_reach_the_joint_loss(tiny_model_dir, tokenizer, tmp_path):
     """rm.margin's per-pair margins ride in TRL's collated batch: margin 0 changes nothing, margin 1 raises the loss."""
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, train_joint
+    from rlcw.rm.ensemble_trainer import JointSettings, train_joint
 
     losses = []
     for margin in (None, 0.0, 1.0):
@@ -551,8 +553,8 @@ def test_margins_reach_the_joint_loss(tiny_model_dir, tokenizer, tmp_path):
 def test_a_joint_checkpoint_of_another_ensemble_is_a_clear_error(tiny_model_dir, tokenizer, tmp_path):
     from peft import LoraConfig, TaskType
 
-    from rlcw.rewards.ensemble_trainer import JointSettings, load_checkpoint, make_optimizer, member_model
-    from rlcw.rewards.ensemble_trainer import save_checkpoint as save
+    from rlcw.rm.ensemble_trainer import JointSettings, load_checkpoint, make_optimizer, member_model
+    from rlcw.rm.ensemble_trainer import save_checkpoint as save
 
     base, members, _ = _tiny_joint(tiny_model_dir, tokenizer, k=2)
     s = JointSettings(learning_rate=1e-3, max_steps=2, batch_size=2)
@@ -573,7 +575,7 @@ def test_a_joint_checkpoint_of_another_ensemble_is_a_clear_error(tiny_model_dir,
 
 
 def test_average_members_is_the_elementwise_mean_in_each_dtype():
-    from rlcw.rewards.ensemble import average_members
+    from rlcw.rm.ensemble import average_members
 
     a = {"w": torch.tensor([1.0, 2.0]), "h": torch.tensor([[0.0]], dtype=torch.bfloat16)}
     b = {"w": torch.tensor([3.0, 6.0]), "h": torch.tensor([[1.0]], dtype=torch.bfloat16)}
@@ -589,8 +591,8 @@ def test_weight_averaged_members_make_one_plain_rm(runs_root, pairs_run, tiny_mo
     from safetensors.torch import load_file
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rewards.ensemble import is_ensemble
-    from rlcw.rewards.render import encode_for_rm
+    from rlcw.rm.ensemble import is_ensemble
+    from rlcw.rm.render import encode_for_rm
 
     run = _train(runs_root, pairs_run, tiny_model_dir, "rm_warm", "lora.top_layers=1", "rm.ensemble.average=true")
     model_dir = Path(run["artifacts"]["model"])
@@ -600,7 +602,7 @@ def test_weight_averaged_members_make_one_plain_rm(runs_root, pairs_run, tiny_mo
     by_hand = AutoModelForSequenceClassification.from_pretrained(model_dir.parent / "members" / "trunk").eval()
     mean = {k: sum(m[k] for m in staged) / 3 for k in staged[0]}
     by_hand.load_state_dict(mean, strict=False)
-    scorer = BTScorer(model_dir, length_control=False)
+    scorer = load_rm(model_dir, length_control=False)
     encoded = encode_for_rm(scorer.spec, scorer.tokenizer, PROMPTS, STORIES)
     with torch.inference_mode():
         want = [by_hand(input_ids=torch.tensor([e])).logits[0, 0].item() for e in encoded]

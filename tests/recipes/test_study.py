@@ -172,7 +172,7 @@ def test_ingest_refuses_a_tampered_key(exported):
 
 
 def test_rm_best_worst_pairs_use_the_reward_model(tmp_path, rm_run):
-    from rlcw.rewards.bt import BTScorer
+    from rlcw.rm.scoring import load_rm
 
     rows = [
         {"id": f"s{p}{k}", "prompt": f"Prompt {p}", "story": f"Story {k} for {p}. " * (k + 1), "system": "policy"}
@@ -194,7 +194,7 @@ def test_rm_best_worst_pairs_use_the_reward_model(tmp_path, rm_run):
             ],
         )
     )
-    scores = BTScorer(rm_run["artifacts"]["model"]).score([r["prompt"] for r in rows], [r["story"] for r in rows])
+    scores = load_rm(rm_run["artifacts"]["model"]).score([r["prompt"] for r in rows], [r["story"] for r in rows])
     expected = {}
     for p in range(2):
         block = list(zip(scores[3 * p : 3 * p + 3], [r["id"] for r in rows[3 * p : 3 * p + 3]], strict=False))

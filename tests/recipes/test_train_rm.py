@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.bt import BTScorer
-from rlcw.rewards.render import load_spec
+from rlcw.rm.render import load_spec
+from rlcw.rm.scoring import load_rm
 
 
 def test_rm_folder_carries_its_contract(rm_run, tiny_model_dir):
@@ -16,7 +16,7 @@ def test_rm_folder_carries_its_contract(rm_run, tiny_model_dir):
     spec = load_spec(model_dir)
     assert spec.type == "bt" and spec.base_model == str(tiny_model_dir) and spec.max_length == 64
     assert spec.pad_token == "<|endoftext|>"
-    scorer = BTScorer(model_dir)
+    scorer = load_rm(model_dir)
     assert scorer.tokenizer.pad_token == "<|endoftext|>" != scorer.tokenizer.eos_token
     scores = scorer.score(
         ["a prompt", "a prompt"], ["A short story. It ends.", "Another one that is longer. It goes on. Then it ends."]
@@ -25,7 +25,7 @@ def test_rm_folder_carries_its_contract(rm_run, tiny_model_dir):
 
 
 def test_scores_do_not_depend_on_batching(rm_run):
-    scorer = BTScorer(rm_run["artifacts"]["model"], batch_size=1)
+    scorer = load_rm(rm_run["artifacts"]["model"], batch_size=1)
     stories = ["One. Two.", "A much longer story about a fox who found a key. The end.", "Mid length story here."]
     one = scorer.score(["p"] * 3, stories)
     scorer.batch_size = 3
@@ -41,7 +41,7 @@ def test_rm_metrics_and_summary(rm_run):
     from rlcw.metrics.pairwise import pairwise_accuracy
 
     pairs = load_preferences(_eval_file(run_dir))[:16]
-    scorer = BTScorer(rm_run["artifacts"]["model"])
+    scorer = load_rm(rm_run["artifacts"]["model"])
     prompts = [p["prompt"] for p in pairs]
     expected = pairwise_accuracy(
         scorer.score(prompts, [p["chosen"] for p in pairs]), scorer.score(prompts, [p["rejected"] for p in pairs])
@@ -53,7 +53,7 @@ def test_rm_metrics_and_summary(rm_run):
 
 def test_scorer_rejects_a_folder_that_is_not_an_rm(tiny_model_dir):
     with pytest.raises(RlcwError, match="rlcw_rm.json"):
-        BTScorer(tiny_model_dir)
+        load_rm(tiny_model_dir)
 
 
 # --- BT options: margins, truncation, centering, DeepSpeed, resume ---
@@ -92,7 +92,7 @@ def test_margins_from_meta_and_upvotes():
 
 def test_long_pairs_are_truncated_not_dropped(tokenizer):
     from rlcw.recipes.train_rm import build_dataset
-    from rlcw.rewards.render import RMSpec
+    from rlcw.rm.render import RMSpec
 
     long = " ".join(["word"] * 300)
     pairs = [

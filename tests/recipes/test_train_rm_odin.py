@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rlcw.rewards.bt import BTScorer
 from rlcw.rewards.factory import build_rewards
-from rlcw.rewards.render import load_spec
+from rlcw.rm.render import load_spec
+from rlcw.rm.scoring import load_rm
 
 STORIES = ["A short story. It ends.", "Another one that is longer. It goes on and on. Then, at last, it ends."]
 
@@ -53,10 +53,10 @@ def test_folder_names_its_heads_and_loads_in_transformers(odin_run):
 
 def test_scorers_and_reward_specs_use_the_quality_head_unless_told(odin_run):
     model_dir = odin_run["artifacts"]["model"]
-    heads = BTScorer(model_dir).score_heads(["p", "p"], STORIES)
+    heads = load_rm(model_dir).score_heads(["p", "p"], STORIES)
     assert heads["sum"] == pytest.approx([q + n for q, n in zip(heads["quality"], heads["length"], strict=True)])
     assert heads["quality"] != pytest.approx(heads["length"], abs=1e-6)
-    assert BTScorer(model_dir).score(["p", "p"], STORIES) == pytest.approx(heads["quality"], abs=1e-5)
+    assert load_rm(model_dir).score(["p", "p"], STORIES) == pytest.approx(heads["quality"], abs=1e-5)
     (default, length, summed), _ = build_rewards(
         {
             "q": {"type": "bt", "rm_path": model_dir},
@@ -142,7 +142,7 @@ def test_eval_rm_reports_every_head_and_the_ending_prices(odin_run, pairs_run, t
     )
     m = main(cfg)["metrics"]
     pairs = load_preferences(eval_file)[:12]
-    scorer = BTScorer(model_dir)
+    scorer = load_rm(model_dir)
     prompts = [p["prompt"] for p in pairs]
     c, r = (
         scorer.score_heads(prompts, [p["chosen"] for p in pairs]),
@@ -191,5 +191,5 @@ def test_best_of_n_scores_candidates_with_the_chosen_head(odin_run, runs_root, t
     overrides += ["data.max_prompts=2", "sampling.max_new_tokens=6", "best_of.n=2", f"best_of.rm_path={model_dir}"]
     summary = generate.main(load_config(generate.GenerateConfig, None, [*overrides, f"best_of.head={head}"]))
     cands = read_stories(Path(summary["artifacts"]["stories"]).parent / "candidates.jsonl")
-    want = BTScorer(model_dir).score_heads([c["prompt"] for c in cands], [c["story"] for c in cands])[head]
+    want = load_rm(model_dir).score_heads([c["prompt"] for c in cands], [c["story"] for c in cands])[head]
     assert [c["meta"]["score"] for c in cands] == pytest.approx(want, abs=1e-5)

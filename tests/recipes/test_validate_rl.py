@@ -69,7 +69,7 @@ def test_bad_config_fails_before_anything_heavy(nothing_heavy, tmp_path, recipe,
 
 def _inputs(tmp_path) -> list[str]:
     """The files a good config names: an RM folder (its rlcw_rm.json) and a pairs file."""
-    from rlcw.rewards.render import RMSpec, save_spec
+    from rlcw.rm.render import RMSpec, save_spec
 
     save_spec(RMSpec(), tmp_path / "rm")
     pairs = tmp_path / "pairs.jsonl"

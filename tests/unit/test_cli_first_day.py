@@ -150,7 +150,7 @@ def test_plan_refuses_zero_gpus_per_node_before_loading_the_recipe():
 
 
 def test_check_validates_and_writes_nothing(tmp_path, capsys):
-    from rlcw.rewards.render import RMSpec, save_spec
+    from rlcw.rm.render import RMSpec, save_spec
 
     save_spec(RMSpec(), tmp_path / "rm")
     out_dir = tmp_path / "runs"

@@ -1,4 +1,4 @@
-"""RM-ensemble aggregates on hand-worked numbers (rlcw.rewards.aggregate)."""
+"""RM-ensemble aggregates on hand-worked numbers (rlcw.rm.aggregate)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rlcw.rewards.aggregate import aggregate, agreement, disagreement, member_variance
+from rlcw.rm.aggregate import aggregate, agreement, disagreement, member_variance
 
 # 3 members x 2 items. Item 0: scores 1, 2, 6 -> mean 3, population variance (4 + 1 + 9) / 3 = 14/3.
 # Item 1: scores 0, 0, 3 -> mean 1, variance (1 + 1 + 4) / 3 = 2.

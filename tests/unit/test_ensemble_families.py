@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.ensemble import (
+from rlcw.rm.ensemble import (
     EnsembleManifest,
     EnsembleRM,
     Member,
@@ -80,7 +80,7 @@ def test_the_check_reads_the_family_forward(kind, passes):
 def test_shared_trunk_folder_scores_equal_each_members_full_forward(tmp_path, monkeypatch, kind, rescales):
     wholes = _ensemble_folder(tmp_path, _tiny(kind), shared=2)
     if rescales:  # a family whose forward changes inputs_embeds, as the check would find it (Granite has no RM head)
-        monkeypatch.setattr("rlcw.rewards.ensemble.passes_hidden_through", lambda backbone: False)
+        monkeypatch.setattr("rlcw.rm.ensemble.passes_hidden_through", lambda backbone: False)
     rm = EnsembleRM(tmp_path).eval()
     assert rm.whole is rescales
     ids = torch.tensor([[5, 6, 7, 8, 9], [0, 0, 11, 12, 13]])  # left padding: the last token is read either way
@@ -92,7 +92,7 @@ def test_shared_trunk_folder_scores_equal_each_members_full_forward(tmp_path, mo
 
 
 def test_joint_training_refuses_a_family_that_rescales_inputs_embeds():
-    from rlcw.rewards.ensemble_trainer import SharedTrunk
+    from rlcw.rm.ensemble_trainer import SharedTrunk
 
     with pytest.raises(RlcwError, match="inputs_embeds") as exc:
         SharedTrunk(_tiny("granite"), [], shared_layers=2)

@@ -1,4 +1,4 @@
-"""RM-ensemble manifests (rlcw.rewards.ensemble): loading, and bad manifests as errors naming file and key."""
+"""RM-ensemble manifests (rlcw.rm.ensemble): loading, and bad manifests as errors naming file and key."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.ensemble import (
+from rlcw.rm.ensemble import (
     MANIFEST_FILE,
     EnsembleManifest,
     Member,

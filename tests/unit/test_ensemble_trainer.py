@@ -1,4 +1,4 @@
-"""The joint ensemble trainer's pure parts (rlcw.rewards.ensemble_trainer, rlcw.recipes.rm_ensemble): the
+"""The joint ensemble trainer's pure parts (rlcw.rm.ensemble_trainer, rlcw.recipes.rm_ensemble): the
 weighted BT loss on hand-worked numbers, bootstrap counts as weights, the shared data order, the joint switch."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 
 from rlcw.errors import RlcwError
 from rlcw.recipes.rm_ensemble import bootstrap_counts, bootstrap_indices, bootstrap_pairs, use_joint
-from rlcw.rewards.ensemble_trainer import batch_indices, weighted_bt_loss
+from rlcw.rm.ensemble_trainer import batch_indices, weighted_bt_loss
 
 
 def _nll(d: float) -> float:

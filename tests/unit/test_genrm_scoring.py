@@ -11,7 +11,7 @@ import torch
 
 from rlcw.errors import RlcwError
 from rlcw.rewards.genrm import GenRMReward, GenRMScorer, group_comparisons, groups_of, win_rates
-from rlcw.rewards.render import GENRM_SYSTEM_PROMPT, RMSpec, verdict_token_ids
+from rlcw.rm.render import GENRM_SYSTEM_PROMPT, RMSpec, verdict_token_ids
 
 APPLE, FIG = "apple", "fig"  # single tokens in the SmolLM2 vocabulary
 

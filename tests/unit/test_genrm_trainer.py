@@ -29,7 +29,7 @@ def test_every_symbol_the_genrm_trainer_relies_on_exists():
 
 
 def test_collate_left_pads_on_the_left_and_counts_positions():
-    from rlcw.rewards.genrm_trainer import collate_left
+    from rlcw.rm.genrm_trainer import collate_left
 
     out = collate_left([{"input_ids": [5, 6, 7], "labels": [-100, -100, 7]}, {"input_ids": [8], "labels": [8]}], 0)
     assert out["input_ids"].tolist() == [[5, 6, 7], [0, 0, 8]]
@@ -47,7 +47,7 @@ class _Uniform(torch.nn.Module):
 
 
 def test_answer_loss_is_ln_vocab_for_uniform_logits_and_keeps_only_the_answer_span():
-    from rlcw.rewards.genrm_trainer import answer_loss, collate_left
+    from rlcw.rm.genrm_trainer import answer_loss, collate_left
 
     model = _Uniform()
     batch = collate_left([{"input_ids": [1, 2, 3, 1], "labels": [-100, -100, 3, 1]}], 0)

@@ -163,7 +163,7 @@ def test_curation_names_the_first_dropped_rows_per_reason():
 
 
 def test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once(tokenizer, capsys):
-    from rlcw.rewards.render import RMSpec, TruncationCount, encode_for_rm
+    from rlcw.rm.render import RMSpec, TruncationCount, encode_for_rm
 
     spec, counts = RMSpec(max_length=160), TruncationCount()
     stories = ["A short one.", "word " * 400, "Also short.", "tale " * 400]

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.length_control import (
+from rlcw.rm.length_control import (
     LENGTH_CONTROL_FILE,
     fit_length_fit,
     length_feature,
@@ -52,7 +52,7 @@ def test_save_load_round_trip_and_corrupt_file(tmp_path):
 
 
 def test_resolve_length_control_is_explicit(tmp_path):
-    from rlcw.rewards.length_control import resolve_length_control
+    from rlcw.rm.length_control import resolve_length_control
 
     assert resolve_length_control("auto", tmp_path) is None  # nothing installed: raw
     assert resolve_length_control(False, tmp_path) is None

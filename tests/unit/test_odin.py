@@ -1,4 +1,4 @@
-"""ODIN loss terms and head choice on hand-worked numbers (rlcw.rewards.odin)."""
+"""ODIN loss terms and head choice on hand-worked numbers (rlcw.rm.odin)."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.odin import HEADS, OdinWeights, check_head, odin_loss, pearson, select_head
+from rlcw.rm.odin import HEADS, OdinWeights, check_head, odin_loss, pearson, select_head
 
 # Two pairs. Heads [quality, length]: chosen (1, 0) and (0, 1), rejected (0, 0) twice; words 10, 30 | 20, 20.
 # Sums: chosen 1, 1; rejected 0, 0 -> BT = -log sigma(1) = log(1 + e^-1) = 0.313262.
@@ -56,7 +56,7 @@ def test_correlations_read_the_window_of_earlier_stories_without_their_gradient(
 
 
 def test_score_window_keeps_the_newest_stories():
-    from rlcw.rewards.odin import ScoreWindow
+    from rlcw.rm.odin import ScoreWindow
 
     win = ScoreWindow(3)
     assert win.past is None
@@ -83,7 +83,7 @@ def _train_heads(weights: OdinWeights, steps: int = 300, seed: int = 0) -> dict[
     torch.manual_seed(seed)
     head = torch.nn.Linear(8, 2, bias=False)
     opt = torch.optim.Adam(head.parameters(), lr=0.05)
-    from rlcw.rewards.odin import ScoreWindow
+    from rlcw.rm.odin import ScoreWindow
 
     window = ScoreWindow(weights.window)
     for _ in range(steps):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlcw.metrics import pairwise as pw
-from rlcw.rewards.bt import length_batches
+from rlcw.rm.scoring import length_batches
 
 
 def test_outcomes_and_accuracy():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rlcw.errors import RlcwError
-from rlcw.rewards.render import SPEC_FILE, RMSpec, encode_for_rm, load_spec, render_rm_text, save_spec
+from rlcw.rm.render import SPEC_FILE, RMSpec, encode_for_rm, load_spec, render_rm_text, save_spec
 
 PROMPT = "Write a story about a lighthouse keeper."
 STORY = "The keeper climbed the stairs. The lamp was dark. He struck a match."
@@ -159,13 +159,13 @@ def test_load_spec_broken_json_is_an_rlcw_error(tmp_path):
 
 
 def _genrm(**kw):
-    from rlcw.rewards.render import GENRM_SYSTEM_PROMPT
+    from rlcw.rm.render import GENRM_SYSTEM_PROMPT
 
     return RMSpec(type="genrm", system_prompt=GENRM_SYSTEM_PROMPT, **kw)
 
 
 def test_split_budget_hand_examples():
-    from rlcw.rewards.render import split_budget
+    from rlcw.rm.render import split_budget
 
     assert split_budget(100, 100, 60) == (30, 30)  # both long: half each
     assert split_budget(10, 100, 60) == (10, 50)  # a short first story leaves its share to the second
@@ -174,7 +174,7 @@ def test_split_budget_hand_examples():
 
 
 def test_genrm_messages_order_and_prompt(tokenizer):
-    from rlcw.rewards.render import render_genrm_messages
+    from rlcw.rm.render import render_genrm_messages
 
     msgs = render_genrm_messages(_genrm(), PROMPT, "first tale", "second tale")
     assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user"
@@ -184,7 +184,7 @@ def test_genrm_messages_order_and_prompt(tokenizer):
 
 
 def test_genrm_prompt_is_cut_per_story_within_max_length(tokenizer):
-    from rlcw.rewards.render import encode_genrm_prompt
+    from rlcw.rm.render import encode_genrm_prompt
 
     long_a = " ".join(f"alpha{i}" for i in range(300)) + " ALPHA-END."
     ids = encode_genrm_prompt(_genrm(max_length=256), tokenizer, PROMPT, long_a, "Short B story.")
@@ -199,7 +199,7 @@ def test_genrm_prompt_is_cut_per_story_within_max_length(tokenizer):
 
 
 def test_genrm_example_labels_and_verdict_tokens(tokenizer):
-    from rlcw.rewards.render import encode_genrm_example, verdict_token_ids
+    from rlcw.rm.render import encode_genrm_example, verdict_token_ids
 
     a, b = verdict_token_ids(tokenizer)
     assert tokenizer.decode([a]) == " A" and tokenizer.decode([b]) == " B"
@@ -209,7 +209,7 @@ def test_genrm_example_labels_and_verdict_tokens(tokenizer):
 
 
 def test_genrm_cot_example_carries_a_capped_rationale(tokenizer):
-    from rlcw.rewards.render import encode_genrm_example
+    from rlcw.rm.render import encode_genrm_example
 
     spec = _genrm(max_length=256, extra={"cot": True, "max_rationale_tokens": 26})  # 26 - 16 = 10 rationale tokens
     why = "Story A keeps the order of events. " * 10 + "Preferred: B"
@@ -222,7 +222,7 @@ def test_genrm_cot_example_carries_a_capped_rationale(tokenizer):
 
 
 def test_parse_verdict_prefix_and_spec_checks():
-    from rlcw.rewards.render import parse_verdict_prefix
+    from rlcw.rm.render import parse_verdict_prefix
 
     assert parse_verdict_prefix("Reasoning: ok.\n\nPreferred: A") == "Reasoning: ok.\n\nPreferred:"
     assert parse_verdict_prefix("Reasoning: no verdict") is None

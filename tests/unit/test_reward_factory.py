@@ -77,15 +77,15 @@ def test_reward_set_keeps_the_scorer_of_the_recipes_rm(monkeypatch):
 
     class FakeBT:  # BTScorer's constructor shape, no weights loaded
         def __init__(self, rm_dir, batch_size: int = 8):
-            self.rm_dir = rm_dir
+            self.rm_dir, self.scorer = rm_dir, object()
 
     monkeypatch.setattr(bt, "BTScorer", FakeBT)
     defaults = {"rm_path": "runs/rm/model"}
     built = build_reward_set({"other": {"type": "bt", "rm_path": "runs/rm2"}, "own": {"type": "bt"}}, defaults)
-    assert built.scorer is built.funcs[1] and built.funcs[1].rm_dir == "runs/rm/model"
+    assert built.scorer is built.funcs[1].scorer and built.funcs[1].rm_dir == "runs/rm/model"
     same = build_reward_set(
         {"rm": {"type": "bt", "rm_path": "runs/rm/model/"}, "len": {"type": "length_range"}}, defaults
     )
-    assert same.scorer is same.funcs[0]
+    assert same.scorer is same.funcs[0].scorer
     assert build_reward_set({"other": {"type": "bt", "rm_path": "runs/rm2"}}, defaults).scorer is None
     assert build_reward_set({"len": {"type": "length_range"}}, defaults).scorer is None

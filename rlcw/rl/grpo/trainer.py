@@ -55,8 +55,8 @@ from trl import GRPOTrainer
 from trl.trainer.grpo_trainer import add_fused_lm_head
 from trl.trainer.utils import RepeatSampler
 
+from rlcw.data.records import message_text
 from rlcw.measure.monitors import PREFIX
-from rlcw.rewards.bt import message_text
 from rlcw.rl.grpo.batch_log import BatchLog
 from rlcw.runs import RunDir
 from rlcw.sampling import kl_per_token

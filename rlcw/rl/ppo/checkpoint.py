@@ -14,34 +14,18 @@ half-written checkpoint that looks whole.
 from __future__ import annotations
 
 import json
-import random
 import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from rlcw.io import atomic_write_json
 from rlcw.models import save_lora_checkpoint
 from rlcw.rl.ppo.value import load_trainable, save_trainable
+from rlcw.training_state import rng_state, set_rng_state
 
 STATE_FILE = "trainer_state.json"
-
-
-def rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def tmp_path(path: Path) -> Path:

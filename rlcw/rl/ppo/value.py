@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from rlcw.errors import RlcwError
+from rlcw.training_state import trainable_state
 
 
 class ValueModel(nn.Module):
@@ -83,10 +84,6 @@ def load_value_model(
             param.requires_grad_("lora_" in name)
     head.requires_grad_(True)
     return ValueModel(getattr(seqcls, seqcls.base_model_prefix), head)
-
-
-def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
 
 
 def save_trainable(model: nn.Module, path: Path) -> Path:

@@ -1,11 +1,11 @@
-"""TRL's RewardTrainer with the ODIN loss (`rlcw.rewards.odin`) for a two-head (quality, length) BT RM.
+"""TRL's RewardTrainer with the ODIN loss (`rlcw.rm.odin`) for a two-head (quality, length) BT RM.
 
 The dataset carries `chosen_words` / `rejected_words` next to TRL's `chosen_ids` / `rejected_ids`
 (and optionally `margin`); the collator passes them on and the loss pops them before the forward.
 Everything else (checkpoints, resume, evaluation, DeepSpeed, logging) is TRL's. The loss parts are
 logged as `odin/bt_loss`, `odin/rho_quality`, `odin/rho_length`, `odin/head_dot`, `odin/head_cos`. In training the
 correlations also read a window of earlier stories (`rm.odin.window`; this rank's earlier micro-batches and every
-rank's, gathered, detached: `rlcw.rewards.odin.ScoreWindow`).
+rank's, gathered, detached: `rlcw.rm.odin.ScoreWindow`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from trl import RewardTrainer
 from trl.trainer.reward_trainer import DataCollatorForPreference
 
-from rlcw.rewards.odin import OdinWeights, ScoreWindow, head_weight_param, odin_loss
+from rlcw.rm.odin import OdinWeights, ScoreWindow, head_weight_param, odin_loss
 
 
 class OdinCollator(DataCollatorForPreference):

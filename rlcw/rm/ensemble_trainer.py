@@ -36,8 +36,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcw.io import atomic_folder, atomic_write_json
-from rlcw.rewards.ensemble import _view, last_token_scores
-from rlcw.rl.ppo.value import trainable_state  # the trainable tensors (LoRA + head), PPO's value checkpoints too
+from rlcw.rm.ensemble import _view, last_token_scores
+from rlcw.training_state import rng_state, set_rng_state, trainable_state
 
 STATE_FILE = "trainer_state.json"  # written last: rlcw.runs.last_checkpoint's mark of a complete checkpoint
 MAX_GRAD_NORM = 1.0  # HF Trainer's default clipping, as the sequential path has it
@@ -118,7 +118,7 @@ class SharedTrunk:
 
     def __init__(self, base: nn.Module, members: list[nn.Module], shared_layers: int):
         from rlcw.errors import RlcwError
-        from rlcw.rewards.ensemble import passes_hidden_through
+        from rlcw.rm.ensemble import passes_hidden_through
 
         backbone = getattr(base, base.base_model_prefix)
         if not passes_hidden_through(backbone):
@@ -306,8 +306,6 @@ def save_checkpoint(path: Path, step: int, members: list[nn.Module], optim: list
     """Every member's trainable tensors, optimizers, schedulers and the RNG, as one folder written atomically."""
     from safetensors.torch import save_file
 
-    from rlcw.rl.ppo.checkpoint import rng_state
-
     with atomic_folder(path) as tmp:
         for j, m in enumerate(members):
             save_file(trainable_state(m), str(tmp / f"member_{j}.safetensors"))
@@ -324,7 +322,6 @@ def load_checkpoint(path: Path, members: list[nn.Module], optim: list) -> int:
     from safetensors.torch import load_file
 
     from rlcw.errors import RlcwError
-    from rlcw.rl.ppo.checkpoint import set_rng_state
 
     state = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
     if state.get("members") != len(members):

@@ -3,7 +3,7 @@
 A least-squares line `score ~ a + b * f(words)` is fitted on the raw scores of a reference set
 of stories (f = words or log(1 + words)); the controlled reward is the residual
 `score - (a + b * f(words))`. An installed fit lives in the RM folder as `rlcw_length_control.json`
-(next to `rlcw_rm.json`). Whether `rlcw.rewards.bt.BTScorer` applies it is a stated choice,
+(next to `rlcw_rm.json`). Whether `rlcw.rm.scoring` applies it is a stated choice,
 `length_control: auto | true | false` (`resolve_length_control`): auto = the installed fit if there is
 one, true = the installed fit or an error, false = raw scores (`score(..., raw=True)` too). The choice a
 run resolved to is reported by it. `rlcw eval-rm length_control.fit_on=FILE` writes the fit into its own

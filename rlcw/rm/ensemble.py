@@ -1,8 +1,8 @@
 """Reward-model ensembles: k Bradley-Terry members in ONE RM folder, loaded like a single RM.
 
-`rlcw train-rm rm.ensemble.size=k` writes the folder; `BTScorer(folder)` (and so every reward spec of
+`rlcw train-rm rm.ensemble.size=k` writes the folder; `rlcw.rm.scoring.load_rm(folder)` (and so every reward spec of
 `type: bt`, `serve-rm`, `eval-rm`, best-of-n, grpo and ppo) scores with the ensemble's aggregate
-(`rlcw.rewards.aggregate`: mean | wco | uwo) when the folder holds a manifest.
+(`rlcw.rm.aggregate`: mean | wco | uwo) when the folder holds a manifest.
 
 Folder layout (`<run>/model`):
 
@@ -41,7 +41,7 @@ from torch import nn
 
 from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_json
-from rlcw.rewards.aggregate import AGGREGATES, aggregate
+from rlcw.rm.aggregate import AGGREGATES, aggregate
 
 MANIFEST_FILE = "rlcw_ensemble.json"
 MEMBERS_DIR = "members"

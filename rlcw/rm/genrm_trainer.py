@@ -4,7 +4,7 @@
     trainer.train(resume_from_checkpoint=None)
 
 Examples are `{"input_ids", "labels"}` rows (labels -100 outside the answer) from
-`rlcw.rewards.render.encode_genrm_example`. They are left-padded (`collate_left`) so every answer
+`rlcw.rm.render.encode_genrm_example`. They are left-padded (`collate_left`) so every answer
 ends at the last column, and `answer_loss` applies the full-vocabulary LM head to the answer span
 only (TRL's SFTTrainer runs it on every position: much slower per step on CPU). Checkpoints, resume, DeepSpeed and logging are the Trainer's own.
 
