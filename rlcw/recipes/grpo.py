@@ -147,7 +147,7 @@ class GRPORecipeConfig:
 
 def validate(cfg: GRPORecipeConfig) -> PlainRollout:
     """Every check of the config that needs no model, run before the run folder is written (vLLM's presence
-    on this machine is `check_vllm`, also before it); returns the run's rollout (rlcw.rl.grpo.seam)."""
+    on this machine is `check_vllm_installed`, also before it); returns the run's rollout (rlcw.rl.grpo.seam)."""
     t = cfg.train
     if t.batch_size % t.num_generations:
         raise RlcwError(

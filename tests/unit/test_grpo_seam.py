@@ -20,17 +20,11 @@ def reward(prompts, completions, **kw):
     return [0.0] * len(completions)
 
 
+RUN = {"temperature": 0.9, "top_p": 1.0, "batch_size": 8, "seed": 0, "system_prompt": None, "deepspeed": None}
+
+
 def settings(max_completion_length: int) -> RolloutSettings:
-    return RolloutSettings(
-        max_completion_length,
-        temperature=0.9,
-        top_p=1.0,
-        batch_size=8,
-        seed=0,
-        system_prompt=None,
-        deepspeed=None,
-        lora_enabled=True,
-    )
+    return RolloutSettings(max_completion_length, **RUN, lora_enabled=True)
 
 
 def test_plain_rollout_is_trl_generation_with_the_configured_cap():
