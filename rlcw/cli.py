@@ -34,6 +34,7 @@ from rlcw.config_static import (
     static_help,
     static_keys,
     static_leaves,
+    static_retired_keys,
     static_signature,
 )
 from rlcw.errors import RlcwError
@@ -251,7 +252,8 @@ def run(argv: list[str]) -> int:
     split = None
     if static is not None:  # key, type and bound errors answer before torch and TRL are imported
         split = _split_args(rest, [k for k, section in static.items() if not section])
-        check_keys_early(static, *split, leaves=static_leaves(module_name, cls_name))
+        leaves, retired = static_leaves(module_name, cls_name), static_retired_keys(module_name, cls_name)
+        check_keys_early(static, *split, leaves=leaves, retired=retired)
     quiet_libraries()  # before the libraries load: their set-up chatter stays out of the log
     module = importlib.import_module(module_name)
     quiet_libraries()  # torch is loaded now: DeepSpeed's accelerator can be named

@@ -3,7 +3,8 @@
 Knows nothing of the domain. A misspelt key is an error that names the key, where it came
 from (file or command line) and the closest valid keys; a wrong type names the expected type.
 The loaded config remembers which keys the user set (`user_keys`), so code that rewrites keys
-(`assign`) never resets one silently.
+(`assign`) never resets one silently. A dataclass names the keys it no longer has (`retired_keys`), so a config
+that still sets one fails with the key's new place.
 
     cfg = load_config(GRPOConfig, "configs/grpo/cpu.yaml", ["train.max_steps=20"])
     user_keys(cfg)                       # {"train.max_steps", ...every leaf key the YAML sets}
@@ -114,8 +115,45 @@ def close_keys(key: str, keys: list[str], n: int = 3) -> list[str]:
     return ranked[:n]
 
 
+# A config dataclass lists the keys it no longer has, relative to itself, as class variables:
+#     MOVED_KEYS: ClassVar[dict[str, str]] = {"train.old_key": "section.new_key=value"}  # where each went
+#     REMOVED_KEYS: ClassVar[dict[str, str]] = {"train.gone": "why it went, and what to do"}
+MOVED_KEYS, REMOVED_KEYS = "MOVED_KEYS", "REMOVED_KEYS"
+
+
+def retired_entries(prefix: str, moved: dict[str, str], removed: dict[str, str]) -> dict[str, str]:
+    """`{prefix}old.key -> what happened to it` of one dataclass's MOVED_KEYS and REMOVED_KEYS."""
+    out = {f"{prefix}{old}": f"moved: use {prefix}{new}" for old, new in moved.items()}
+    out.update({f"{prefix}{old}": f"was removed: {why}" for old, why in removed.items()})
+    return out
+
+
+def retired_keys(cls: type, prefix: str = "") -> dict[str, str]:
+    """Every retired key of a config dataclass and its nested sections as `dotted.key -> what happened to it`."""
+    out = retired_entries(prefix, getattr(cls, MOVED_KEYS, {}), getattr(cls, REMOVED_KEYS, {}))
+    defaults = cls()
+    for name, tp in field_types(cls).items():
+        sub = dataclass_of(tp)
+        if sub is not None and getattr(defaults, name) is not None:
+            out.update(retired_keys(sub, f"{prefix}{name}."))
+    return out
+
+
+def _raise_retired(unknown: list[str], retired: dict[str, str], source: str) -> None:
+    """An error naming the first unknown key that is (or lies under) a retired key, and where it went."""
+    for key in unknown:
+        old = next((k for k in retired if key == k or key.startswith(k + ".")), None)
+        if old is not None:
+            raise RlcwError(
+                f"config key '{old}' {retired[old]}",
+                where=source,
+                hint="the retired keys and their new places: docs/migration.md",
+            )
+
+
 def _check_keys(cls: type, data: dict, source: str) -> None:
     unknown, scalars = _bad_keys(cls, data)
+    _raise_retired(unknown, retired_keys(cls), source)
     _raise_bad_keys(unknown, scalars, list(flat_keys(cls)), source)
 
 
@@ -135,11 +173,16 @@ def _static_bad_keys(keys: dict[str, bool], data: dict, prefix: str = "") -> tup
 
 
 def check_keys_early(
-    keys: dict[str, bool], config_file: str | Path | None, overrides: list[str], leaves: dict[str, Any] | None = None
+    keys: dict[str, bool],
+    config_file: str | Path | None,
+    overrides: list[str],
+    leaves: dict[str, Any] | None = None,
+    retired: dict[str, str] | None = None,
 ) -> None:
-    """The key checks of `load_config` (file, YAML, unknown keys with hints, scalars for sections) against keys
-    read from source (`rlcw.config_static`), so they answer before the recipe's heavy imports; with `leaves`
-    (`static_leaves`) also the type and `at_least` bound of every value given."""
+    """The key checks of `load_config` (file, YAML, retired and unknown keys with hints, scalars for sections)
+    against keys read from source (`rlcw.config_static`), so they answer before the recipe's heavy imports; with
+    `leaves` (`static_leaves`) also the type and `at_least` bound of every value given, with `retired`
+    (`static_retired_keys`) the new place of a retired key."""
     names = [k for k, section in keys.items() if not section]
     sources = []
     if config_file is not None:
@@ -147,7 +190,9 @@ def check_keys_early(
     if overrides:
         sources.append((parse_overrides(overrides), "command line"))
     for data, source in sources:
-        _raise_bad_keys(*_static_bad_keys(keys, data), names, source)
+        unknown, scalars = _static_bad_keys(keys, data)
+        _raise_retired(unknown, retired or {}, source)
+        _raise_bad_keys(unknown, scalars, names, source)
         for key, value in leaf_values(data, "").items():
             leaf = (leaves or {}).get(key.lstrip("."))
             if leaf is not None:

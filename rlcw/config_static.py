@@ -11,6 +11,7 @@ as before (tests hold these keys equal to `rlcw.config.flat_keys`, and this help
 
     keys = static_keys("rlcw.recipes.grpo", "GRPORecipeConfig")   # {"train.max_steps": False, "train": True, ...}
     leaves = static_leaves("rlcw.recipes.grpo", "GRPORecipeConfig")  # key -> Leaf(type "int", low 1, ...)
+    retired = static_retired_keys("rlcw.recipes.grpo", "GRPORecipeConfig")  # old key -> its new place
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from rlcw.config import MOVED_KEYS, REMOVED_KEYS, retired_entries
 
 _BUILTIN_LEAVES = {"str", "int", "float", "bool", "list", "dict", "tuple", "Any", "Path", "None"}
 _EMPTY_FACTORIES = {"list": list, "dict": dict, "set": set, "tuple": tuple}
@@ -218,7 +221,8 @@ def _call_name(node: ast.Call) -> str:
 
 
 def _value(node: ast.expr | None, module: str, depth: int = 0) -> Any:
-    """A default's value: literals and containers of them, module constants, `field(...)`, `at_least(...)`."""
+    """A default's value: literals and containers of them (`{**NAME, ...}` too), module constants, `field(...)`,
+    `at_least(...)`."""
     if node is None:
         raise _Unresolved("a field without a default")
     if isinstance(node, ast.Call) and _call_name(node) in ("field", "at_least"):
@@ -237,10 +241,11 @@ def _value(node: ast.expr | None, module: str, depth: int = 0) -> Any:
         return _constant(module, node.id, depth)
     if isinstance(node, ast.Call) and _call_name(node) in _EMPTY_FACTORIES and len(node.args) == 1:  # list(NAMES)
         return _EMPTY_FACTORIES[_call_name(node)](_value(node.args[0], module, depth))
-    if isinstance(node, ast.Dict) and None not in node.keys:
-        return {
-            _value(k, module, depth): _value(v, module, depth) for k, v in zip(node.keys, node.values, strict=True)
-        }
+    if isinstance(node, ast.Dict):  # `**NAME` entries merge a constant dict in
+        out = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            out.update(_value(v, module, depth) if k is None else {_value(k, module, depth): _value(v, module, depth)})
+        return out
     if isinstance(node, ast.List | ast.Tuple):
         items = [_value(e, module, depth) for e in node.elts]
         return items if isinstance(node, ast.List) else tuple(items)
@@ -288,6 +293,44 @@ def _read(module: str, cls_name: str) -> dict[str, Leaf | None] | None:
             return None
         out: dict[str, Leaf | None] = {}
         _walk(*found, "", out)
+        return out
+    except (_Unresolved, SyntaxError, OSError, ImportError, ValueError, KeyError, IndexError):
+        return None
+
+
+def _class_var(node: ast.ClassDef, module: str, name: str) -> Any:
+    """The value of the class variable `name` (`NAME: ClassVar[...] = <literal or constant>`), a base class's when
+    the class has none (None: no class in the chain sets it)."""
+    for stmt in node.body:
+        target = stmt.target if isinstance(stmt, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id == name and stmt.value is not None:
+            return _value(stmt.value, module)
+    for base in node.bases:
+        found = _find_class(module, base.id) if isinstance(base, ast.Name) else None
+        value = _class_var(*found, name) if found is not None else None
+        if value is not None:
+            return value
+    return None
+
+
+def _walk_retired(node: ast.ClassDef, module: str, prefix: str, out: dict[str, str]) -> None:
+    moved, removed = (_class_var(node, module, name) or {} for name in (MOVED_KEYS, REMOVED_KEYS))
+    out.update(retired_entries(prefix, moved, removed))
+    for f in _fields(node, module):
+        sub = _section(f.annotation, module)
+        if sub is not None and not (isinstance(f.default, ast.Constant) and f.default.value is None):
+            _walk_retired(*sub, f"{prefix}{f.name}.", out)
+
+
+def static_retired_keys(module: str, cls_name: str) -> dict[str, str] | None:
+    """`rlcw.config.retired_keys` of the class, from source (old dotted key -> what happened to it); None when
+    the source cannot be followed."""
+    try:
+        found = _find_class(module, cls_name)
+        if found is None:
+            return None
+        out: dict[str, str] = {}
+        _walk_retired(*found, "", out)
         return out
     except (_Unresolved, SyntaxError, OSError, ImportError, ValueError, KeyError, IndexError):
         return None

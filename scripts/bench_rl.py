@@ -8,7 +8,7 @@
     OMP_NUM_THREADS=2 python scripts/bench_rl.py --kl --batch 16 --num-generations 8 --max-new-tokens 88   # KL step: 1 forward vs 2
     /usr/bin/time -v python scripts/bench_rl.py --real-steps train.max_steps=3 reward.rm_path=runs/quickstart/train_rm/model  # a real rlcw grpo run, split
     python scripts/bench_rl.py --grpo-config runs/quickstart/grpo/config.yaml --real-steps train.max_steps=5 \
-        --real-variants "train.shared_prefix=false train.rollout_compact=false" ""   # before/after, same process
+        --real-variants "no-shared-prefix no-compact" ""   # before/after, same process
 
 Parts (timed separately, same model, same batch): generation (the rollout: transformers
 `generate` with sampling exactly as TRL's GRPOTrainer calls it: left-padded chat prompts,
@@ -17,8 +17,8 @@ loss forward/backward (token log-probs of the completions under the LoRA policy,
 GRPO loss with group-normalised advantages), optimizer (AdamW step). It reports rollout tokens/s
 (`--merged-rollout`: also with the LoRA merged into the weights for generation, as vLLM-style
 rollouts do, timed in the same run on the same prompts; `--fast-rollout`: rlcw.rl.grpo.rollout's sampler, the
-`train.fast_rollout` candidate, likewise; `--bf16-rollout`: that sampler on a bf16 rollout copy,
-`train.rollout_precision=bf16`, with the mean/max |logprob| gap of its tokens between the bf16 copy and the fp32 policy) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
+`rollout.kind=fast` candidate, likewise; `--bf16-rollout`: that sampler on a bf16 rollout copy,
+`rollout.precision=bf16`, with the mean/max |logprob| gap of its tokens between the bf16 copy and the fp32 policy) and each part's share of the step, and the peak resident memory of the process (ru_maxrss).
 This is a decomposition of the step rlcw's `grpo` runs, not TRL's internal timer: TRL adds its own
 bookkeeping (logging, reward gathering) on top; compare with `rlcw grpo`'s seconds per step.
 `--step-samplers A B ...`: the step's rollout by each (TRL's `generate`, or rlcw.sampling on the fp32/bf16
@@ -26,19 +26,23 @@ rollout copy with the multinomial or inverse-CDF draw), steps interleaved, and e
 with the KL-to-start (`--kl`) and learning-probe (`--probe`) forwards amortised over `--every` steps, as the
 quickstart runs them. `--roofline`: each sampler's tok/s as a share of this machine's roofline (scripts/roofline.py).
 `--real-variants A B ...`: the `--real-steps` run once per variant (each a space-separated list of further
-overrides, e.g. `train.rollout_compact=false` keeps ended rows in the decode batch), one after
-another in this process, with each part's mean over the steps and its ratio to the first variant.
+overrides and of the rollout's internal switches to turn off, which have no config keys: `no-shared-prefix` runs
+TRL's log-prob forward, `no-compact` keeps ended rows in the decode batch, `no-prepack` samples from unpacked
+weights), one after another in this process, with each part's mean over the steps and its ratio to the first.
 Timings on a shared machine are noisy: run it on a quiet one and repeat.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import resource
 import statistics
 import time
 from pathlib import Path
+from unittest import mock
 
 import roofline  # scripts/roofline.py (this script's folder is on sys.path)
 import torch
@@ -237,7 +241,7 @@ def step(
 
         timed_sample("fast", merged, 2)
         wall += t["fast_generation_s"]  # a candidate, not part of the step
-        if args.bf16_rollout:  # the same sampler on the bf16 rollout copy (train.rollout_precision=bf16)
+        if args.bf16_rollout:  # the same sampler on the bf16 rollout copy (rollout.precision=bf16)
             bf16, bf16_logps = timed_sample("bf16", merged_bf16, 3)
             # the correction itself costs no forward in training (the loss's own log-probs); measured here apart
             stats = is_statistics(
@@ -298,11 +302,37 @@ def step(
     return t
 
 
+SWITCHES = ("shared-prefix", "compact", "prepack")  # the rollout's internal switches, on in every rlcw grpo run
+
+
+def switched_off(words: list[str]) -> contextlib.ExitStack:
+    """A context in which the switches named `no-<switch>` in `words` are off: RlcwGRPOTrainer's `shared_prefix`
+    and make_fast_rollout_func's `compact` and `prepack`, as `rlcw grpo` builds them."""
+    import rlcw.rl.grpo.seam as seam
+    import rlcw.rl.grpo.trainer as trainer
+
+    off = {w.removeprefix("no-") for w in words}
+    if off - set(SWITCHES):
+        raise SystemExit(f"unknown switch in {words}: no-<one of {', '.join(SWITCHES)}>")
+    stack = contextlib.ExitStack()
+    if "shared-prefix" in off:
+        cls = functools.partial(trainer.RlcwGRPOTrainer, shared_prefix=False)
+        stack.enter_context(mock.patch.object(trainer, "RlcwGRPOTrainer", cls))
+    kwargs = {k: False for k in ("compact", "prepack") if k in off}
+    if kwargs:
+        fn = functools.partial(seam.make_fast_rollout_func, **kwargs)
+        stack.enter_context(mock.patch.object(seam, "make_fast_rollout_func", fn))
+    return stack
+
+
 def real_variants(config: str | None, overrides: list[str], variants: list[str]) -> list[dict]:
-    """`real_steps` once per variant (each a space-separated list of further overrides)."""
+    """`real_steps` once per variant (each a space-separated list of further overrides and `no-<switch>` words)."""
     out = []
     for i, variant in enumerate(variants):
-        res = real_steps(config, [*overrides, *variant.split(), f"run_name=bench_variant{i}", "overwrite=true"])
+        words = variant.split()
+        sets = [w for w in words if "=" in w]
+        with switched_off([w for w in words if "=" not in w]):
+            res = real_steps(config, [*overrides, *sets, f"run_name=bench_variant{i}", "overwrite=true"])
         keys = [k for k in res["steps"][0] if k.endswith("_s")]
         res["mean"] = {k: statistics.mean(r[k] for r in res["steps"]) for k in keys}
         res["variant"] = variant
@@ -465,12 +495,12 @@ def main() -> None:
     p.add_argument(
         "--fast-rollout",
         action="store_true",
-        help="also time rlcw.rl.grpo.rollout (train.fast_rollout) on the same prompts",
+        help="also time rlcw.rl.grpo.rollout (rollout.kind=fast) on the same prompts",
     )
     p.add_argument(
         "--bf16-rollout",
         action="store_true",
-        help="with --fast-rollout: also time it on a bf16 rollout copy (train.rollout_precision=bf16) and measure its logprob gap",
+        help="with --fast-rollout: also time it on a bf16 rollout copy (rollout.precision=bf16) and measure its logprob gap",
     )
     p.add_argument(
         "--kl",
@@ -483,11 +513,11 @@ def main() -> None:
         default=["trl"],
         choices=list(STEP_SAMPLERS),
         help="what generates each step's rollout; several: interleaved steps of each, split side by side "
-        "(fast-bf16 = the quickstart's sampler, fast-bf16-cdf = with train.rollout_draw=inverse_cdf)",
+        "(fast-bf16 = the quickstart's sampler, fast-bf16-cdf = with rollout.draw=inverse_cdf)",
     )
     p.add_argument("--probe", action="store_true", help="also time the learning probe's forward on its 8 texts")
     p.add_argument("--every", type=int, default=3, help="steps between KL and probe forwards (quickstart: 3)")
-    p.add_argument("--is-cap", type=float, default=3.0, help="train.rollout_is_cap for the bf16 correction statistics")
+    p.add_argument("--is-cap", type=float, default=3.0, help="rollout.is_cap for the bf16 correction statistics")
     p.add_argument(
         "--roofline",
         action="store_true",

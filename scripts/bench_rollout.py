@@ -188,7 +188,7 @@ def main() -> None:
     p.add_argument("--temperature", type=float, default=0.9)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
-    p.add_argument("--is-cap", type=float, default=3.0, help="train.rollout_is_cap for the clipped share")
+    p.add_argument("--is-cap", type=float, default=3.0, help="rollout.is_cap for the clipped share")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--profile", action="store_true", help="then one more pass of each sampler under torch.profiler")
     args = p.parse_args()

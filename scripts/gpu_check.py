@@ -106,7 +106,7 @@ def rm_scoring(cfg, device: str, dtype, n: int, lengths: tuple[int, int], repeat
 
 
 def rollout(model, device: str, batch: int, prompt_len: int, new_tokens: int, params: int, peak) -> dict:
-    """rlcw.sampling.sample (the train.fast_rollout loop): tokens/s at one batch size."""
+    """rlcw.sampling.sample (the rollout.kind=fast loop): tokens/s at one batch size."""
     from transformers import GenerationConfig
 
     from rlcw.sampling import sample

@@ -172,7 +172,7 @@ def check_agents_rl(
         raise RlcwError(
             "Agents' Room rollouts run on the trainer's own model, not vLLM",
             where="agents.variant",
-            hint="train.use_vllm=false, or agents.variant=null for plain vLLM rollouts",
+            hint="rollout.kind=trl, or agents.variant=null for plain vLLM rollouts",
         )
     bad = [k for k in ("planning", "writing", "finalizer", "e2e") if getattr(caps, k) < 1]
     if bad or context_tokens < 1:

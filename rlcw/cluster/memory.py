@@ -219,7 +219,7 @@ class VllmShare:
 def vllm_share(gpu_bytes: int, utilization: float, params: int, tensor_parallel: int = 1) -> VllmShare:
     if not 0 < utilization < 1:
         raise RlcwError(
-            f"vllm_gpu_memory_utilization={utilization} must be between 0 and 1",
+            f"rollout.vllm.gpu_memory_utilization={utilization} must be between 0 and 1",
             hint="colocated with training, e.g. 0.3",
         )
     reserved = int(utilization * gpu_bytes)

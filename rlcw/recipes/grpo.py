@@ -19,10 +19,9 @@ Not here: PPO (`rlcw ppo`). Keys: `rlcw grpo --help`.
 
 from __future__ import annotations
 
-import importlib.util
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from rlcw.agents.variants import AgentCaps
 from rlcw.config import at_least
@@ -42,6 +41,8 @@ from rlcw.recipes.common.prompts import check_overlap, held_out_prompts, prompt_
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
 from rlcw.recipes.common.run import stage_run, stage_tracker, trainer_basics
 from rlcw.recipes.common.sections import (
+    GRPO_MOVED_KEYS,
+    GRPO_REMOVED_KEYS,
     EvalSection,
     LoraSection,
     ModelConfig,
@@ -53,7 +54,14 @@ from rlcw.rewards.factory import RewardSet, build_reward_set, check_rewards
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
-from rlcw.rl.grpo.seam import AgentsRoomSettings, PlainRollout, RolloutSettings, build_rollout
+from rlcw.rl.grpo.seam import (
+    AgentsRoomSettings,
+    GRPORolloutSection,
+    PlainRollout,
+    RolloutSettings,
+    build_rollout,
+    check_vllm_installed,
+)
 from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
@@ -92,26 +100,10 @@ class GRPOTrainSection:
     save_steps: int = 0  # 0 = only the final adapter (then a killed run cannot resume)
     save_total_limit: int | None = 2  # checkpoints kept (older ones deleted); None = all
     resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
-    log_kl_to_start: bool = True  # one extra no-grad forward (adapter disabled) on the logged steps when on-policy
-    log_kl_every: int = 1  # KL to the start every N steps (one start-model forward each; monitors wait for it)
+    # KL to the start on step 1 and every N-th step (one start-model forward each; monitors wait for it); 0 = never
+    log_kl_every: int = at_least(0, 1)
     samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
     samples_k: int = 2  # stories logged from each end (top and bottom) at a samples step
-    use_vllm: bool = False  # generate rollouts with vLLM (TRL; GPU)
-    fast_rollout: bool = False  # rl.grpo.rollout: merged-LoRA copy + shared prompt cache (faster than TRL's on CPU)
-    rollout_precision: str = "fp32"  # fp32 | bf16 | auto (bf16 where native): the fast rollout's weights; loss: fp32
-    # fast rollout: per-token loss weight min(pi/mu, cap) for the sampler/policy gap (rlcw.rl.grpo.is_correction); 0 = off
-    rollout_is_cap: float = 3.0
-    rollout_draw: str = "multinomial"  # multinomial | inverse_cdf: the fast rollout's draw (the same distribution)
-    # inverse_cdf draw: rows that ended leave the decode batch (same samples up to float rounding)
-    rollout_compact: bool = True
-    # fast rollout on CPU: the copy's linear weights packed once a rollout for oneDNN (rlcw.prepack); no effect on GPU
-    rollout_prepack: bool = True
-    # loss and start-model forwards run each group's prompt once, not num_generations times (rl.grpo.shared_prefix;
-    # one process only: TRL's path otherwise)
-    shared_prefix: bool = True
-    vllm_mode: str = "colocate"  # colocate | server
-    vllm_server_base_url: str | None = None  # URL of `trl vllm-serve` when vllm_mode=server
-    vllm_gpu_memory_utilization: float = 0.3  # GPU memory share of colocated vLLM (vllm_mode=colocate)
     # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json (launch with torchrun; see slurm/README.md)
     deepspeed: str | None = None
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
@@ -137,6 +129,7 @@ class GRPORecipeConfig:
     reward: GRPORewardSection = field(default_factory=GRPORewardSection)
     lora: LoraSection = field(default_factory=LoraSection)
     train: GRPOTrainSection = field(default_factory=GRPOTrainSection)
+    rollout: GRPORolloutSection = field(default_factory=GRPORolloutSection)  # how the training stories are written
     eval: EvalSection = field(default_factory=EvalSection)
     monitor: MonitorSection = field(default_factory=MonitorSection)
     agents: AgentsRLSection = field(default_factory=AgentsRLSection)
@@ -145,6 +138,8 @@ class GRPORecipeConfig:
     run_name: str = "grpo"  # name of the run folder under output_dir
     seed: int = 0  # random seed of the run (torch, sampling, data order)
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
+    MOVED_KEYS: ClassVar[dict[str, str]] = GRPO_MOVED_KEYS  # old keys a config fails on, with their new place
+    REMOVED_KEYS: ClassVar[dict[str, str]] = GRPO_REMOVED_KEYS
 
 
 # ---------------------------------------------------------------- validate: every config check, before anything loads
@@ -152,7 +147,7 @@ class GRPORecipeConfig:
 
 def validate(cfg: GRPORecipeConfig) -> PlainRollout:
     """Every check of the config that needs no model, run before the run folder is written (vLLM's presence
-    on this machine is `check_vllm`, also before it); returns the run's rollout (rlcw.rl.grpo.seam)."""
+    on this machine is `check_vllm_installed`, also before it); returns the run's rollout (rlcw.rl.grpo.seam)."""
     t = cfg.train
     if t.batch_size % t.num_generations:
         raise RlcwError(
@@ -170,30 +165,19 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
 def rollout_seam(cfg: GRPORecipeConfig) -> PlainRollout:
     """The checked rollout of this config: plain, fast or Agents' Room, with its caps (rlcw.rl.grpo.seam)."""
     t, a = cfg.train, cfg.agents
-    keys = ("temperature", "top_p", "batch_size", "use_vllm", "vllm_mode", "vllm_server_base_url")
-    keys += ("vllm_gpu_memory_utilization", "fast_rollout", "rollout_precision", "rollout_draw", "rollout_is_cap")
-    keys += ("rollout_compact", "rollout_prepack")
-    keys += ("deepspeed",)
     settings = RolloutSettings(
-        t.max_completion_length,
-        **{k: getattr(t, k) for k in keys},
+        max_completion_length=t.max_completion_length,
+        temperature=t.temperature,
+        top_p=t.top_p,
+        batch_size=t.batch_size,
         seed=cfg.seed,
         system_prompt=cfg.model.system_prompt,
+        deepspeed=t.deepspeed,
         lora_enabled=cfg.lora.enabled,
     )
     return build_rollout(
-        settings, AgentsRoomSettings(a.variant, a.train_agent, a.policy_plays, a.caps, a.context_tokens)
+        cfg.rollout, settings, AgentsRoomSettings(a.variant, a.train_agent, a.policy_plays, a.caps, a.context_tokens)
     )
-
-
-def check_vllm(t: GRPOTrainSection) -> None:
-    """vLLM's presence on this machine when the config asks for it (its settings are checked by `validate`)."""
-    if t.use_vllm and importlib.util.find_spec("vllm") is None:
-        raise RlcwError(
-            "train.use_vllm=true but vLLM is not installed",
-            where="train.use_vllm",
-            hint="pip install vllm (GPU hosts), or train.use_vllm=false to generate with transformers",
-        )
 
 
 # ---------------------------------------------------------------- prompts
@@ -274,7 +258,7 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float], rollout: PlainR
 def kl_reference(cfg: GRPORecipeConfig):
     """A frozen starting model for KL to the start: needed only by a full fine-tune at beta = 0 (LoRA
     disables its adapter instead; beta > 0 makes TRL compute reference log-probs itself)."""
-    if cfg.lora.enabled or not cfg.train.log_kl_to_start or cfg.train.beta != 0:
+    if cfg.lora.enabled or not cfg.train.log_kl_every or cfg.train.beta != 0:
         return None
     return load_causal_lm(cfg.model.name, cfg.model.dtype)
 
@@ -284,7 +268,7 @@ def kl_reference(cfg: GRPORecipeConfig):
 
 def main(cfg: GRPORecipeConfig) -> dict:
     rollout = validate(cfg)
-    check_vllm(cfg.train)  # this machine, not the config (rlcw plan validates a vLLM config on a CPU box)
+    check_vllm_installed(cfg.rollout)  # this machine, not the config (rlcw plan validates a vLLM config on a CPU box)
     check_bf16(cfg.train.bf16)
     check_rewards(cfg.reward.specs, reward_defaults(cfg, rollout), key="reward.specs")  # RM folders, targets
     train_rows, held_out = train_prompts(cfg, rollout), eval_prompts(cfg, rollout)  # before the run folder
@@ -335,12 +319,11 @@ def main(cfg: GRPORecipeConfig) -> dict:
             callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic, probe, AuxStateCallback(aux)],
             run=run,
             monitor_ngram=m.ngram if m.enabled else None,
-            log_kl_every=max(1, t.log_kl_every) if t.log_kl_to_start else 0,
+            log_kl_every=t.log_kl_every,
             kl_ref_model=kl_reference(cfg),
             samples_every=t.samples_every,
             samples_k=t.samples_k,
             slop=human_baseline(m.slop_human) if m.enabled else None,
-            shared_prefix=t.shared_prefix,
             **rollout.trainer_kwargs(tokenizer),
         )
         checkpoint = resume_checkpoint(t.resume, run.checkpoints)

@@ -95,7 +95,7 @@ def validate_recipe(command: str, cfg) -> list[str]:
     notes = []
     if command in ("grpo", "ppo"):
         check_reward_specs(cfg.reward.specs, cfg.reward.rm_path)
-    if command == "grpo" and cfg.train.use_vllm and importlib.util.find_spec("vllm") is None:
+    if command == "grpo" and cfg.rollout.kind == "vllm" and importlib.util.find_spec("vllm") is None:
         notes.append("vLLM is not installed here: its presence is checked at launch")
     if command == "train-rm" and zero_stage(cfg.train.deepspeed) == 3:
         raise RlcwError(
@@ -221,23 +221,24 @@ def plan_grpo(cfg, opts: PlanOptions) -> Plan:
         )
     trainable = trainable_params(shape, cfg.lora)
     extras = {}
-    if t.use_vllm and t.vllm_mode == "colocate":
-        share = M.vllm_share(int(opts.gpu_memory_gib * M.GIB), t.vllm_gpu_memory_utilization, shape.params())
+    vllm = cfg.rollout.vllm
+    if cfg.rollout.kind == "vllm" and vllm.mode == "colocate":
+        share = M.vllm_share(int(opts.gpu_memory_gib * M.GIB), vllm.gpu_memory_utilization, shape.params())
         if share.kv_cache <= 0:
             raise RlcwError(
                 f"vLLM's share ({M.gib(share.reserved)}) cannot hold the policy's weights ({M.gib(share.weights)})",
-                where="train.vllm_gpu_memory_utilization",
-                hint=f"at least {share.weights / (opts.gpu_memory_gib * M.GIB) + 0.05:.2f}, or train.vllm_mode=server",
+                where="rollout.vllm.gpu_memory_utilization",
+                hint=f"at least {share.weights / (opts.gpu_memory_gib * M.GIB) + 0.05:.2f}, or rollout.vllm.mode=server",
             )
         extras[
-            f"vLLM colocate ({t.vllm_gpu_memory_utilization:.0%}: weights {M.gib(share.weights)}, KV {M.gib(share.kv_cache)})"
+            f"vLLM colocate ({vllm.gpu_memory_utilization:.0%}: weights {M.gib(share.weights)}, KV {M.gib(share.kv_cache)})"
         ] = share.reserved
     weight_bytes = 2 if precision == "mixed" else 4
     if not cfg.lora.enabled and t.beta > 0:
         extras["reference model (TRL, beta > 0)"] = (
             weight_bytes * shape.params() // (opts.world_size if stage == 3 else 1)
         )
-    elif not cfg.lora.enabled and t.log_kl_to_start:
+    elif not cfg.lora.enabled and t.log_kl_every:
         extras["reference copy for kl_to_start (rlcw, unsharded)"] = weight_bytes * shape.params()
     extras.update(colocated_rms(cfg.reward.specs, cfg.reward.rm_path, opts.rm_model_config))
     lines = [f"data: {counted}" if rows is None else f"training prompts: {len(rows)}"]

@@ -10,7 +10,7 @@ sequence-level, default 0.05), `train.normalize_advantages`, `train.reward_clip_
 
 The advantage is RLOO's leave-one-out baseline: a completion's reward minus the mean reward of the other
 completions of its prompt (Ahmadian et al. 2024), so `train.num_generations` >= 2. Not here, and why:
-the fast rollout with its importance-sampling correction and Agents' Room rollouts (TRL's RLOOTrainer has
+the fast rollout (`rollout.kind` is trl or vllm) with its importance-sampling correction and Agents' Room rollouts (TRL's RLOOTrainer has
 no `rollout_func` seam, and its loss reads sequence log-prob sums, not the per-token sampler log-probs the
 correction reweights): use `rlcw grpo` for those. Keys: `rlcw rloo --help`.
 
@@ -20,9 +20,9 @@ correction reweights): use `rlcw grpo` for those. Keys: `rlcw rloo --help`.
 
 from __future__ import annotations
 
-import importlib.util
 from contextlib import closing
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from rlcw.config import at_least
 from rlcw.errors import RlcwError
@@ -40,6 +40,7 @@ from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_pr
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
 from rlcw.recipes.common.run import stage_run, stage_tracker, trainer_basics
 from rlcw.recipes.common.sections import (
+    RL_MOVED_KEYS,
     EvalSection,
     LoraSection,
     ModelConfig,
@@ -51,6 +52,7 @@ from rlcw.rewards.factory import RewardSet, build_reward_set
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
+from rlcw.rl.grpo.seam import TRL_KINDS, RolloutSection, check_rollout, check_vllm_installed, vllm_args
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -81,14 +83,9 @@ class RLOOTrainSection:
     save_steps: int = 0  # 0 = only the final adapter (then a killed run cannot resume)
     save_total_limit: int | None = 2  # checkpoints kept (older ones deleted); None = all
     resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
-    log_kl_to_start: bool = True  # one extra no-grad forward (adapter disabled) on the logged steps
-    log_kl_every: int = 1  # KL to the start every N steps
+    log_kl_every: int = at_least(0, 1)  # KL to the start on step 1 and every N-th step (one extra forward); 0 = never
     samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
     samples_k: int = 2  # stories logged from each end (top and bottom) at a samples step
-    use_vllm: bool = False  # generate rollouts with vLLM (TRL; GPU)
-    vllm_mode: str = "colocate"  # colocate | server
-    vllm_server_base_url: str | None = None  # URL of `trl vllm-serve` when vllm_mode=server
-    vllm_gpu_memory_utilization: float = 0.3  # GPU memory share of colocated vLLM (vllm_mode=colocate)
     deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json (launch with torchrun)
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # HF/TRL bf16 mixed precision (GPU configs); weights load as model.dtype
@@ -101,6 +98,7 @@ class RLOORecipeConfig:
     reward: RewardSection = field(default_factory=RewardSection)
     lora: LoraSection = field(default_factory=LoraSection)
     train: RLOOTrainSection = field(default_factory=RLOOTrainSection)
+    rollout: RolloutSection = field(default_factory=RolloutSection)  # how the training completions are written
     eval: EvalSection = field(default_factory=EvalSection)
     monitor: MonitorSection = field(default_factory=MonitorSection)
     probe: ProbeSection = field(default_factory=ProbeSection)  # rlcw.measure.probe: log-prob change on held-out texts
@@ -108,6 +106,7 @@ class RLOORecipeConfig:
     run_name: str = "rloo"  # name of the run folder under output_dir
     seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
+    MOVED_KEYS: ClassVar[dict[str, str]] = RL_MOVED_KEYS  # old keys a config fails on, with their new place
 
 
 # ---------------------------------------------------------------- validate: every config check, before anything loads
@@ -136,19 +135,9 @@ def validate(cfg: RLOORecipeConfig) -> None:
             hint="e.g. train.reward_clip_range=[-5,5], or null for no clipping",
         )
     resume_mode(t.resume)
-    if t.vllm_mode not in ("colocate", "server"):
-        raise RlcwError(f"unknown vllm_mode '{t.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
+    check_rollout(cfg.rollout, TRL_KINDS)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16)
-
-
-def check_vllm(t: RLOOTrainSection) -> None:
-    if t.use_vllm and importlib.util.find_spec("vllm") is None:
-        raise RlcwError(
-            "train.use_vllm=true but vLLM is not installed",
-            where="train.use_vllm",
-            hint="pip install vllm (GPU hosts), or train.use_vllm=false to generate with transformers",
-        )
 
 
 # ---------------------------------------------------------------- build: prompts, rewards, TRL args
@@ -178,12 +167,6 @@ def build_args(cfg: RLOORecipeConfig, run, weights: list[float]):
     from trl import RLOOConfig
 
     t = cfg.train
-    vllm = {
-        "use_vllm": True,
-        "vllm_mode": t.vllm_mode,
-        "vllm_gpu_memory_utilization": t.vllm_gpu_memory_utilization,
-        "vllm_server_base_url": t.vllm_server_base_url,
-    }
     return RLOOConfig(
         output_dir=str(run.checkpoints),
         max_steps=t.max_steps,
@@ -211,13 +194,13 @@ def build_args(cfg: RLOORecipeConfig, run, weights: list[float]):
         log_completions=False,
         remove_unused_columns=False,
         deepspeed=t.deepspeed,
-        **(vllm if t.use_vllm else {}),
+        **vllm_args(cfg.rollout),
     )
 
 
 def kl_reference(cfg: RLOORecipeConfig):
     """A frozen starting model for KL to the start of a full fine-tune (LoRA disables its adapter instead)."""
-    if cfg.lora.enabled or not cfg.train.log_kl_to_start:
+    if cfg.lora.enabled or not cfg.train.log_kl_every:
         return None
     return load_causal_lm(cfg.model.name, cfg.model.dtype)
 
@@ -227,7 +210,7 @@ def kl_reference(cfg: RLOORecipeConfig):
 
 def main(cfg: RLOORecipeConfig) -> dict:
     validate(cfg)
-    check_vllm(cfg.train)
+    check_vllm_installed(cfg.rollout)
     check_bf16(cfg.train.bf16)
     cap = cfg.train.max_completion_length
     train_rows = mixed_train_prompts(cfg.data, cap, cfg.seed)  # prompt files only: before the run folder
@@ -280,7 +263,7 @@ def main(cfg: RLOORecipeConfig) -> dict:
             callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic, probe, AuxStateCallback(aux)],
             run=run,
             monitor_ngram=m.ngram if m.enabled else None,
-            log_kl_every=max(1, t.log_kl_every) if t.log_kl_to_start else 0,
+            log_kl_every=t.log_kl_every,
             kl_ref_model=kl_reference(cfg),
             samples_every=t.samples_every,
             samples_k=t.samples_k,

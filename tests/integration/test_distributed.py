@@ -103,7 +103,7 @@ def tiny_grpo_overrides(policy: Path, rm: Path, output_dir: Path, run_name: str)
         "train.num_generations=2",
         "train.max_completion_length=8",
         "train.learning_rate=1e-2",
-        "train.log_kl_to_start=false",
+        "train.log_kl_every=0",
         "eval.every_steps=0",
         "lora.r=4",
         "data.max_train_prompts=8",
@@ -225,7 +225,7 @@ def test_grpo_zero3_with_periodic_eval_and_kl(tiny_model_dir, tiny_rm, tmp_path)
     One training row and one evaluation row per step, and the held-out baseline equals a single-process run's."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     evals = ["eval.every_steps=1", "eval.num_prompts=3", "eval.batch_size=1", "eval.max_new_tokens=8"]
-    kl = ["train.log_kl_to_start=true", "train.log_kl_every=1"]
+    kl = ["train.log_kl_every=1"]
     base = tiny_grpo_overrides(tiny_model_dir, tiny_rm, tmp_path / "runs", "zero3_eval")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "rlcw"]
     cmd += ["grpo", *base, *evals, *kl, f"train.deepspeed={ROOT}/configs/deepspeed/zero3.json"]

@@ -106,14 +106,14 @@ def test_rollout_precision_needs_fast_rollout(runs_root, tiny_model_dir):
     from rlcw.recipes.grpo import GRPORecipeConfig, rollout_seam
 
     for overrides, msg in (
-        (["train.rollout_precision=bf16"], "applies to the fast rollout only"),
-        (["train.fast_rollout=true", "train.rollout_precision=int4"], "unknown train.rollout_precision"),
-        (["train.rollout_draw=inverse_cdf"], "rollout_draw applies to the fast rollout only"),
-        (["train.fast_rollout=true", "train.rollout_draw=gumbel"], "unknown train.rollout_draw"),
+        (["rollout.precision=bf16"], "applies to the fast rollout only"),
+        (["rollout.kind=fast", "rollout.precision=int4"], "unknown rollout.precision"),
+        (["rollout.draw=inverse_cdf"], "rollout.draw applies to the fast rollout only"),
+        (["rollout.kind=fast", "rollout.draw=gumbel"], "unknown rollout.draw"),
     ):
         with pytest.raises(RlcwError, match=msg):
             rollout_seam(load_config(GRPORecipeConfig, None, [f"model.name={tiny_model_dir}", *overrides]))
-    rollout_seam(load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16"]))
+    rollout_seam(load_config(GRPORecipeConfig, None, ["rollout.kind=fast", "rollout.precision=bf16"]))
 
 
 def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
@@ -166,7 +166,7 @@ def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
 
 
 def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
-    """`rlcw grpo train.fast_rollout=true train.rollout_precision=bf16 train.rollout_draw=inverse_cdf` trains end to
+    """`rlcw grpo rollout.kind=fast rollout.precision=bf16 rollout.draw=inverse_cdf` trains end to
     end; clashing settings fail before any work."""
     import json
     from pathlib import Path
@@ -186,9 +186,9 @@ def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
         "lora.r=4",
         "data.max_train_prompts=8",
         "eval.every_steps=0",
-        "train.fast_rollout=true",
-        "train.rollout_precision=bf16",
-        "train.rollout_draw=inverse_cdf",
+        "rollout.kind=fast",
+        "rollout.precision=bf16",
+        "rollout.draw=inverse_cdf",
     ]
     summary = main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_fast"]))
     assert summary["status"] == "completed", summary.get("error")
@@ -197,7 +197,7 @@ def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
         for x in (Path(summary["artifacts"]["metrics"]).parent / "metrics.jsonl").read_text().splitlines()
     ]
     assert [r["step"] for r in rows if "reward" in r] == [1, 2]
-    with pytest.raises(RlcwError, match="fast_rollout cannot be combined with agents.variant"):
+    with pytest.raises(RlcwError, match="rollout.kind=fast cannot be combined with agents.variant"):
         main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_fast_bad", "agents.variant=write"]))
 
 
@@ -355,7 +355,7 @@ def test_compacting_ended_rows_keeps_the_inverse_cdf_samples(policy, tokenizer):
     [("inverse_cdf", True, True), ("inverse_cdf", False, False), ("multinomial", True, False)],
 )
 def test_rollout_compact_key_reaches_the_sampler(policy, tokenizer, monkeypatch, draw, compact, expected):
-    """`train.rollout_compact` (make_fast_rollout_func's `compact`) turns the sampler's compaction on only with the
+    """make_fast_rollout_func's `compact` turns the sampler's compaction on only with the
     inverse-CDF draw, and off when false."""
     from types import SimpleNamespace
 
@@ -430,18 +430,24 @@ def test_packed_copy_samples_as_the_plain_copy_and_tracks_the_adapter(policy, to
     assert a == b
 
 
-@pytest.mark.parametrize(("override", "expected"), [([], True), (["train.rollout_prepack=false"], False)])
-def test_rollout_prepack_key_reaches_the_copy(monkeypatch, override, expected):
-    """`train.rollout_prepack` (on by default) goes from the config through the rollout seam to the rollout copy."""
+@pytest.mark.parametrize("draw", ["multinomial", "inverse_cdf"])
+def test_rollout_section_reaches_the_sampler(monkeypatch, draw):
+    """`rollout.precision` and `rollout.draw` go from the config through the rollout seam to the sampler, whose
+    compaction and packed copy are on (no config keys)."""
+    import inspect
+
     import rlcw.rl.grpo.seam as seam
     from rlcw.config import load_config
     from rlcw.recipes.grpo import GRPORecipeConfig, rollout_seam
+    from rlcw.rl.grpo.rollout import make_fast_rollout_func
 
     seen = []
-    monkeypatch.setattr(seam, "make_fast_rollout_func", lambda *a: seen.append(a) or (lambda *_: None))
-    cfg = load_config(GRPORecipeConfig, None, ["train.fast_rollout=true", "train.rollout_precision=bf16", *override])
+    monkeypatch.setattr(seam, "make_fast_rollout_func", lambda *a, **k: seen.append((a, k)) or (lambda *_: None))
+    cfg = load_config(GRPORecipeConfig, None, ["rollout.kind=fast", "rollout.precision=bf16", f"rollout.draw={draw}"])
     rollout_seam(cfg).trainer_kwargs(None)
-    assert seen == [("bf16", "multinomial", True, expected)]
+    assert seen == [(("bf16", draw), {})]
+    defaults = inspect.signature(make_fast_rollout_func).parameters
+    assert defaults["compact"].default is True and defaults["prepack"].default is True
 
 
 def test_growing_cache_samples_as_transformers_dynamic_cache(policy, tokenizer, monkeypatch):

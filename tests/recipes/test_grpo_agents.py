@@ -28,7 +28,7 @@ def _cfg(runs_root, tiny_model_dir, rm_run, *extra):
             "train.batch_size=4",
             "train.num_generations=2",
             "train.learning_rate=1e-2",
-            "train.log_kl_to_start=false",
+            "train.log_kl_every=0",
             "eval.every_steps=0",
             "lora.r=4",
             "data.max_train_prompts=8",
@@ -114,7 +114,7 @@ def test_agents_room_samples_keep_the_scratchpad(agents_run):
 @pytest.mark.parametrize(
     "extra, match",
     [
-        (["train.use_vllm=true"], "vLLM"),
+        (["rollout.kind=vllm"], "vLLM"),
         (["agents.train_agent=plot"], "not part of variant"),
         (["agents.variant=outline"], "variant"),
         (["agents.policy_plays=train_agent", "lora.enabled=false"], "lora.enabled"),

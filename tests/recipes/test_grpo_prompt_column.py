@@ -25,7 +25,7 @@ def test_grpo_trains_on_a_plain_prompt_column(tmp_path, runs_root, rm_run, tiny_
             "train.batch_size=4",
             "train.num_generations=2",
             "train.max_completion_length=8",
-            "train.log_kl_to_start=false",
+            "train.log_kl_every=0",
             "train.report_to=[none]",
             "eval.every_steps=0",
             "lora.r=4",

@@ -60,7 +60,7 @@ def test_grpo_report_to_wandb_offline(offline_wandb, runs_root, rm_run, tiny_mod
             "train.batch_size=4",
             "train.num_generations=2",
             "train.max_completion_length=8",
-            "train.log_kl_to_start=false",
+            "train.log_kl_every=0",
             "train.report_to=[wandb]",
             "eval.every_steps=1",
             "eval.num_prompts=2",

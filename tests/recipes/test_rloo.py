@@ -106,3 +106,20 @@ def test_rloo_config_errors_name_the_key():
         validate(load_config(RLOORecipeConfig, CONFIG, ["train.num_generations=1", "train.batch_size=4"]))
     with pytest.raises(RlcwError, match="reward_clip_range"):
         validate(load_config(RLOORecipeConfig, CONFIG, ["train.reward_clip_range=[5,-5]"]))
+    with pytest.raises(RlcwError, match="unknown rollout.kind 'fast'"):  # TRL's RLOOTrainer has no rollout_func
+        validate(load_config(RLOORecipeConfig, CONFIG, ["rollout.kind=fast"]))
+    with pytest.raises(RlcwError, match="config key 'train.use_vllm' moved: use rollout.kind=vllm"):
+        load_config(RLOORecipeConfig, CONFIG, ["train.use_vllm=true"])
+
+
+def test_rloo_rollout_kind_vllm_reaches_trl(tmp_path):
+    from types import SimpleNamespace
+
+    from rlcw.recipes.rloo import RLOORecipeConfig, build_args, validate
+
+    run = SimpleNamespace(checkpoints=tmp_path)
+    assert build_args(load_config(RLOORecipeConfig, CONFIG), run, [1.0]).use_vllm is False
+    cfg = load_config(RLOORecipeConfig, CONFIG, ["rollout.kind=vllm", "rollout.vllm.mode=server"])
+    validate(cfg)
+    args = build_args(cfg, run, [1.0])
+    assert (args.use_vllm, args.vllm_mode) == (True, "server")

@@ -18,8 +18,10 @@ RECIPES = {"grpo": "GRPORecipeConfig", "ppo": "PPORecipeConfig", "dpo": "DPOReci
 BAD = [
     ("grpo", ["train.batch_size=6", "train.num_generations=4"], "multiple of train.num_generations"),
     ("grpo", ["train.resume=maybe"], "train.resume='maybe' is not one of"),
-    ("grpo", ["train.rollout_precision=bf16"], "applies to the fast rollout only"),
-    ("grpo", ["train.fast_rollout=true", "train.use_vllm=true"], "vLLM|fast_rollout"),
+    ("grpo", ["rollout.precision=bf16"], "applies to the fast rollout only"),
+    ("grpo", ["rollout.kind=fast", "train.deepspeed=configs/deepspeed/zero3.json"], "cannot be combined with"),
+    ("grpo", ["rollout.kind=sglang"], "unknown rollout.kind"),
+    ("grpo", ["rollout.vllm.mode=remote"], "unknown rollout.vllm.mode"),
     ("grpo", ["agents.variant=outline"], "variant"),
     ("grpo", ["data.fit_to_cap=sometimes"], "data.fit_to_cap='sometimes' is not a mode"),
     ("grpo", ["data.sources.a.colour=red"], "unknown option 'colour'"),

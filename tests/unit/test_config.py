@@ -5,11 +5,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from rlcw.cli import COMMANDS
-from rlcw.config import assign, flat_keys, load_config, parse_overrides, to_yaml, user_keys
+from rlcw.config import assign, flat_keys, load_config, parse_overrides, retired_keys, to_yaml, user_keys
 from rlcw.config_help import describe
 from rlcw.errors import RlcwError
 
@@ -271,3 +272,76 @@ def test_assign_never_changes_a_key_the_user_set():
     unset = ToyConfig()
     assign(unset, "train.steps", 7)  # built in code: nothing was set by a user
     assert unset.train.steps == 7
+
+
+# --- retired keys: a config that still sets one fails with the key's new place and the file ---
+
+
+@dataclass
+class RenamedConfig:
+    model: ModelSec = field(default_factory=ModelSec)
+    train: TrainSec = field(default_factory=TrainSec)
+    MOVED_KEYS: ClassVar[dict[str, str]] = {"train.learning_rate": "train.lr", "model.path": "model.name"}
+    REMOVED_KEYS: ClassVar[dict[str, str]] = {"train.fused": "always on"}
+
+
+@dataclass
+class OuterConfig:
+    inner: RenamedConfig = field(default_factory=RenamedConfig)
+
+
+def test_retired_keys_walk_nested_sections_with_their_prefix():
+    assert retired_keys(OuterConfig) == {
+        "inner.train.learning_rate": "moved: use inner.train.lr",
+        "inner.model.path": "moved: use inner.model.name",
+        "inner.train.fused": "was removed: always on",
+    }
+
+
+def test_a_moved_key_in_a_yaml_file_names_the_key_its_new_place_and_the_file(tmp_path):
+    path = _yaml(tmp_path, "train:\n  learning_rate: 0.1\n")
+    with pytest.raises(RlcwError, match=r"config key 'train.learning_rate' moved: use train.lr") as err:
+        load_config(RenamedConfig, path)
+    assert err.value.where == str(path)
+    with pytest.raises(RlcwError, match=r"'inner.train.fused' was removed: always on") as err:
+        load_config(OuterConfig, _yaml(tmp_path, "inner: {train: {fused: true}}\n", "outer.yaml"))
+    assert err.value.where == str(tmp_path / "outer.yaml")
+
+
+def test_a_moved_key_on_the_command_line_names_the_key_and_its_new_place():
+    with pytest.raises(RlcwError, match=r"config key 'model.path' moved: use model.name") as err:
+        load_config(RenamedConfig, None, ["model.path=x"])
+    assert err.value.where == "command line"
+    with pytest.raises(RlcwError, match="unknown config key 'train.lrr'"):  # other unknown keys: as before
+        load_config(RenamedConfig, None, ["train.lrr=1"])
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("train.fast_rollout: true", "rollout.kind=fast"),
+        ("train.use_vllm: true", "rollout.kind=vllm"),
+        ("train.vllm_mode: server", "rollout.vllm.mode"),
+        ("train.rollout_precision: bf16", "rollout.precision"),
+        ("train.log_kl_to_start: false", "train.log_kl_every"),
+        ("train.shared_prefix: false", "was removed"),
+    ],
+)
+def test_grpo_yaml_and_dotlist_with_an_old_rollout_key_say_where_it_went(tmp_path, old, new):
+    """The GRPO keys that moved to `rollout.*` (and the KL key merged into `train.log_kl_every`), in a YAML file
+    and on the command line, through `load_config` and through the CLI's check before the recipe's imports."""
+    from rlcw import cli
+    from rlcw.recipes.grpo import GRPORecipeConfig
+
+    section, _, leaf = old.partition(".")
+    path = _yaml(tmp_path, f"{section}:\n  {leaf}\n")
+    dotted = old.split(":")[0]
+    override = f"{dotted}={old.split(': ')[1]}"
+    for config_file, overrides, where in ((path, [], str(path)), (None, [override], "command line")):
+        with pytest.raises(RlcwError, match=f"config key '{dotted}' .*{new}") as err:
+            load_config(GRPORecipeConfig, config_file, overrides)
+        assert err.value.where == where
+        args = ["grpo", *(["--config", str(config_file)] if config_file else []), *overrides, "--check"]
+        with pytest.raises(RlcwError, match=f"config key '{dotted}' .*{new}") as err:
+            cli.run(args)
+        assert err.value.where == where

@@ -79,6 +79,21 @@ def test_static_keys_match_the_dataclasses_of_every_command():
         assert {k for k, section in keys.items() if not section} == real, name
 
 
+def test_static_retired_keys_match_the_dataclasses_of_every_command():
+    """The retired keys the CLI answers before the recipe's imports are the ones `load_config` answers after."""
+    import importlib
+
+    from rlcw.config import retired_keys
+    from rlcw.config_static import static_retired_keys
+
+    for name, (module, cls_name, _) in cli.COMMANDS.items():
+        if cls_name is None or not cli.is_built(name):
+            continue
+        real = retired_keys(getattr(importlib.import_module(module), cls_name))
+        assert static_retired_keys(module, cls_name) == real, name
+    assert "grpo.train.fast_rollout" in static_retired_keys("rlcw.recipes.quickstart", "QuickstartConfig")
+
+
 def test_a_key_typo_is_answered_before_torch_is_imported(tmp_path):
     import subprocess
     import sys

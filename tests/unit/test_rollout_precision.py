@@ -1,4 +1,4 @@
-"""`train.rollout_precision=auto`: bf16 only where bf16 matmuls run natively, fp32 on the AVX2 path."""
+"""`rollout.precision=auto`: bf16 only where bf16 matmuls run natively, fp32 on the AVX2 path."""
 
 from __future__ import annotations
 
@@ -45,6 +45,6 @@ def test_auto_takes_fp32_without_native_bf16_or_on_the_avx2_path(cpu, monkeypatc
 def test_a_set_precision_is_kept_and_auto_is_a_valid_key(cpu):
     cpu(avx512_bf16=False, amx=False)
     assert resolve_precision("bf16") == ("bf16", "set in the config")
-    check_fast_rollout(True, "auto", 3.0, use_vllm=False, deepspeed=None, agents_variant=None)
+    check_fast_rollout("fast", "auto", 3.0, deepspeed=None, agents_variant=None)
     with pytest.raises(RlcwError, match="fp32, bf16 or auto"):
-        check_fast_rollout(True, "int8", 3.0, use_vllm=False, deepspeed=None, agents_variant=None)
+        check_fast_rollout("fast", "int8", 3.0, deepspeed=None, agents_variant=None)

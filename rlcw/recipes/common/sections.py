@@ -115,3 +115,26 @@ class EvalSection:
     batch_size: int = 8  # prompts generated per batch during evaluation
     # evaluator name -> its options (rlcw.measure.evaluation), e.g. rm: {rm_path}, judge: {judge}
     evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
+
+
+# Keys the RL recipes no longer have, as `rlcw.config.retired_keys` reads them from a recipe config's MOVED_KEYS
+# and REMOVED_KEYS (old key -> its new spelling; old key -> why it went); docs/migration.md lists them.
+RL_MOVED_KEYS = {
+    "train.use_vllm": "rollout.kind=vllm",
+    "train.vllm_mode": "rollout.vllm.mode",
+    "train.vllm_server_base_url": "rollout.vllm.server_base_url",
+    "train.vllm_gpu_memory_utilization": "rollout.vllm.gpu_memory_utilization",
+    "train.log_kl_to_start": "train.log_kl_every (0 = never, as log_kl_to_start=false was)",
+}
+GRPO_MOVED_KEYS = {
+    **RL_MOVED_KEYS,
+    "train.fast_rollout": "rollout.kind=fast",
+    "train.rollout_precision": "rollout.precision",
+    "train.rollout_draw": "rollout.draw",
+    "train.rollout_is_cap": "rollout.is_cap",
+}
+GRPO_REMOVED_KEYS = {
+    "train.shared_prefix": "the shared-prompt forward is always on where it applies; delete the key",
+    "train.rollout_compact": "the fast rollout always drops ended rows with the inverse-CDF draw; delete the key",
+    "train.rollout_prepack": "the fast rollout always packs its copy's weights on CPU; delete the key",
+}

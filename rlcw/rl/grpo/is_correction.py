@@ -5,7 +5,7 @@ gradient estimated on its samples is slightly off-policy. Each completion token 
 
     w_t = min(exp(log pi(y_t) - log mu(y_t)), C)        (Ionides 2008; TRL's "token_truncate" vLLM mode)
 
-with log pi detached (the weight is a constant in the gradient) and C the cap (`train.rollout_is_cap`).
+with log pi detached (the weight is a constant in the gradient) and C the cap (`rollout.is_cap`).
 Pure tensor maths, no model code; used by the GRPO trainer's loss hook. Shapes: B completions,
 T completion tokens (right-padded), mask 1 on real tokens.
 
@@ -31,7 +31,7 @@ def truncated_is_weights(
     add them before dividing (see is_stats). Neither output carries gradient.
     """
     if cap <= 0:
-        raise RlcwError(f"the importance-sampling cap must be > 0, got {cap}", where="train.rollout_is_cap")
+        raise RlcwError(f"the importance-sampling cap must be > 0, got {cap}", where="rollout.is_cap")
     if logp.shape != sampler_logp.shape or logp.shape != mask.shape:
         raise RlcwError(
             f"shapes differ: logp {tuple(logp.shape)}, sampler_logp {tuple(sampler_logp.shape)}, mask {tuple(mask.shape)}"

@@ -1,7 +1,7 @@
 """Fast GRPO rollouts on CPU: a merged-weight copy of the LoRA policy and a lean sampling loop (rlcw.sampling).
 
     from rlcw.rl.grpo.rollout import make_fast_rollout_func
-    GRPOTrainer(..., rollout_func=make_fast_rollout_func())     # what `rlcw grpo train.fast_rollout=true` does
+    GRPOTrainer(..., rollout_func=make_fast_rollout_func())     # what `rlcw grpo rollout.kind=fast` does
 
 What it does differently from TRL's own path (transformers `generate` on the PEFT model), same samples
 in distribution (same logits processors in transformers' order: repetition penalty, temperature,
@@ -17,14 +17,15 @@ top-k, top-p, min-p; one `torch.multinomial` per step on the (B, V) probabilitie
 Not for vLLM, DeepSpeed ZeRO-3 (sharded weights) or Agents' Room rollouts (`check_fast_rollout`, run by
 `rlcw grpo`'s validate, refuses those combinations).
 
-Rollout precision (`make_fast_rollout_func("bf16")`, `train.rollout_precision=bf16|auto`): the rollout copy holds
+Rollout precision (`make_fast_rollout_func("bf16")`, `rollout.precision=bf16|auto`): the rollout copy holds
 bf16 weights, halving the bytes streamed per token; oneDNN runs bf16 matmuls natively only on CPUs with AVX512-BF16
 or AMX (`auto` takes bf16 only there: `resolve_precision`). The policy, its loss and optimizer stay fp32, so bf16
 rollouts are slightly off-policy; TRL 1.16 corrects rollout log-probs by importance sampling only on its vLLM path
 (`use_vllm` and `vllm_importance_sampling_correction`), so the rollout returns each sampled token's log-prob and
-rlcw's GRPO trainer reweights the loss per token by min(pi/mu, train.rollout_is_cap) (rlcw.rl.grpo.is_correction).
-`prepack` (`train.rollout_prepack`, on): the copy's linears run from weights packed once a rollout for oneDNN, q/k/v
-and gate/up fused (rlcw.prepack), with the same bf16 samples and log-probs.
+rlcw's GRPO trainer reweights the loss per token by min(pi/mu, rollout.is_cap) (rlcw.rl.grpo.is_correction).
+`compact` and `prepack` (on; no config keys: scripts/bench_rl.py turns them off to compare): with the inverse-CDF
+draw ended rows leave the decode batch, and the copy's linears run from weights packed once a rollout for oneDNN,
+q/k/v and gate/up fused (rlcw.prepack), with the same bf16 samples and log-probs.
 
 What each choice costs and buys, against the roofline of the machine measured (`scripts/bench_rollout.py`,
 `scripts/bench_rl.py --fast-rollout`), the IS gap of each sampler, and what was tried and not kept (a static KV cache,
@@ -133,7 +134,7 @@ class MergedPolicy:
 
 
 def make_fast_rollout_func(
-    precision: str = "fp32", draw: str = "multinomial", compact: bool = True, prepack: bool = False
+    precision: str = "fp32", draw: str = "multinomial", compact: bool = True, prepack: bool = True
 ):
     """A TRL 1.16 `GRPOTrainer(rollout_func=...)`: TRL's prompts, tokenisation and generation config, fast sampling.
 
@@ -168,64 +169,56 @@ def make_fast_rollout_func(
         finally:
             gen_model.train(was_training)
         # TRL 1.16 keeps these as inputs["sampling_per_token_logps"]; it corrects with them only on its vLLM
-        # path, so rlcw's GRPO trainer applies the truncated importance weights itself (train.rollout_is_cap).
+        # path, so rlcw's GRPO trainer applies the truncated importance weights itself (rollout.is_cap).
         return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": logprobs}
 
     return rollout
 
 
 def check_fast_rollout(
-    fast_rollout: bool,
+    kind: str,
     precision: str,
-    rollout_is_cap: float,
+    is_cap: float,
     *,
-    use_vllm: bool,
     deepspeed: str | None,
     agents_variant: str | None,
     draw: str = "multinomial",
 ) -> None:
-    """Reject fast-rollout settings that cannot work (errors name the `rlcw grpo` keys)."""
+    """Reject fast-rollout settings that cannot work (`kind` is `rollout.kind`; errors name the `rollout.*` keys)."""
+    fast = kind == "fast"
     if draw not in DRAWS:
-        raise RlcwError(f"unknown train.rollout_draw {draw!r}", where="train.rollout_draw", hint=" or ".join(DRAWS))
-    if draw != "multinomial" and not fast_rollout:
+        raise RlcwError(f"unknown rollout.draw {draw!r}", where="rollout.draw", hint=" or ".join(DRAWS))
+    if draw != "multinomial" and not fast:
         raise RlcwError(
-            "train.rollout_draw applies to the fast rollout only",
-            where="train.rollout_draw",
-            hint="add train.fast_rollout=true, or leave train.rollout_draw=multinomial",
+            "rollout.draw applies to the fast rollout only",
+            where="rollout.draw",
+            hint="add rollout.kind=fast, or leave rollout.draw=multinomial",
         )
     if precision not in ("fp32", "bf16", "auto"):
         raise RlcwError(
-            f"unknown train.rollout_precision {precision!r}",
-            where="train.rollout_precision",
+            f"unknown rollout.precision {precision!r}",
+            where="rollout.precision",
             hint="fp32, bf16 or auto (bf16 where the CPU or GPU has native bf16)",
         )
-    if precision != "fp32" and not fast_rollout:
+    if precision != "fp32" and not fast:
         raise RlcwError(
-            "train.rollout_precision applies to the fast rollout only",
-            where="train.rollout_precision",
-            hint="add train.fast_rollout=true, or leave train.rollout_precision=fp32",
+            "rollout.precision applies to the fast rollout only",
+            where="rollout.precision",
+            hint="add rollout.kind=fast, or leave rollout.precision=fp32",
         )
-    if rollout_is_cap < 0 or (0 < rollout_is_cap < 1):
+    if is_cap < 0 or (0 < is_cap < 1):
         raise RlcwError(
-            f"train.rollout_is_cap={rollout_is_cap} would down-weight even on-policy tokens",
-            where="train.rollout_is_cap",
+            f"rollout.is_cap={is_cap} would down-weight even on-policy tokens",
+            where="rollout.is_cap",
             hint="a cap >= 1 (e.g. 3, TRL's vLLM default), or 0 for no correction",
         )
     zero3 = deepspeed and "zero3" in Path(deepspeed).name
-    clash = (
-        "agents.variant"
-        if agents_variant
-        else "train.use_vllm"
-        if use_vllm
-        else "train.deepspeed (ZeRO-3)"
-        if zero3
-        else None
-    )
-    if fast_rollout and clash:
+    clash = "agents.variant" if agents_variant else "train.deepspeed (ZeRO-3)" if zero3 else None
+    if fast and clash:
         raise RlcwError(
-            f"train.fast_rollout cannot be combined with {clash}",
-            where="train.fast_rollout",
-            hint="train.fast_rollout=false (the fast sampler needs whole weights and plain rollouts)",
+            f"rollout.kind=fast cannot be combined with {clash}",
+            where="rollout.kind",
+            hint="rollout.kind=trl (the fast sampler needs whole weights and plain rollouts)",
         )
 
 
@@ -259,7 +252,7 @@ def native_bf16() -> tuple[bool, str]:
 
 
 def resolve_precision(precision: str) -> tuple[str, str]:
-    """`train.rollout_precision` -> (fp32 | bf16, why): auto takes bf16 only where it runs natively (elsewhere bf16
+    """`rollout.precision` -> (fp32 | bf16, why): auto takes bf16 only where it runs natively (elsewhere bf16
     is emulated and slower than fp32)."""
     if precision != "auto":
         return precision, "set in the config"

@@ -1,21 +1,24 @@
 """The GRPO rollout seam: how a GRPO run writes its training and held-out stories, decided once.
 
-    rollout = build_rollout(RolloutSettings(max_completion_length=96, ...), agents=None)  # plain TRL generation
+    rollout = build_rollout(GRPORolloutSection(kind="fast"), RolloutSettings(...), agents=None)  # the `rollout.*` keys
     rollout.completion_cap, rollout.story_cap                 # token caps (trained sequence, rewarded story)
     GRPOConfig(**rollout.grpo_args(), ...)                    # max_completion_length and TRL's vLLM keys
     funcs = rollout.rewards(funcs)                            # reward callables as this rollout needs them
     RlcwGRPOTrainer(..., **rollout.trainer_kwargs(tokenizer)) # rollout_func, rollout_is_cap
     sample = rollout.eval_sampler(tokenizer, rows, ...)       # `sample(model, step)` of the held-out evaluation
 
-Three variants, one class each: `PlainRollout` (TRL's generation, or vLLM), `FastRollout`
-(rlcw.rl.grpo.rollout: merged-LoRA sampler with its importance-sampling correction) and
-`AgentsRoomRollout` (rlcw.agents.rl: the trained agent's call is the trained sequence, the whole
-story is rewarded). `build_rollout` checks the settings (errors name the `rlcw grpo` keys) and picks
-the variant; no other module branches on it or derives a cap.
+The `rollout.*` config section is defined here (`RolloutSection`: TRL's generation or vLLM, what RLOO reads;
+`GRPORolloutSection`: also rlcw's fast sampler) and read by the seam as it is. Three variants, one class each:
+`PlainRollout` (`rollout.kind` trl or vllm: TRL's generation), `FastRollout` (`rollout.kind=fast`,
+rlcw.rl.grpo.rollout: merged-LoRA sampler with its importance-sampling correction) and `AgentsRoomRollout`
+(rlcw.agents.rl: the trained agent's call is the trained sequence, the whole story is rewarded). `build_rollout`
+checks the settings (errors name the config keys) and picks the variant; no other module branches on it or
+derives a cap.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,34 +31,86 @@ from rlcw.agents.rl import (
     trained_cap,
 )
 from rlcw.agents.variants import AgentCaps
+from rlcw.config import check_choice
 from rlcw.errors import RlcwError
 from rlcw.rl.grpo.rollout import check_fast_rollout, make_fast_rollout_func
 
 VLLM_MODES = ("colocate", "server")
+TRL_KINDS = ("trl", "vllm")  # TRL's own generation: transformers or vLLM
+GRPO_KINDS = ("trl", "fast", "vllm")
+
+
+@dataclass
+class VllmSection:
+    """`rollout.vllm.*`: TRL's vLLM generation (`rollout.kind=vllm`, GPU hosts)."""
+
+    mode: str = "colocate"  # colocate (vLLM shares the training GPUs) | server (`trl vllm-serve` at server_base_url)
+    server_base_url: str | None = None  # URL of `trl vllm-serve` when mode=server
+    gpu_memory_utilization: float = 0.3  # GPU memory share of colocated vLLM (mode=colocate)
+
+
+@dataclass
+class RolloutSection:
+    """`rollout.*`: how the policy writes its training completions."""
+
+    kind: str = "trl"  # trl: TRL's generation with transformers | vllm: TRL's vLLM generation (GPU)
+    vllm: VllmSection = field(default_factory=VllmSection)
+
+
+@dataclass
+class GRPORolloutSection(RolloutSection):
+    """`rollout.*` of GRPO: also rlcw's fast sampler (`kind: fast`) and its settings."""
+
+    # trl: TRL's generation with transformers | fast: rlcw's sampler (merged-LoRA copy, shared prompt cache; CPU or
+    # one GPU) | vllm: TRL's vLLM generation (GPU)
+    kind: str = "trl"
+    precision: str = "fp32"  # fast: fp32 | bf16 | auto (bf16 where native): the sampler's weights; the loss: fp32
+    draw: str = "multinomial"  # fast: multinomial | inverse_cdf (the same distribution, one uniform a row a step)
+    # fast: per-token loss weight min(pi/mu, is_cap) for the sampler/policy gap (rlcw.rl.grpo.is_correction); 0 = off
+    is_cap: float = 3.0
+
+
+def check_rollout(r: RolloutSection, kinds: tuple[str, ...]) -> None:
+    """`rollout.kind` is one of `kinds` (what the recipe offers) and `rollout.vllm.mode` a vLLM mode."""
+    check_choice("rollout.kind", r.kind, kinds)
+    check_choice("rollout.vllm.mode", r.vllm.mode, VLLM_MODES)
+
+
+def check_vllm_installed(r: RolloutSection) -> None:
+    """vLLM's presence on this machine when `rollout.kind=vllm` (a check of the machine, not of the config)."""
+    if r.kind == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise RlcwError(
+            "rollout.kind=vllm but vLLM is not installed",
+            where="rollout.kind",
+            hint="pip install vllm (GPU hosts), or rollout.kind=trl to generate with transformers",
+        )
+
+
+def vllm_args(r: RolloutSection) -> dict:
+    """TRL's vLLM keys of GRPOConfig / RLOOConfig: none unless `rollout.kind=vllm`."""
+    if r.kind != "vllm":
+        return {}
+    v = r.vllm
+    return {
+        "use_vllm": True,
+        "vllm_mode": v.mode,
+        "vllm_gpu_memory_utilization": v.gpu_memory_utilization,
+        "vllm_server_base_url": v.server_base_url,
+    }
 
 
 @dataclass(frozen=True)
 class RolloutSettings:
-    """The `train.*` and run keys a rollout reads (names as in `rlcw grpo`'s config)."""
+    """The keys outside `rollout.*` that a rollout reads (`train.*`, `seed`, `model.system_prompt`, `lora.enabled`)."""
 
     max_completion_length: int
-    temperature: float = 0.9
-    top_p: float = 1.0
-    batch_size: int = 8
-    seed: int = 0
-    system_prompt: str | None = None
-    use_vllm: bool = False
-    vllm_mode: str = "colocate"
-    vllm_server_base_url: str | None = None
-    vllm_gpu_memory_utilization: float = 0.3
-    fast_rollout: bool = False
-    rollout_precision: str = "fp32"
-    rollout_draw: str = "multinomial"
-    rollout_compact: bool = True
-    rollout_prepack: bool = True
-    rollout_is_cap: float = 3.0
-    deepspeed: str | None = None
-    lora_enabled: bool = True
+    temperature: float
+    top_p: float
+    batch_size: int
+    seed: int
+    system_prompt: str | None
+    deepspeed: str | None
+    lora_enabled: bool
 
 
 @dataclass(frozen=True)
@@ -69,30 +124,29 @@ class AgentsRoomSettings:
     context_tokens: int = 2048
 
 
-def build_rollout(s: RolloutSettings, agents: AgentsRoomSettings | None = None) -> PlainRollout:
-    """The checked rollout of these settings: Agents' Room when `agents` names a variant, else fast or plain."""
+def build_rollout(r: GRPORolloutSection, s: RolloutSettings, agents: AgentsRoomSettings | None = None) -> PlainRollout:
+    """The checked rollout of the `rollout.*` section and the run's settings: Agents' Room when `agents` names a
+    variant, else fast or plain."""
     agents = agents if agents and agents.variant else None
-    if s.vllm_mode not in VLLM_MODES:
-        raise RlcwError(f"unknown vllm_mode '{s.vllm_mode}'", where="train.vllm_mode", hint="colocate or server")
+    check_rollout(r, GRPO_KINDS)
     check_fast_rollout(
-        s.fast_rollout,
-        s.rollout_precision,
-        s.rollout_is_cap,
-        use_vllm=s.use_vllm,
+        r.kind,
+        r.precision,
+        r.is_cap,
         deepspeed=s.deepspeed,
         agents_variant=agents.variant if agents else None,
-        draw=s.rollout_draw,
+        draw=r.draw,
     )
     if agents:
-        return AgentsRoomRollout(s, agents)
-    return FastRollout(s) if s.fast_rollout else PlainRollout(s)
+        return AgentsRoomRollout(r, s, agents)
+    return FastRollout(r, s) if r.kind == "fast" else PlainRollout(r, s)
 
 
 class PlainRollout:
-    """TRL's own generation (transformers, or vLLM with `use_vllm`): one completion is one story."""
+    """TRL's own generation (`rollout.kind` trl: transformers, vllm: vLLM): one completion is one story."""
 
-    def __init__(self, s: RolloutSettings):
-        self.settings = s
+    def __init__(self, r: GRPORolloutSection, s: RolloutSettings):
+        self.section, self.settings = r, s
 
     @property
     def completion_cap(self) -> int:
@@ -110,14 +164,7 @@ class PlainRollout:
 
     def grpo_args(self) -> dict:
         """GRPOConfig keys this rollout decides: the completion cap and, with vLLM, TRL's vLLM keys."""
-        s = self.settings
-        vllm = {
-            "use_vllm": True,
-            "vllm_mode": s.vllm_mode,
-            "vllm_gpu_memory_utilization": s.vllm_gpu_memory_utilization,
-            "vllm_server_base_url": s.vllm_server_base_url,
-        }
-        return {"max_completion_length": self.completion_cap, **(vllm if s.use_vllm else {})}
+        return {"max_completion_length": self.completion_cap, **vllm_args(self.section)}
 
     def rewards(self, funcs: list) -> list:
         """The reward callables as the trainer calls them with this rollout's completions."""
@@ -148,26 +195,23 @@ class PlainRollout:
 
 class FastRollout(PlainRollout):
     """rlcw.rl.grpo.rollout's sampler (merged-LoRA copy, shared prompt cache), its tokens' loss weighted by the
-    truncated importance ratio min(pi/mu, rollout_is_cap) (rlcw.rl.grpo.is_correction; 0 = off)."""
+    truncated importance ratio min(pi/mu, rollout.is_cap) (rlcw.rl.grpo.is_correction; 0 = off)."""
 
     def trainer_kwargs(self, tokenizer) -> dict:
         from rlcw.logs import say
         from rlcw.rl.grpo.rollout import resolve_precision
 
-        s = self.settings
-        precision, why = resolve_precision(s.rollout_precision)
-        say("grpo", f"fast rollout: {precision} weight copy ({why}), {s.rollout_draw} draw")
-        return {
-            "rollout_func": make_fast_rollout_func(precision, s.rollout_draw, s.rollout_compact, s.rollout_prepack),
-            "rollout_is_cap": s.rollout_is_cap,
-        }
+        r = self.section
+        precision, why = resolve_precision(r.precision)
+        say("grpo", f"fast rollout: {precision} weight copy ({why}), {r.draw} draw")
+        return {"rollout_func": make_fast_rollout_func(precision, r.draw), "rollout_is_cap": r.is_cap}
 
 
 class AgentsRoomRollout(PlainRollout):
     """Agents' Room stories (rlcw.agents.rl): the trained agent's call is the trained sequence, the whole story is
     rewarded and evaluated."""
 
-    def __init__(self, s: RolloutSettings, agents: AgentsRoomSettings):
+    def __init__(self, r: GRPORolloutSection, s: RolloutSettings, agents: AgentsRoomSettings):
         a = agents
         check_agents_rl(
             a.variant,
@@ -176,9 +220,9 @@ class AgentsRoomRollout(PlainRollout):
             a.caps,
             a.context_tokens,
             lora_enabled=s.lora_enabled,
-            use_vllm=s.use_vllm,
+            use_vllm=r.kind == "vllm",
         )
-        super().__init__(s)
+        super().__init__(r, s)
         self.agents = agents
 
     @property

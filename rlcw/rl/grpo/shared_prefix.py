@@ -15,8 +15,8 @@ logits elsewhere). The result is TRL's `_get_per_token_logps_and_entropies` outp
 with zeros where the completion mask is 0, equal up to float rounding (tests/unit/test_shared_prefix.py checks the
 log-probs, entropies and LoRA gradients of both heads against TRL's own path).
 
-Used by rlcw.rl.grpo.trainer for the loss forward and the start model's forward (KL to the start), under
-`train.shared_prefix` (on by default). `shared_prefix_logps` returns None where it does not apply, and the caller
+Used by rlcw.rl.grpo.trainer for the loss forward and the start model's forward (KL to the start), always where
+it applies (no config key; `RlcwGRPOTrainer(shared_prefix=False)` runs TRL's path). `shared_prefix_logps` returns None where it does not apply, and the caller
 runs TRL's path: no row shares its prompt, a multimodal batch, a model whose cache is not one plain
 full-attention layer per decoder layer (sliding windows, linear attention), gradient checkpointing, or more than
 one process (DDP prepares its gradient reduction once per forward call of the wrapped model; this runs several).

@@ -4,7 +4,7 @@
 
     trainer = RlcwGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), ...,   # TRL's own arguments
                               run=run, monitor_ngram=3, log_kl_every=3, kl_ref_model=None,
-                              samples_every=1, samples_k=2, rollout_is_cap=3.0, shared_prefix=True)
+                              samples_every=1, samples_k=2, rollout_is_cap=3.0)
 
 Per generated training batch it logs (into TRL's metrics, so they reach metrics.jsonl and
 TensorBoard with TRL's): the reward-hacking statistics (`monitor/*`, rlcw.measure.monitors), KL to the
@@ -121,7 +121,7 @@ class RlcwGRPOTrainer(GRPOTrainer):
         samples_k: int = 2,
         rollout_is_cap: float = 0.0,
         slop=None,
-        shared_prefix: bool = False,
+        shared_prefix: bool = True,
         **kwargs,
     ):
         """`monitor_ngram`: n of the monitors' n-gram statistics (None = no monitor statistics);
@@ -129,9 +129,9 @@ class RlcwGRPOTrainer(GRPOTrainer):
         frozen starting model, needed only without LoRA at beta = 0; `samples_every`: top/bottom
         `samples_k` stories every N steps (0 = never); `rollout_is_cap` > 0: each completion token's loss is
         weighted by min(pi/mu, cap) when the rollout returned its sampler's log-probs mu (rlcw.rl.grpo.is_correction;
-        0 = off); `slop`: a rlcw.metrics.slop.SlopBaseline for `monitor/slop` (None = off); `shared_prefix`:
-        log-prob forwards run each group's prompt once where rlcw.rl.grpo.shared_prefix applies. The rest is
-        TRL's GRPOTrainer."""
+        0 = off); `slop`: a rlcw.metrics.slop.SlopBaseline for `monitor/slop` (None = off); `shared_prefix`
+        (on; off only to compare): log-prob forwards run each group's prompt once where rlcw.rl.grpo.shared_prefix
+        applies. The rest is TRL's GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.run, self.log_kl_every = run, log_kl_every
         self.batch_log = BatchLog(run, monitor_ngram, samples_every, samples_k, slop)
