@@ -166,13 +166,13 @@ def test_overlap_with_rm_data_is_an_error_naming_the_prompt(tmp_path):
 def test_vllm_requested_but_missing_is_a_clear_error(monkeypatch):
     import importlib.util
 
-    from rlcw.recipes.grpo import check_vllm
+    from rlcw.recipes.common.trl_stage import check_vllm
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     with pytest.raises(RlcwError, match="vLLM is not installed"):
-        check_vllm(_cfg(["train.use_vllm=true"]).train)
-    check_vllm(_cfg([]).train)  # not asked for: nothing to check
+        check_vllm(_cfg(["train.use_vllm=true"]).train.use_vllm)
+    check_vllm(_cfg([]).train.use_vllm)  # not asked for: nothing to check
 
 
 def test_full_fine_tune_logs_kl_against_a_frozen_copy(runs_root, rm_run, tiny_model_dir):
