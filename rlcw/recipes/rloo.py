@@ -5,9 +5,10 @@ Reads config -> validate (before the run folder is written or anything loads) ->
 type or by import path; evaluators, monitors, the learning probe; the policy) -> train (rlcw.rl.rloo.trainer:
 TRL's RLOOTrainer plus KL to the start even at beta = 0, monitor statistics, per-source reward and length, the
 prompt order, top/bottom stories) -> save (`checkpoints/final`, report and plots). Build, train and save are the
-skeleton rloo shares with grpo (rlcw.recipes.common.trl_stage), so every check before the run folder, key and
-output grpo has, rloo has. The sections and keys are grpo's (`rlcw grpo`), except the RLOO-specific ones: `train.beta` is a KL penalty in the reward (TRL's RLOO,
-sequence-level, default 0.05), `train.normalize_advantages`, `train.reward_clip_range`.
+skeleton rloo shares with grpo (rlcw.recipes.common.trl_stage), so the checks before the run folder, the shared
+`train.*` keys and the run folder's outputs are grpo's. The sections and keys are grpo's (`rlcw grpo`) but for its
+rollout keys, plus the RLOO-specific ones: `train.beta` is a KL penalty in the reward (TRL's RLOO, sequence-level,
+default 0.05), `train.normalize_advantages`, `train.reward_clip_range`.
 
 The advantage is RLOO's leave-one-out baseline: a completion's reward minus the mean reward of the other
 completions of its prompt (Ahmadian et al. 2024), so `train.num_generations` >= 2. Not here, and why:

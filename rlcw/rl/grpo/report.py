@@ -2,8 +2,8 @@
 folder, rlcw.recipes.common.trl_stage).
 
     plots = grpo_plots(run_dir)                                   # plots/*.png from metrics.jsonl, probe.jsonl
-    text = grpo_report(title="GRPO", run_name="grpo", model_name=..., rewards=reward_summary(specs), rm_path=..., beta=0.0,
-                       loss_type="dapo", scale_rewards="group", metrics=..., history=..., stop_reason=None,
+    text = grpo_report(title="GRPO", run_name="grpo", model_name=..., rewards=reward_summary(specs), rm_path=...,
+                       beta=0.0, loss_type="dapo", scale_rewards="group", metrics=..., history=..., stop_reason=None,
                        alerts=[], plots=plots, length_control=length_control_lines(reward_funcs))
 
 Plots: reward per step (total and per reward), reward and words per prompt source, held-out RM
