@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlcw.agents.variants import AgentCaps
+from rlcw.config import at_least
 from rlcw.errors import RlcwError
 from rlcw.measure.probe import ProbeSection
 from rlcw.recipes.common.checks import validate_rl_sections, validate_train_keys
@@ -48,6 +49,8 @@ class GRPORewardSection(RewardSection):
 class GRPOTrainSection(TRLTrainSection):
     """`train.*`: the keys grpo and rloo share (rlcw.recipes.common.trl_stage.TRLTrainSection) and GRPO's own."""
 
+    # completions per prompt (the GRPO group size)
+    num_generations: int = at_least(2, 4, "GRPO compares the completions of one prompt")
     loss_type: str = "dapo"  # TRL loss normalization: grpo | dr_grpo | dapo | bnpo | ...
     scale_rewards: str = "group"  # group | batch | none
     log_kl_to_start: bool = True  # one extra no-grad forward (adapter disabled) on the logged steps when on-policy
