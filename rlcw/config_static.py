@@ -276,7 +276,7 @@ def _leaf(f: _Field) -> Leaf:
 
 def _walk(node: ast.ClassDef, module: str, prefix: str, out: dict[str, Leaf | None]) -> None:
     for f in _fields(node, module):
-        sub = _section(f.annotation, module)
+        sub = _section(f.annotation, f.module)  # an inherited field names its classes in its own module
         is_none = isinstance(f.default, ast.Constant) and f.default.value is None
         if sub is not None and not is_none:
             out[f"{prefix}{f.name}"] = None  # a section

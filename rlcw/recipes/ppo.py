@@ -48,10 +48,8 @@ from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import (
     EvalSection,
     LoraSection,
-    ModelConfig,
     MonitorSection,
-    PromptSection,
-    RewardSection,
+    RLRecipeSections,
 )
 from rlcw.report import plot_lines, read_metrics, series
 from rlcw.rewards.factory import RewardSet, build_reward_set, check_rewards, check_rm_folder
@@ -79,11 +77,7 @@ class PPOTrainSection(PPOSettings):
 
 
 @dataclass
-class PPORecipeConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: PromptSection = field(default_factory=PromptSection)
-    reward: RewardSection = field(default_factory=RewardSection)
-    lora: LoraSection = field(default_factory=LoraSection)
+class PPORecipeConfig(RLRecipeSections):
     value: ValueSection = field(default_factory=ValueSection)
     train: PPOTrainSection = field(default_factory=PPOTrainSection)  # the library's settings + report_to, bf16
     eval: EvalSection = field(default_factory=lambda: EvalSection(max_new_tokens=64))

@@ -11,6 +11,7 @@ from rlcw.config import load_config
 from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError
 from rlcw.recipes import grpo
+from rlcw.recipes.common import trl_stage
 from rlcw.recipes.grpo import GRPORecipeConfig
 
 WRITERS = ["exposition", "rising_action", "climax", "falling_action", "resolution"]
@@ -45,12 +46,10 @@ def _cfg(runs_root, tiny_model_dir, rm_run, *extra):
 @pytest.fixture(scope="module")
 def agents_run(runs_root, tiny_model_dir, rm_run, monkeypatch_module):
     seen: list[dict] = []
-    real = grpo.build_rewards
+    real = trl_stage.build_reward_set
 
-    def spying_rewards(
-        cfg, rollout
-    ):  # record what a reward receives (main wraps it with story_reward like the others)
-        built = real(cfg, rollout)
+    def spying_rewards(specs, defaults, key):  # record what a reward receives (main wraps it like the others)
+        built = real(specs, defaults, key=key)
 
         def spy(prompts, completions, **kw):
             seen.append(
@@ -65,7 +64,7 @@ def agents_run(runs_root, tiny_model_dir, rm_run, monkeypatch_module):
         spy.__name__ = "spy"
         return dataclasses.replace(built, funcs=[*built.funcs, spy], weights=[*built.weights, 1.0])
 
-    monkeypatch_module.setattr(grpo, "build_rewards", spying_rewards)
+    monkeypatch_module.setattr(trl_stage, "build_reward_set", spying_rewards)
     return grpo.main(_cfg(runs_root, tiny_model_dir, rm_run, "run_name=grpo_agents")), seen
 
 

@@ -142,7 +142,8 @@ def test_fit_to_cap_filters_ranges_the_cap_cannot_reach():
 
 
 def test_overlap_with_rm_data_is_an_error_naming_the_prompt(tmp_path):
-    from rlcw.recipes.grpo import check_overlap, eval_prompts, rollout_seam, train_prompts
+    from rlcw.recipes.common.prompts import check_overlap
+    from rlcw.recipes.grpo import eval_prompts, rollout_seam, train_prompts
 
     cfg = _cfg([])
     rollout = rollout_seam(cfg)

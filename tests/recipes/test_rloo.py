@@ -65,7 +65,8 @@ def test_rloo_trains_a_loadable_adapter_that_changed(rloo_full, tiny_model_dir):
     ids = torch.tensor([[1, 2, 3, 4]])
     with torch.no_grad():
         assert not torch.allclose(tuned(input_ids=ids).logits, base(input_ids=ids).logits)
-    assert (final.parents[2] / "rloo_full" / "report.md").read_text().startswith("# RLOO run")
+    report = (final.parents[2] / "rloo_full" / "report.md").read_text()
+    assert report.startswith("# DONE: steps 3") and "\n# RLOO run `rloo_full`" in report and "GRPO" not in report
     assert (final.parents[2] / "rloo_full" / "plots" / "rubric.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -83,6 +84,23 @@ def test_rloo_logs_rewards_rubric_slop_and_monitors(rloo_full):
     assert (run_dir / "samples" / "train_step_000003.jsonl").is_file()
     order = [json.loads(x) for x in (run_dir / "samples" / "data_order.jsonl").read_text().splitlines()]
     assert [o["step"] for o in order] == [1, 2, 3]
+
+
+def test_rloo_summary_has_the_share_of_rm_inputs_cut(rloo_full):
+    assert 0.0 <= rloo_full["metrics"]["rm/truncated_share"] <= 1.0
+
+
+def test_rloo_checks_rewards_before_the_run_folder(tmp_path):
+    """A bad reward spec stops `rlcw rloo --check` (and a run) before the run folder would be written."""
+    from rlcw.recipes.common.run import check_only
+    from rlcw.recipes.rloo import RLOORecipeConfig, main
+
+    cfg = load_config(
+        RLOORecipeConfig, CONFIG, [f"output_dir={tmp_path}", "run_name=bad", "reward.specs.rm.type=bleu"]
+    )
+    with check_only(), pytest.raises(RlcwError, match="bleu"):
+        main(cfg)
+    assert not (tmp_path / "bad").exists()
 
 
 def test_rloo_resumes_like_an_uninterrupted_run(rloo_full, runs_root, rm_run, tiny_model_dir):

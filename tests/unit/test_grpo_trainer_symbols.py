@@ -16,7 +16,8 @@ TRL_SYMBOLS = [
     ("trl", "GRPOTrainer"),
     ("trl", "GRPOConfig"),
     ("trl.trainer.utils", "RepeatSampler"),
-    ("trl.trainer.grpo_trainer", "add_fused_lm_head"),
+    ("trl.trainer.utils", "add_fused_lm_head"),
+    ("trl", "RLOOTrainer"),
     ("trl.trainer.grpo_trainer", "RolloutFunc"),
     ("trl.models", "unwrap_model_for_generation"),
 ]
@@ -97,7 +98,7 @@ def test_repeat_sampler_keeps_seed_and_generator():
 
 
 def test_epoch_sampler_is_reseeded_per_epoch():
-    from rlcw.rl.grpo.trainer import EpochRepeatSampler
+    from rlcw.rl.trl_common import EpochRepeatSampler
 
     sampler = EpochRepeatSampler(list(range(8)), mini_repeat_count=1, batch_size=8, seed=0)
     first = list(sampler)

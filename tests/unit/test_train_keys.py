@@ -10,7 +10,7 @@ import torch
 
 from rlcw.config import load_config
 from rlcw.errors import RlcwError
-from rlcw.recipes import dpo, grpo, ppo, train_agents, train_rm
+from rlcw.recipes import dpo, grpo, ppo, rloo, train_agents, train_rm
 from rlcw.recipes.common.checks import check_bf16
 
 RUN = SimpleNamespace(checkpoints=Path("unused-checkpoints"))
@@ -84,13 +84,21 @@ def test_check_bf16_errors_on_a_gpu_without_bf16_and_warns_on_cpu(monkeypatch, c
     check_bf16(True)
 
 
-def test_grpo_scheduler_kwargs_reach_the_trainer_and_shape_the_schedule():
-    """`train.lr_scheduler_kwargs` (a dotlist key a time) reaches TRL's args, and transformers builds the
-    schedule it names: warmup_stable_decay holds the peak, then decays over the last num_decay_steps."""
+TRL_ARGS = {
+    "grpo": (grpo.GRPORecipeConfig, lambda cfg: grpo.build_args(cfg, RUN, [1.0, 1.0], grpo.rollout_seam(cfg))),
+    "rloo": (rloo.RLOORecipeConfig, lambda cfg: rloo.build_args(cfg, RUN, [1.0, 1.0])),
+}
+
+
+@pytest.mark.parametrize("stage", sorted(TRL_ARGS))
+def test_scheduler_kwargs_reach_the_trainer_and_shape_the_schedule(stage):
+    """`train.lr_scheduler_kwargs` (a dotlist key a time) reaches TRL's args (grpo's and rloo's), and transformers
+    builds the schedule it names: warmup_stable_decay holds the peak, then decays over the last num_decay_steps."""
     from transformers.optimization import get_scheduler
 
+    cls, build_args = TRL_ARGS[stage]
     g = load_config(
-        grpo.GRPORecipeConfig,
+        cls,
         None,
         [
             "train.lr_scheduler_type=warmup_stable_decay",
@@ -100,7 +108,7 @@ def test_grpo_scheduler_kwargs_reach_the_trainer_and_shape_the_schedule():
             "train.learning_rate=1.0",
         ],
     )
-    args = grpo.build_args(g, RUN, [1.0, 1.0], grpo.rollout_seam(g))
+    args = build_args(g)
     assert args.lr_scheduler_kwargs == {"num_decay_steps": 4}
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=args.learning_rate)
     sched = get_scheduler(

@@ -1,5 +1,5 @@
-"""Config sections every recipe shares: `model.*`, `lora.*`, and for grpo, ppo and dpo `data.*` prompts,
-`reward.*`, `eval.*`, `monitor.*`.
+"""Config sections every recipe shares: `model.*`, `lora.*`, and for grpo, rloo, ppo and dpo `data.*` prompts,
+`reward.*`, `eval.*`, `monitor.*` (`RLRecipeSections`: the first four of grpo, rloo and ppo).
 
 The sections are plain dataclasses; recipes translate them into library arguments in their own builder
 functions. One meaning per key: held-out prompts are `eval.prompts` / `eval.split`, the RM is
@@ -115,6 +115,17 @@ class EvalSection:
     batch_size: int = 8  # prompts generated per batch during evaluation
     # evaluator name -> its options (rlcw.measure.evaluation), e.g. rm: {rm_path}, judge: {judge}
     evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
+
+
+@dataclass
+class RLRecipeSections:
+    """The sections the online RL recipes (grpo, rloo, ppo) open their config with, in this order; each recipe's
+    config adds its `train.*` section and the rest (grpo's `reward.*` adds `aggregation`)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: PromptSection = field(default_factory=PromptSection)
+    reward: RewardSection = field(default_factory=RewardSection)
+    lora: LoraSection = field(default_factory=LoraSection)
 
 
 # Keys the RL recipes no longer have, as `rlcw.config.retired_keys` reads them from a recipe config's MOVED_KEYS

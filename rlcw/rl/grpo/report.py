@@ -1,8 +1,9 @@
-"""The GRPO run's plots and human-readable report (`rlcw grpo` writes both into its run folder).
+"""The plots and human-readable report of a GRPO or RLOO run (`rlcw grpo` and `rlcw rloo` write both into the run
+folder, rlcw.recipes.common.trl_stage).
 
     plots = grpo_plots(run_dir)                                   # plots/*.png from metrics.jsonl, probe.jsonl
-    text = grpo_report(run_name="grpo", model_name=..., rewards=reward_summary(specs), rm_path=..., beta=0.0,
-                       loss_type="dapo", scale_rewards="group", metrics=..., history=..., stop_reason=None,
+    text = grpo_report(title="GRPO", run_name="grpo", model_name=..., rewards=reward_summary(specs), rm_path=...,
+                       beta=0.0, loss_type="dapo", scale_rewards="group", metrics=..., history=..., stop_reason=None,
                        alerts=[], plots=plots, length_control=length_control_lines(reward_funcs))
 
 Plots: reward per step (total and per reward), reward and words per prompt source, held-out RM
@@ -108,6 +109,7 @@ def length_control_lines(funcs: list) -> list[str]:
 
 def grpo_report(
     *,
+    title: str,
     run_name: str,
     model_name: str,
     rewards: str,
@@ -122,9 +124,10 @@ def grpo_report(
     plots: list[Path],
     length_control: list[str] | None = None,
 ) -> str:
-    """Markdown: run setup, early stop, learning probe verdict, plots, monitor alerts, held-out table."""
+    """Markdown: run setup, early stop, learning probe verdict, plots, monitor alerts, held-out table; `title` names
+    the algorithm in the heading (`# GRPO run <run_name>`)."""
     lines = [
-        f"# GRPO run `{run_name}`",
+        f"# {title} run `{run_name}`",
         "",
         f"- policy start: `{model_name}`",
         f"- rewards: {rewards}; default RM `{rm_path}`",

@@ -1,4 +1,4 @@
-"""What rlcw logs of each generated GRPO training batch: one callback, called once per batch by the trainer.
+"""What rlcw logs of each generated GRPO or RLOO training batch: one callback, called once per batch by the trainer.
 
     log = BatchLog(run, monitor_ngram=3, samples_every=1, samples_k=2)
     metrics = log(step, rows, num_generations, is_main_process=True)   # rows: one per completion, all ranks
