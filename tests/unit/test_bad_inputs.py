@@ -72,6 +72,7 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | train.resume=true with no checkpoint | error with hint | tests/unit/test_runs_resume.py::test_resume_true_without_checkpoint_is_an_error_auto_starts_fresh |
 | 1 | config | a run_name whose folder holds another run | error naming what it holds; folder untouched | tests/unit/test_run_folders.py::test_a_used_run_folder_is_refused_and_left_untouched |
 | 1 | config | overwrite=true with train.resume=true | error | tests/unit/test_run_folders.py::test_overwrite_and_resume_true_contradict |
+| 2 | config | a resume (train.resume=true/auto) with a changed learning rate and batch size | error listing each key old -> new, the train.resume=changed hint; folder untouched | tests/unit/test_resume_changes.py::test_a_resume_that_changes_the_experiment_is_refused_naming_old_and_new |
 | 1 | config | unknown study evaluator option | error listing the options | tests/unit/test_study_evaluator.py::test_unknown_option_is_an_error |
 | 1 | config | unknown evaluator name | error listing the known ones | tests/unit/test_evaluation_registry.py::test_unknown_name_lists_the_known_ones |
 | 1 | config | broken rlcw_rm.json | error naming the file | tests/unit/test_render.py::test_load_spec_broken_json_is_an_rlcw_error |
