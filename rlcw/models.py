@@ -206,3 +206,10 @@ def save_lora_checkpoint(model, tokenizer, path: Path, base_spec: str) -> Path:
     tokenizer.save_pretrained(path)
     atomic_write_json(path / BASE_FILE, {"base": base_spec})
     return path
+
+
+def nonfinite_parameters(model) -> list[str]:
+    """Names of the parameters holding nan or inf (a diverged training leaves them; empty when every one is finite)."""
+    import torch
+
+    return [name for name, p in model.named_parameters() if not torch.isfinite(p.detach()).all()]

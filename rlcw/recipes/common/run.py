@@ -123,7 +123,7 @@ def stage_run(cfg, command: str) -> Iterator[RunDir]:
         run.write_summary("interrupted", error=f"interrupted by {signal.Signals(signum).name}")
         raise
     except BaseException as exc:
-        run.write_summary("failed", error=f"{type(exc).__name__}: {exc}")
+        run.write_summary("failed", getattr(exc, "metrics", None), error=f"{type(exc).__name__}: {exc}")
         # a user error found after loading (a chat template, a server's reply) leaves no half-written folder
         if isinstance(exc, RlcwError) and fresh and remove_unused_run_folder(run.path):
             print(f"[rlcw] {command}: stopped before producing anything; removed {run.path}", flush=True)
@@ -148,5 +148,6 @@ def trainer_basics(t, seed: int) -> dict:
         "report_to": "none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
         "seed": seed,
         "data_seed": seed,
+        "logging_nan_inf_filter": False,  # a non-finite loss is logged as it is, and ends the run (measure.callbacks)
         "disable_tqdm": False,
     }
