@@ -196,14 +196,19 @@ def _split_args(args: list[str], keys: list[str] | None = None) -> tuple[str | N
     config, overrides, i = None, [], 0
     while i < len(args):
         arg = args[i]
-        if arg == "--config":
-            if i + 1 >= len(args):
+        if arg == "--config" or arg.startswith("--config="):
+            if arg == "--config" and i + 1 >= len(args):
                 raise RlcwError("--config needs a file path")
-            config, i = args[i + 1], i + 2
+            path = args[i + 1] if arg == "--config" else arg.split("=", 1)[1]
+            if config is not None:
+                raise RlcwError(
+                    f"--config given twice ({config} and {path}); one file is read",
+                    where="command line",
+                    hint="merge the two files into one, or keep one --config and give the other's keys as key=value",
+                )
+            config, i = path, i + (2 if arg == "--config" else 1)
             continue
-        if arg.startswith("--config="):
-            config = arg.split("=", 1)[1]
-        elif arg.startswith("-"):
+        if arg.startswith("-"):
             flag, eq, value = arg.partition("=")
             key = _flag_key(flag, keys or [])
             if not eq:

@@ -39,6 +39,7 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | `train.bs` | hint names train.batch_size | tests/unit/test_input_hygiene.py::test_bs_alias_names_batch_size |
 | 2 | config | `--learning_rate 1e-5` (TRL habit), `--batch_size 4` (ambiguous) | mapped with a note / error naming both keys | tests/unit/test_input_hygiene.py::test_trl_style_flags_map_to_the_key_they_mean |
 | 1 | config | a positional YAML path | error: use --config | tests/unit/test_input_hygiene.py::test_a_positional_yaml_path_is_told_to_use_config |
+| 2 | config | `--config` given twice (both spellings) | error naming both files, not the last one read silently | tests/unit/test_input_hygiene.py::test_a_second_config_is_an_error_naming_both |
 | 1 | config | misspelt config file | did-you-mean the closest file | tests/unit/test_input_hygiene.py::test_a_missing_config_file_suggests_the_closest |
 | 18 | config | late failures (no RM yet, bad python target, option typo, resume=true on no run, judge server down or silent, ...) | exit 2, named error, no run folder | tests/recipes/test_late_failures.py::test_late_failure_exits_2_and_leaves_no_run_folder |
 | 1 | config | train.report_to naming a tracker that is not installed | error naming the package; no folder | tests/unit/test_run_folders.py::test_a_tracker_that_is_not_installed_writes_nothing |
