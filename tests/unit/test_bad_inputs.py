@@ -53,6 +53,7 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | output_dir that cannot be written | error naming output_dir; nothing written | tests/unit/test_run_guard.py::test_an_output_dir_that_cannot_be_written_is_named |
 | 2 | config | $RLCW_CACHE read-only or a file when the embedded model must be converted | error naming $RLCW_CACHE; no run folder | tests/unit/test_run_guard.py::test_an_unwritable_cache_is_named_when_the_embedded_model_must_be_converted |
 | 1 | config | `train.report_to=wandb` with wandb installed but not logged in | error with the login / offline hint; no run folder | tests/unit/test_run_guard.py::test_wandb_without_a_login_is_an_error_before_the_run_folder |
+| 1 | config | serve-rm on a port another server holds | error naming the port, another port or stop that server; exit 2, no run folder | tests/unit/test_busy_port.py::test_serve_rm_on_a_busy_port_names_the_port_and_writes_nothing |
 | 1 | config | a run folder another process is writing | error naming the folder and the PID holding it | tests/unit/test_interrupts_and_locks.py::test_a_second_process_is_refused_and_a_killed_run_leaves_no_lock |
 | 2 | config | `--check` with a config its validate() refuses; with a missing RM | the same error as a run, nothing written | tests/unit/test_cli_first_day.py::test_check_validates_and_writes_nothing |
 | 2 | data | stories longer than the RM's max_length | counted (share), one warning above 5% | tests/unit/test_input_hygiene.py::test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once |
