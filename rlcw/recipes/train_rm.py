@@ -47,6 +47,7 @@ import torch
 from rlcw.config import at_least, check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError, RunFailed, location
+from rlcw.io import TABLE_SUFFIXES
 from rlcw.logs import quiet_progress
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
@@ -554,9 +555,25 @@ def validate(cfg: TrainRMConfig) -> None:
         )
 
 
+def check_pair_files(train_file: str, eval_file: str | None) -> None:
+    """A local pairs file (a table suffix, or a path that reads as one) exists: an error naming the key before the
+    run folder (and in `--check`), instead of a failure after the folder is written."""
+    for key, value in (("data.train_file", train_file), ("data.eval_file", eval_file)):
+        path = Path(value).expanduser() if value else None
+        local = path is not None and (path.suffix.lower() in TABLE_SUFFIXES or value.startswith((".", "/", "~")))
+        if local and not path.is_file():
+            raise RlcwError(
+                f"preference pairs file not found: {value}",
+                where=key,
+                hint="run `rlcw build-pairs` first (it writes runs/build_pairs/pairs/train.jsonl and eval.jsonl), or "
+                f"point {key} at your pairs file" + ("" if key == "data.train_file" else " (null: no held-out pairs)"),
+            )
+
+
 def main(cfg: TrainRMConfig) -> dict:
     validate(cfg)
     check_bf16(cfg.train.bf16)
+    check_pair_files(cfg.data.train_file, cfg.data.eval_file)  # not in validate: outcome validates before build-pairs
     with stage_run(cfg, "train-rm") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         train_pairs = load_preferences(cfg.data.train_file, cfg.data.split, cfg.data.columns, cfg.data.max_train_pairs)
         eval_pairs = (

@@ -57,6 +57,7 @@ The test below checks that every row names a test that exists and that the total
 | 4 | config | model.name `smollm2`, `SmolLM2-135M`, `SmolLM2-135M-Instruct`, `smollm2_135m_instruct` | did-you-mean the alias, before any hub call | tests/unit/test_models.py::test_the_embedded_model_in_other_spellings_gets_did_you_mean_before_any_hub_call |
 | 1 | config | a run folder given as model.name | error naming its checkpoints/final (or model/) | tests/unit/test_models.py::test_a_run_folder_given_as_a_model_names_its_model_folder |
 | 1 | config | a run folder another process is writing | error naming the folder and the PID holding it | tests/unit/test_interrupts_and_locks.py::test_a_second_process_is_refused_and_a_killed_run_leaves_no_lock |
+| 2 | config | `rlcw train-rm --check` with a missing data.train_file / data.eval_file | error naming the key, the file and build-pairs; nothing written | tests/unit/test_cli_first_day.py::test_check_of_train_rm_names_a_missing_pairs_file |
 | 2 | config | `--check` with a config its validate() refuses; with a missing RM | the same error as a run, nothing written | tests/unit/test_cli_first_day.py::test_check_validates_and_writes_nothing |
 | 2 | data | stories longer than the RM's max_length | counted (share), one warning above 5% | tests/unit/test_input_hygiene.py::test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once |
 | 1 | config | unknown YAML key | error: key, file, closest keys | tests/unit/test_config.py::test_unknown_yaml_key_names_key_file_and_suggestion |
