@@ -81,7 +81,7 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | train-rm with lr 1e30 (the loss becomes nan) | summary failed, `rlcw: failed:`, exit 1 | tests/recipes/test_train_rm.py::test_a_loss_that_becomes_nan_ends_the_run_failed_with_exit_1 |
 | 1 | config | train-rm with lr 1e8 (finite loss, nan weights) | summary failed, no model saved, not DONE | tests/recipes/test_train_rm.py::test_an_rm_whose_weights_diverged_ends_failed_not_done |
 | 3 | config | an RM whose held-out rewards are all one value (0, -250) or nan | "the reward model is dead", failed | tests/recipes/test_train_rm.py::test_dead_rm_names_constant_or_non_finite_rewards |
-| 2 | config | a resume (train.resume=true/auto) with a changed learning rate and batch size | error listing each key old -> new, the train.resume=changed hint; folder untouched | tests/unit/test_resume_changes.py::test_a_resume_that_changes_the_experiment_is_refused_naming_old_and_new |
+| 2 | config | a resume (train.resume=true/auto) with a changed learning rate and batch size | error listing each key old -> new, the train.resume=changed hint; folder untouched | tests/unit/test_run_folders.py::test_a_resume_that_changes_the_experiment_is_refused_naming_old_and_new |
 | 1 | config | unknown study evaluator option | error listing the options | tests/unit/test_study_evaluator.py::test_unknown_option_is_an_error |
 | 1 | config | unknown evaluator name | error listing the known ones | tests/unit/test_evaluation_registry.py::test_unknown_name_lists_the_known_ones |
 | 1 | config | broken rlcw_rm.json | error naming the file | tests/unit/test_render.py::test_load_spec_broken_json_is_an_rlcw_error |
