@@ -11,7 +11,8 @@
 Analysis commands (agreement, surface, summarize) take input paths as positional arguments
 and `--json`. A user error prints one clear message and exits with status 2, before any run folder is
 written; config keys are checked against the dataclass source before the recipe's heavy imports. A finished
-command prints its report's path and first line; one whose quality gate failed (`gates.exit_on_fail`) exits 1.
+command prints its report's path and first line; one whose quality gate failed (`gates.exit_on_fail`) exits 1, and so
+does a run whose loss or reward became non-finite or whose reward model came out dead (`rlcw: failed: ...`).
 `--key value` (TRL style) is read as the one config key ending in `key` (aliases: lr, steps, bs).
 Ctrl-C or SIGTERM (Slurm's) stops a command with one line, marks its summary.json `interrupted`, prints the
 command that resumes it where the recipe has `train.resume`, and exits 130 (SIGINT) or 143 (SIGTERM).
@@ -37,7 +38,7 @@ from rlcw.config_static import (
     static_retired_keys,
     static_signature,
 )
-from rlcw.errors import RlcwError
+from rlcw.errors import RlcwError, RunFailed
 from rlcw.interrupts import exit_code, interrupted_lines, terminate_as_interrupt
 from rlcw.logs import quiet_libraries
 
@@ -196,14 +197,19 @@ def _split_args(args: list[str], keys: list[str] | None = None) -> tuple[str | N
     config, overrides, i = None, [], 0
     while i < len(args):
         arg = args[i]
-        if arg == "--config":
-            if i + 1 >= len(args):
+        if arg == "--config" or arg.startswith("--config="):
+            if arg == "--config" and i + 1 >= len(args):
                 raise RlcwError("--config needs a file path")
-            config, i = args[i + 1], i + 2
+            path = args[i + 1] if arg == "--config" else arg.split("=", 1)[1]
+            if config is not None:
+                raise RlcwError(
+                    f"--config given twice ({config} and {path}); one file is read",
+                    where="command line",
+                    hint="merge the two files into one, or keep one --config and give the other's keys as key=value",
+                )
+            config, i = path, i + (2 if arg == "--config" else 1)
             continue
-        if arg.startswith("--config="):
-            config = arg.split("=", 1)[1]
-        elif arg.startswith("-"):
+        if arg.startswith("-"):
             flag, eq, value = arg.partition("=")
             key = _flag_key(flag, keys or [])
             if not eq:
@@ -343,7 +349,7 @@ def ending(summary: dict, run_dir: Path | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The `rlcw` entry point: user errors exit 2 with one message; SIGTERM is read as an interrupt (Slurm's
+    """The `rlcw` entry point: user errors exit 2 with one message, failed runs (`RunFailed`) 1; SIGTERM is read as an interrupt (Slurm's
     way to stop a job), so both signals end a run the same way (`interrupted_lines`)."""
     import threading
 
@@ -351,6 +357,9 @@ def main(argv: list[str] | None = None) -> None:
     previous = signal.signal(signal.SIGTERM, terminate_as_interrupt) if main_thread else None
     try:
         code = run(sys.argv[1:] if argv is None else argv)
+    except RunFailed as exc:  # it ran, but diverged or left a dead model: summary.json says failed
+        print(f"rlcw: failed: {exc}", file=sys.stderr)
+        code = 1
     except RlcwError as exc:
         print(f"rlcw: error: {exc}", file=sys.stderr)
         code = 2

@@ -1,7 +1,8 @@
 """User-facing errors: what went wrong, where (file, line, key), and how to fix it.
 
 The CLI prints an `RlcwError` without a traceback and exits with status 2; anything else
-is a bug and keeps its traceback. `Terminated` is how the CLI reads SIGTERM: an interrupt like Ctrl-C.
+is a bug and keeps its traceback. `RunFailed` is a run that ran but whose result is unusable (a loss that became
+non-finite, a dead reward model): summary.json says `failed` and the CLI exits with status 1. `Terminated` is how the CLI reads SIGTERM: an interrupt like Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,6 +19,16 @@ class RlcwError(Exception):
         if hint:
             text += f"\n  hint: {hint}"
         super().__init__(text)
+
+
+class RunFailed(RlcwError):
+    """A run whose training diverged or whose model is dead; `metrics` are what it measured before it stopped."""
+
+    def __init__(
+        self, message: str, *, where: str | None = None, hint: str | None = None, metrics: dict | None = None
+    ):
+        super().__init__(message, where=where, hint=hint)
+        self.metrics = metrics or {}
 
 
 class Terminated(KeyboardInterrupt):

@@ -148,12 +148,32 @@ def resolve(spec: str) -> str:
         return str(convert_embedded())
     path = Path(spec).expanduser()
     if path.exists():
-        if not path.is_dir() or not ((path / "config.json").is_file() or is_lora_checkpoint(path)):
-            raise RlcwError("not a model folder (no config.json or adapter_config.json)", where=str(path))
+        if not path.is_dir() or not is_model_folder(path):
+            inside = [str(path / sub) for sub in ("model", "checkpoints/final") if is_model_folder(path / sub)]
+            hint = f"this looks like a run folder: did you mean {' or '.join(inside)}?" if inside else None
+            raise RlcwError("not a model folder (no config.json or adapter_config.json)", where=str(path), hint=hint)
         return str(path)
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
         raise RlcwError("model path does not exist", where=spec, hint=f"use a folder, a hub id, or '{EMBEDDED_ALIAS}'")
+    if looks_like_embedded(spec):
+        raise RlcwError(
+            "no such model folder, and not the embedded model's alias",
+            where=spec,
+            hint=f"did you mean '{EMBEDDED_ALIAS}' (the embedded model, no download)? A hub id has its owner: "
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+        )
     return spec  # a hub id
+
+
+def is_model_folder(path: Path) -> bool:
+    return (path / "config.json").is_file() or is_lora_checkpoint(path)
+
+
+def looks_like_embedded(spec: str) -> bool:
+    """A name without an owner that means the embedded model in other capitals or short (`smollm2`, `SmolLM2-135M`):
+    answered before any hub call (a hub id with an owner, such as HuggingFaceTB/SmolLM2-135M, is left to the hub)."""
+    name = spec.strip().lower().replace("_", "-")
+    return "/" not in name and spec != EMBEDDED_ALIAS and name.startswith("smollm")
 
 
 def load_tokenizer(spec: str, *, for_reward_model: bool = False, padding_side: str = "left"):
@@ -206,3 +226,10 @@ def save_lora_checkpoint(model, tokenizer, path: Path, base_spec: str) -> Path:
     tokenizer.save_pretrained(path)
     atomic_write_json(path / BASE_FILE, {"base": base_spec})
     return path
+
+
+def nonfinite_parameters(model) -> list[str]:
+    """Names of the parameters holding nan or inf (a diverged training leaves them; empty when every one is finite)."""
+    import torch
+
+    return [name for name, p in model.named_parameters() if not torch.isfinite(p.detach()).all()]

@@ -4,6 +4,7 @@
     check_cache(["smollm2-135m-instruct", ...])          # $RLCW_CACHE writable when the embedded model must be converted
     lock = lock_run_folder(Path("runs/grpo"))           # one process at a time; a second one is an error naming the PID
     lock.release()
+    experiment_changes(old_config_yaml, new_config_yaml)  # [(key, old, new)] a resume would change (train.resume=changed)
 
 The lock is `fcntl.flock` on `<run>/.rlcw.lock`, which holds the owner's PID: the kernel drops it when its process
 exits, however it exits, so a lock left by a killed run never blocks the next one. One process may lock a folder
@@ -17,7 +18,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from rlcw.config import leaf_values
 from rlcw.errors import RlcwError
 
 LOCK_FILE = ".rlcw.lock"
@@ -97,3 +100,54 @@ def lock_run_folder(folder: str | Path) -> RunLock:
     os.write(fd, f"{os.getpid()}\n".encode())
     _HELD[key] = fd
     return RunLock(key, fd)
+
+
+# What a resumed run may change: where it writes, how often it logs, saves, samples and evaluates, how far it goes,
+# what it watches. Every other key (model, data, reward, batch and group sizes, rollout, learning rate, LoRA shape,
+# seed, ...) defines the experiment its checkpoints belong to. A name ending in "." is a whole section.
+RESUME_MAY_CHANGE = (
+    "output_dir",
+    "run_name",
+    "overwrite",
+    "train.resume",
+    "train.max_steps",
+    "train.logging_steps",
+    "train.save_steps",
+    "train.save_total_limit",
+    "train.report_to",
+    "train.samples_every",
+    "train.samples_k",
+    "train.log_kl_every",
+    "train.log_kl_to_start",
+    "train.eval_steps",
+    "train.eval_batch_size",
+    "train.eval_before",
+    "eval.",
+    "monitor.",
+    "probe.",
+)
+UNSET = "(unset)"
+
+
+def _may_change(key: str) -> bool:
+    return any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUME_MAY_CHANGE)
+
+
+def experiment_changes(old_yaml: str, new_yaml: str) -> list[tuple[str, Any, Any]]:
+    """(key, old, new) for every setting that defines the experiment and differs between a run's saved config.yaml
+    and the config resuming it (`RESUME_MAY_CHANGE` aside); a key on one side only (a reward spec added, a key
+    rlcw added since) reads as UNSET on the other."""
+    from omegaconf import OmegaConf
+
+    old, new = (leaf_values(OmegaConf.to_container(OmegaConf.create(t)) or {}, "") for t in (old_yaml, new_yaml))
+    keys = [k for k in new if not _may_change(k.lstrip("."))] + [k for k in old if k not in new]
+    changed = [(k, old.get(k, UNSET), new.get(k, UNSET)) for k in keys]
+    return [(k.lstrip("."), a, b) for k, a, b in changed if a != b and not _may_change(k.lstrip("."))]
+
+
+def changed_lines(changes: list[tuple[str, Any, Any]]) -> str:
+    """`key old -> new` for each change, joined with '; '."""
+    return "; ".join(
+        f"{key} {old if old is UNSET else repr(old)} -> {new if new is UNSET else repr(new)}"
+        for key, old, new in changes
+    )

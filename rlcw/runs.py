@@ -13,7 +13,9 @@ Only rank 0 writes (`is_main_process`); writes are atomic. While a run writes it
 Run folders never mix runs (`prepare_run_folder`): a folder that holds checkpoints or metric rows
 is refused unless `train.resume` says to continue (true | auto; then every jsonl row logged after
 the checkpoint step is dropped and TensorBoard is purged from the next step) or `overwrite=true`
-is given (then the old folder is moved aside as `<name>.replaced-<time>`).
+is given (then the old folder is moved aside as `<name>.replaced-<time>`). A resume that would change the settings
+that define the experiment is refused unless `train.resume=changed` (`rlcw.run_guard.experiment_changes`); config.yaml
+then keeps the settings the checkpoints were trained with and the new ones go to `config.resumed-<time>.yaml`.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ SUMMARY_SCHEMA = {
 }
 
 
-RESUME_MODES = ("false", "true", "auto")
+RESUME_MODES = ("false", "true", "auto", "changed")
+# modes that need a checkpoint: `changed` is `true` that also accepts changed experiment settings
+_NEEDS_CHECKPOINT = ("true", "changed")
 # A checkpoint folder is complete once its trainer_state.json exists: HF Trainer (`checkpoint-N`) and
 # rlcw's PPO (`step_NNNNNN`, see rlcw.rl.ppo.checkpoint) both write it last.
 _CHECKPOINT_NAME = re.compile(r"(?:checkpoint-|step_)(\d+)")
@@ -68,7 +72,8 @@ def resume_mode(value: str | bool) -> str:
     if mode not in RESUME_MODES:
         raise RlcwError(
             f"train.resume={value!r} is not one of {', '.join(RESUME_MODES)}",
-            hint="false: start fresh; true: continue from the last checkpoint (error if none); auto: continue if one exists",
+            hint="false: start fresh; true: continue from the last checkpoint (error if none); auto: continue if one "
+            "exists; changed: true, with changed experiment settings",
         )
     return mode
 
@@ -76,14 +81,14 @@ def resume_mode(value: str | bool) -> str:
 def resume_checkpoint(value: str | bool, folder: str | Path) -> Path | None:
     """What `train.resume` means for every training stage.
 
-    false -> None (start fresh); true -> the last complete checkpoint, an error when there is none;
+    false -> None (start fresh); true (and changed) -> the last complete checkpoint, an error when there is none;
     auto -> the last complete checkpoint when there is one, else None.
     """
     mode = resume_mode(value)
     if mode == "false":
         return None
     last = last_checkpoint(folder)
-    if last is None and mode == "true":
+    if last is None and mode in _NEEDS_CHECKPOINT:
         raise RlcwError(
             "train.resume=true but there is no complete checkpoint",
             where=str(folder),
@@ -104,7 +109,7 @@ def check_resume_target(value: str | bool, run_path: str | Path) -> None:
     """`train.resume=true` needs a complete checkpoint under `<run_path>/checkpoints` (`has_checkpoint`): an error
     before any folder is made or model loads (false and auto never fail here); the stage's own resume then picks
     the checkpoint it continues from."""
-    if resume_mode(value) == "true" and not has_checkpoint(run_path):
+    if resume_mode(value) in _NEEDS_CHECKPOINT and not has_checkpoint(run_path):
         resume_checkpoint("true", Path(run_path) / "checkpoints")  # raises the shared error naming the folder
 
 
@@ -236,7 +241,7 @@ def prepare_run_folder(path: str | Path, resume: str | bool = "false", overwrite
     """
     path = Path(path)
     mode = resume_mode(resume)
-    if overwrite and mode == "true":
+    if overwrite and mode in _NEEDS_CHECKPOINT:
         raise RlcwError(
             "overwrite=true and train.resume=true contradict each other",
             where=str(path),
@@ -261,6 +266,8 @@ def prepare_run_folder(path: str | Path, resume: str | bool = "false", overwrite
     last = last_checkpoint(path / "checkpoints")
     step = checkpoint_step(last) if last is not None else -1
     if is_main_process():
+        if last is not None:
+            print(f"[rlcw] resuming from {last} at step {step}", flush=True)
         dropped = drop_rows_after(path, step)
         purge_tensorboard(path / "tensorboard", step + 1)
         if dropped:
@@ -330,9 +337,18 @@ class RunDir:
             for sub in ("samples", "checkpoints"):
                 (run.path / sub).mkdir(parents=True, exist_ok=True)
             header = f"# rlcw {command}\n# git_sha: {run.sha}\n"
-            atomic_write_text(run.path / "config.yaml", header + config_yaml)
+            atomic_write_text(run.path / run.config_name(resume), header + config_yaml)
             run.write_summary("running")
         return run
+
+    def config_name(self, resume: str | bool) -> str:
+        """config.yaml, or `config.resumed-<time>.yaml` when `train.resume=changed` continues a run whose config.yaml
+        holds the settings its checkpoints were trained with."""
+        if resume_mode(resume) != "changed" or not (self.path / "config.yaml").is_file():
+            return "config.yaml"
+        name = f"config.resumed-{time.strftime('%Y%m%d-%H%M%S')}.yaml"
+        print(f"[rlcw] train.resume=changed: config.yaml keeps the settings of the checkpoints; this run's are {name}")
+        return name
 
     def release_lock(self) -> None:
         if self.lock is not None:

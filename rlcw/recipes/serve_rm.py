@@ -81,6 +81,25 @@ def build_app(cfg: ServeRMConfig):
     return create_app(scorer, limits, token=token, name=cfg.rm_path)
 
 
+def check_port_free(host: str, port: int) -> None:
+    """`host:port` can be bound now (as uvicorn binds it, SO_REUSEADDR): an error naming the port and the fix, before
+    the run folder or the model, instead of uvicorn's log line and an exit that looked completed."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise RlcwError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                where="port",
+                hint=f"another server holds port {port}: pass another port (e.g. port={port + 1}) or stop that "
+                f"server (`ss -ltnp 'sport = :{port}'` names it)",
+            ) from None
+
+
 def _stop(signum, frame):
     raise SystemExit(0)
 
@@ -95,6 +114,7 @@ def main(cfg: ServeRMConfig) -> dict:
         logging.getLogger("rlcw.serve_rm").warning(
             "serving on %s without a token: anyone who can reach the port can use it", cfg.host
         )
+    check_port_free(cfg.host, cfg.port)
     with stage_run(cfg, "serve-rm") as run:
         app = build_app(cfg)
         print(
@@ -107,8 +127,15 @@ def main(cfg: ServeRMConfig) -> dict:
             uvicorn.run(
                 app, host=cfg.host, port=cfg.port, log_level=cfg.log_level, limit_concurrency=cfg.limit_concurrency
             )
-        except (KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt:
             pass
+        except SystemExit as exc:  # _stop's 0; uvicorn exits 1 when it cannot start (the port taken meanwhile)
+            if exc.code not in (0, None):
+                raise RlcwError(
+                    f"the server did not start on {cfg.host}:{cfg.port} (see the log line above)",
+                    where="port",
+                    hint="pass another port, or stop the server that holds it",
+                ) from None
         stats = app.state.batcher.stats.as_dict()
         metrics = {k: float(v) for k, v in stats.items()}
         # summary.json only, no metrics.jsonl row: a restarted server reuses its folder without overwrite=true

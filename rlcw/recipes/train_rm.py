@@ -46,12 +46,13 @@ import torch
 
 from rlcw.config import at_least, check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
-from rlcw.errors import RlcwError, location
+from rlcw.errors import RlcwError, RunFailed, location
+from rlcw.io import TABLE_SUFFIXES
 from rlcw.logs import quiet_progress
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
 from rlcw.metrics.text import count_words
-from rlcw.models import load_causal_lm, load_tokenizer, resolve, torch_dtype
+from rlcw.models import load_causal_lm, load_tokenizer, nonfinite_parameters, resolve, torch_dtype
 from rlcw.recipes.common.checks import check_bf16, validate_train_keys
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.run import stage_run, stage_tracker
@@ -279,6 +280,7 @@ def common_args(cfg: TrainRMConfig, run) -> dict:
         use_cpu=not torch.cuda.is_available(),
         report_to="none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
         seed=cfg.seed,
+        logging_nan_inf_filter=False,  # a non-finite loss is logged as it is, and ends the run (measure.callbacks)
         disable_tqdm=False,
         save_only_model=False,
         deepspeed=t.deepspeed,
@@ -317,6 +319,8 @@ def evaluate_rm(scorer: RMScorer, pairs: list[dict]) -> dict[str, float]:
         "eval/accuracy": pairwise_accuracy(chosen, rejected),
         "eval/length_baseline_accuracy": length_baseline_accuracy(pairs),
         "eval/mean_margin": sum(c - r for c, r in zip(chosen, rejected, strict=False)) / len(pairs),
+        "eval/reward_mean": float(torch.tensor([*chosen, *rejected], dtype=torch.float64).mean()),
+        "eval/reward_std": float(torch.tensor([*chosen, *rejected], dtype=torch.float64).std(correction=0)),
         "eval/pairs": float(len(pairs)),
     }
     if len(scorer.heads) > 1:
@@ -551,9 +555,25 @@ def validate(cfg: TrainRMConfig) -> None:
         )
 
 
+def check_pair_files(train_file: str, eval_file: str | None) -> None:
+    """A local pairs file (a table suffix, or a path that reads as one) exists: an error naming the key before the
+    run folder (and in `--check`), instead of a failure after the folder is written."""
+    for key, value in (("data.train_file", train_file), ("data.eval_file", eval_file)):
+        path = Path(value).expanduser() if value else None
+        local = path is not None and (path.suffix.lower() in TABLE_SUFFIXES or value.startswith((".", "/", "~")))
+        if local and not path.is_file():
+            raise RlcwError(
+                f"preference pairs file not found: {value}",
+                where=key,
+                hint="run `rlcw build-pairs` first (it writes runs/build_pairs/pairs/train.jsonl and eval.jsonl), or "
+                f"point {key} at your pairs file" + ("" if key == "data.train_file" else " (null: no held-out pairs)"),
+            )
+
+
 def main(cfg: TrainRMConfig) -> dict:
     validate(cfg)
     check_bf16(cfg.train.bf16)
+    check_pair_files(cfg.data.train_file, cfg.data.eval_file)  # not in validate: outcome validates before build-pairs
     with stage_run(cfg, "train-rm") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         train_pairs = load_preferences(cfg.data.train_file, cfg.data.split, cfg.data.columns, cfg.data.max_train_pairs)
         eval_pairs = (
@@ -580,6 +600,14 @@ def main(cfg: TrainRMConfig) -> dict:
         }
         if not trainer.is_world_process_zero():
             return run.write_summary("completed", metrics)
+        broken = nonfinite_parameters(trainer.model)
+        if broken:
+            raise RunFailed(
+                f"training diverged: {len(broken)} weight tensor(s) hold nan or inf (first: {broken[0]})",
+                where=str(run.path),
+                hint=f"lower train.learning_rate (now {cfg.train.learning_rate:g}) and train again",
+                metrics=metrics,
+            )
         model_dir = save_rm(trainer.model, tokenizer, spec, run.path / "model")
         if eval_pairs:
             t1 = time.time()
@@ -587,10 +615,32 @@ def main(cfg: TrainRMConfig) -> dict:
             metrics["time/eval_s"] = round(time.time() - t1, 1)
             run.log(trainer.state.global_step, metrics)
             tracker.log(metrics, trainer.state.global_step)
+        dead = dead_rm(metrics)
+        if dead:
+            run.write_report(_report(cfg, metrics, model_dir), f"FAILED: {dead}")
+            raise RunFailed(
+                f"the reward model is dead: {dead}",
+                where=str(model_dir),
+                hint=f"it ranks nothing; lower train.learning_rate (now {cfg.train.learning_rate:g}) and train again",
+                metrics=metrics,
+            )
         summary = run.write_summary("completed", metrics, {"model": model_dir, "metrics": run.path / "metrics.jsonl"})
         keys = {"held-out accuracy": "eval/accuracy", "length-only baseline": "eval/length_baseline_accuracy"}
         run.write_report(_report(cfg, metrics, model_dir), done_line(metrics, {**keys, "steps": "train/steps"}))
         return summary
+
+
+def dead_rm(metrics: dict[str, float]) -> str | None:
+    """Why a BT RM's held-out rewards (`evaluate_rm`) cannot rank anything: not finite, or one value for every story
+    (its accuracy is then a tie-break, not a measurement); None when they vary or were not measured."""
+    mean, std = metrics.get("eval/reward_mean"), metrics.get("eval/reward_std")
+    if mean is None or std is None:
+        return None
+    if not (math.isfinite(mean) and math.isfinite(std)):
+        return f"its held-out rewards are not finite (mean {mean}, std {std})"
+    if std <= 1e-6 * max(1.0, abs(mean)):
+        return f"every held-out story gets the same reward ({mean:.4g})"
+    return None
 
 
 def evaluate_pairs(spec: RMSpec, model_dir: Path, pairs: list[dict], batch_size: int) -> dict[str, float]:

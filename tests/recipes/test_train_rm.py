@@ -159,3 +159,65 @@ def _eval_file(run_dir: Path) -> str:
     from omegaconf import OmegaConf
 
     return OmegaConf.load(run_dir / "config.yaml").data.eval_file
+
+
+def _absurd_lr_args(runs_root, name, pairs_run, tiny_model_dir, lr, steps):
+    return [
+        f"output_dir={runs_root}",
+        f"run_name={name}",
+        f"model.name={tiny_model_dir}",
+        f"data.train_file={pairs_run['artifacts']['train']}",
+        f"data.eval_file={pairs_run['artifacts']['eval']}",
+        "data.max_train_pairs=16",
+        "data.max_eval_pairs=8",
+        f"train.max_steps={steps}",
+        "train.batch_size=4",
+        "train.logging_steps=1",
+        "rm.max_length=48",
+        "lora.r=4",
+        f"train.learning_rate={lr}",
+    ]
+
+
+def test_an_rm_whose_weights_diverged_ends_failed_not_done(runs_root, pairs_run, tiny_model_dir):
+    """lr 1e8: the loss is still finite after 3 steps, the weights are not; the run must not read as DONE."""
+    from rlcw.errors import RunFailed
+    from rlcw.recipes.train_rm import main
+
+    with pytest.raises(RunFailed, match="training diverged: .* weight tensor.* hold nan or inf") as e:
+        main(_cfg(*_absurd_lr_args(runs_root, "rm_diverged", pairs_run, tiny_model_dir, "1e8", 3)))
+    assert "lower train.learning_rate (now 1e+08)" in str(e.value)
+    summary = json.loads((runs_root / "rm_diverged" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "weight tensor" in summary["error"]
+    assert summary["metrics"]["train/steps"] == 3
+    assert not (runs_root / "rm_diverged" / "model").exists()
+
+
+@pytest.mark.parametrize(
+    "mean,std,why",
+    [
+        (0.0, 0.0, "every held-out story gets the same reward (0)"),
+        (-250.0, 1e-5, "every held-out story gets the same reward (-250)"),
+        (float("nan"), float("nan"), "not finite"),
+        (0.1, 0.02, None),
+    ],
+)
+def test_dead_rm_names_constant_or_non_finite_rewards(mean, std, why):
+    from rlcw.recipes.train_rm import dead_rm
+
+    got = dead_rm({"eval/reward_mean": mean, "eval/reward_std": std})
+    assert (got is None) if why is None else (why in got)
+    assert dead_rm({"eval/accuracy": 0.5}) is None  # no rewards measured: nothing to judge
+
+
+def test_a_loss_that_becomes_nan_ends_the_run_failed_with_exit_1(runs_root, pairs_run, tiny_model_dir, capsys):
+    from rlcw import cli
+
+    args = _absurd_lr_args(runs_root, "rm_nan", pairs_run, tiny_model_dir, "1e30", 6)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train-rm", *args])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert "rlcw: failed: " in err and "training diverged: loss became nan at step 3" in err
+    summary = json.loads((runs_root / "rm_nan" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "loss became nan" in summary["error"]

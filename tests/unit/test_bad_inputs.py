@@ -39,6 +39,7 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | `train.bs` | hint names train.batch_size | tests/unit/test_input_hygiene.py::test_bs_alias_names_batch_size |
 | 2 | config | `--learning_rate 1e-5` (TRL habit), `--batch_size 4` (ambiguous) | mapped with a note / error naming both keys | tests/unit/test_input_hygiene.py::test_trl_style_flags_map_to_the_key_they_mean |
 | 1 | config | a positional YAML path | error: use --config | tests/unit/test_input_hygiene.py::test_a_positional_yaml_path_is_told_to_use_config |
+| 2 | config | `--config` given twice (both spellings) | error naming both files, not the last one read silently | tests/unit/test_input_hygiene.py::test_a_second_config_is_an_error_naming_both |
 | 1 | config | misspelt config file | did-you-mean the closest file | tests/unit/test_input_hygiene.py::test_a_missing_config_file_suggests_the_closest |
 | 18 | config | late failures (no RM yet, bad python target, option typo, resume=true on no run, judge server down or silent, ...) | exit 2, named error, no run folder | tests/recipes/test_late_failures.py::test_late_failure_exits_2_and_leaves_no_run_folder |
 | 1 | config | train.report_to naming a tracker that is not installed | error naming the package; no folder | tests/unit/test_run_folders.py::test_a_tracker_that_is_not_installed_writes_nothing |
@@ -52,7 +53,11 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | output_dir that cannot be written | error naming output_dir; nothing written | tests/unit/test_run_guard.py::test_an_output_dir_that_cannot_be_written_is_named |
 | 2 | config | $RLCW_CACHE read-only or a file when the embedded model must be converted | error naming $RLCW_CACHE; no run folder | tests/unit/test_run_guard.py::test_an_unwritable_cache_is_named_when_the_embedded_model_must_be_converted |
 | 1 | config | `train.report_to=wandb` with wandb installed but not logged in | error with the login / offline hint; no run folder | tests/unit/test_run_guard.py::test_wandb_without_a_login_is_an_error_before_the_run_folder |
+| 1 | config | serve-rm on a port another server holds | error naming the port, another port or stop that server; exit 2, no run folder | tests/unit/test_busy_port.py::test_serve_rm_on_a_busy_port_names_the_port_and_writes_nothing |
+| 4 | config | model.name `smollm2`, `SmolLM2-135M`, `SmolLM2-135M-Instruct`, `smollm2_135m_instruct` | did-you-mean the alias, before any hub call | tests/unit/test_models.py::test_the_embedded_model_in_other_spellings_gets_did_you_mean_before_any_hub_call |
+| 1 | config | a run folder given as model.name | error naming its checkpoints/final (or model/) | tests/unit/test_models.py::test_a_run_folder_given_as_a_model_names_its_model_folder |
 | 1 | config | a run folder another process is writing | error naming the folder and the PID holding it | tests/unit/test_interrupts_and_locks.py::test_a_second_process_is_refused_and_a_killed_run_leaves_no_lock |
+| 2 | config | `rlcw train-rm --check` with a missing data.train_file / data.eval_file | error naming the key, the file and build-pairs; nothing written | tests/unit/test_cli_first_day.py::test_check_of_train_rm_names_a_missing_pairs_file |
 | 2 | config | `--check` with a config its validate() refuses; with a missing RM | the same error as a run, nothing written | tests/unit/test_cli_first_day.py::test_check_validates_and_writes_nothing |
 | 2 | data | stories longer than the RM's max_length | counted (share), one warning above 5% | tests/unit/test_input_hygiene.py::test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once |
 | 1 | config | unknown YAML key | error: key, file, closest keys | tests/unit/test_config.py::test_unknown_yaml_key_names_key_file_and_suggestion |
@@ -72,6 +77,11 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | train.resume=true with no checkpoint | error with hint | tests/unit/test_runs_resume.py::test_resume_true_without_checkpoint_is_an_error_auto_starts_fresh |
 | 1 | config | a run_name whose folder holds another run | error naming what it holds; folder untouched | tests/unit/test_run_folders.py::test_a_used_run_folder_is_refused_and_left_untouched |
 | 1 | config | overwrite=true with train.resume=true | error | tests/unit/test_run_folders.py::test_overwrite_and_resume_true_contradict |
+| 3 | config | a learning rate that makes the logged loss or reward nan / inf (grpo, rloo, dpo, train-rm) | run ends failed: "training diverged", exit 1 | tests/unit/test_diverged_runs.py::test_a_non_finite_loss_or_reward_ends_the_run |
+| 1 | config | train-rm with lr 1e30 (the loss becomes nan) | summary failed, `rlcw: failed:`, exit 1 | tests/recipes/test_train_rm.py::test_a_loss_that_becomes_nan_ends_the_run_failed_with_exit_1 |
+| 1 | config | train-rm with lr 1e8 (finite loss, nan weights) | summary failed, no model saved, not DONE | tests/recipes/test_train_rm.py::test_an_rm_whose_weights_diverged_ends_failed_not_done |
+| 3 | config | an RM whose held-out rewards are all one value (0, -250) or nan | "the reward model is dead", failed | tests/recipes/test_train_rm.py::test_dead_rm_names_constant_or_non_finite_rewards |
+| 2 | config | a resume (train.resume=true/auto) with a changed learning rate and batch size | error listing each key old -> new, the train.resume=changed hint; folder untouched | tests/unit/test_run_folders.py::test_a_resume_that_changes_the_experiment_is_refused_naming_old_and_new |
 | 1 | config | unknown study evaluator option | error listing the options | tests/unit/test_study_evaluator.py::test_unknown_option_is_an_error |
 | 1 | config | unknown evaluator name | error listing the known ones | tests/unit/test_evaluation_registry.py::test_unknown_name_lists_the_known_ones |
 | 1 | config | broken rlcw_rm.json | error naming the file | tests/unit/test_render.py::test_load_spec_broken_json_is_an_rlcw_error |

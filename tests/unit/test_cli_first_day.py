@@ -172,6 +172,18 @@ def test_check_validates_and_writes_nothing(tmp_path, capsys):
     assert not out_dir.exists()
 
 
+def test_check_of_train_rm_names_a_missing_pairs_file(tmp_path):
+    out_dir = tmp_path / "runs"
+    args = [f"output_dir={out_dir}", f"data.train_file={tmp_path / 'train.jsonl'}", "data.eval_file=null"]
+    with pytest.raises(RlcwError, match=r"data.train_file: preference pairs file not found: .*train.jsonl") as err:
+        cli.run(["train-rm", "--check", *args])
+    assert "rlcw build-pairs" in str(err.value)
+    (tmp_path / "train.jsonl").write_text("{}\n")
+    with pytest.raises(RlcwError, match="data.eval_file: preference pairs file not found: missing.csv"):
+        cli.run(["train-rm", "--check", *args[:-1], "data.eval_file=missing.csv"])
+    assert not out_dir.exists()
+
+
 def test_check_is_refused_by_commands_without_a_config():
     with pytest.raises(RlcwError, match="has no --check"):
         cli.run(["summarize", "--check", "runs"])

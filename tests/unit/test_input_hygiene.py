@@ -139,6 +139,15 @@ def test_a_positional_yaml_path_is_told_to_use_config():
         _split_args(["configs/grpo/cpu.yaml"], [])
 
 
+@pytest.mark.parametrize(
+    "args", [["--config", "a.yaml", "--config", "b.yaml"], ["--config=a.yaml", "x=1", "--config", "b.yaml"]]
+)
+def test_a_second_config_is_an_error_naming_both(args):
+    assert _split_args(["--config=a.yaml", "x=1"], ["x"]) == ("a.yaml", ["x=1"])
+    with pytest.raises(RlcwError, match=r"--config given twice \(a.yaml and b.yaml\).*\n.*merge the two files"):
+        _split_args(args, ["x"])
+
+
 def test_a_missing_config_file_suggests_the_closest(tmp_path):
     (tmp_path / "cpu.yaml").write_text("a: 1\n")
     with pytest.raises(RlcwError, match=r"did you mean .*cpu.yaml"):

@@ -39,3 +39,24 @@ def test_parse_gguf_once_memoizes_inside_and_restores_after():
         assert gguf.GGUFReader is not reader
     assert gguf.GGUFReader is reader and gguf.get_tensor_name_map is names
     assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is not first
+
+
+@pytest.mark.parametrize("name", ["smollm2", "SmolLM2-135M", "SmolLM2-135M-Instruct", "smollm2_135m_instruct"])
+def test_the_embedded_model_in_other_spellings_gets_did_you_mean_before_any_hub_call(name, monkeypatch):
+    import huggingface_hub
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a hub call")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_network)
+    with pytest.raises(RlcwError, match="did you mean 'smollm2-135m-instruct'") as err:
+        resolve(name)
+    assert f"{name}: no such model folder" in str(err.value)
+    assert resolve("gpt2") == "gpt2" and resolve("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB/SmolLM2-135M"
+
+
+def test_a_run_folder_given_as_a_model_names_its_model_folder(tmp_path):
+    (tmp_path / "checkpoints" / "final").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "final" / "adapter_config.json").write_text("{}")
+    with pytest.raises(RlcwError, match=r"looks like a run folder: did you mean .*checkpoints/final\?"):
+        resolve(str(tmp_path))

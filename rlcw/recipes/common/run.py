@@ -11,8 +11,15 @@ from pathlib import Path
 
 from rlcw.config import check_bounds, leaf_values, to_dict, to_yaml
 from rlcw.errors import RlcwError
-from rlcw.run_guard import check_cache, check_writable
-from rlcw.runs import RunDir, check_resume_target, is_main_process, remove_unused_run_folder
+from rlcw.run_guard import changed_lines, check_cache, check_writable, experiment_changes
+from rlcw.runs import (
+    RunDir,
+    check_resume_target,
+    has_checkpoint,
+    is_main_process,
+    remove_unused_run_folder,
+    resume_mode,
+)
 from rlcw.tracking import Tracker, check_trackers
 
 
@@ -59,10 +66,34 @@ def check_machine(cfg, path: Path) -> None:
     config built in code), the resume target, the trackers (installed; wandb logged in), a writable output_dir
     and, when the embedded model must be converted first, a writable $RLCW_CACHE."""
     check_bounds(cfg)
-    check_resume_target(getattr(getattr(cfg, "train", None), "resume", False), path)
+    resume = getattr(getattr(cfg, "train", None), "resume", False)
+    check_resume_target(resume, path)
+    check_same_experiment(resume, path, to_yaml(cfg))
     check_trackers(getattr(getattr(cfg, "train", None), "report_to", None))
     check_writable(path, "output_dir")
     check_cache(leaf_values(cfg).values())
+
+
+def check_same_experiment(resume: str | bool, path: Path, config_yaml: str) -> None:
+    """A resume (`train.resume` true | auto) from a checkpoint keeps the settings that define the experiment
+    (`rlcw.run_guard.experiment_changes` against `<path>/config.yaml`): an error listing the changed keys, unless
+    `train.resume=changed`, which continues with them and says which."""
+    mode = resume_mode(resume)
+    saved = path / "config.yaml"
+    if mode == "false" or not saved.is_file() or not has_checkpoint(path):
+        return
+    changes = experiment_changes(saved.read_text(encoding="utf-8"), config_yaml)
+    if not changes:
+        return
+    if mode == "changed":
+        print(f"[rlcw] resuming with changed settings: {changed_lines(changes)}", flush=True)
+        return
+    raise RlcwError(
+        f"resuming would change the settings its checkpoints were trained with: {changed_lines(changes)}",
+        where=str(saved),
+        hint="put those values back, pass train.resume=changed to continue with the new ones (config.yaml keeps "
+        "the old), or start a new run_name",
+    )
 
 
 @contextmanager
@@ -92,7 +123,7 @@ def stage_run(cfg, command: str) -> Iterator[RunDir]:
         run.write_summary("interrupted", error=f"interrupted by {signal.Signals(signum).name}")
         raise
     except BaseException as exc:
-        run.write_summary("failed", error=f"{type(exc).__name__}: {exc}")
+        run.write_summary("failed", getattr(exc, "metrics", None), error=f"{type(exc).__name__}: {exc}")
         # a user error found after loading (a chat template, a server's reply) leaves no half-written folder
         if isinstance(exc, RlcwError) and fresh and remove_unused_run_folder(run.path):
             print(f"[rlcw] {command}: stopped before producing anything; removed {run.path}", flush=True)
@@ -117,5 +148,6 @@ def trainer_basics(t, seed: int) -> dict:
         "report_to": "none",  # train.report_to goes through rlcw.tracking (JsonlMetricsCallback), checked
         "seed": seed,
         "data_seed": seed,
+        "logging_nan_inf_filter": False,  # a non-finite loss is logged as it is, and ends the run (measure.callbacks)
         "disable_tqdm": False,
     }
