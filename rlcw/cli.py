@@ -27,7 +27,9 @@ import sys
 from pathlib import Path
 
 from rlcw import __version__
-from rlcw.config import KEY_ALIASES, check_keys_early, close_keys, flat_keys, load_config
+from rlcw.argv import split_args
+from rlcw.commands import COMMANDS
+from rlcw.config import check_keys_early, flat_keys, load_config
 from rlcw.config_help import describe
 from rlcw.config_static import (
     static_constant,
@@ -41,65 +43,6 @@ from rlcw.config_static import (
 from rlcw.errors import RlcwError, RunFailed
 from rlcw.interrupts import exit_code, interrupted_lines, terminate_as_interrupt
 from rlcw.logs import quiet_libraries
-
-# command -> (module, config class, one-line help). A command whose module does not exist yet
-# is listed as "not built yet". A config class of None means the module parses its own
-# positional arguments: it defines `cli(argv: list[str]) -> int` (analysis commands).
-COMMANDS: dict[str, tuple[str, str | None, str]] = {
-    "prepare-model": (
-        "rlcw.recipes.prepare_model",
-        "PrepareModelConfig",
-        "convert/cache the embedded model, check any model loads",
-    ),
-    "curate": ("rlcw.recipes.curate", "CurateConfig", "LitBench-style preference curation from upvoted stories"),
-    "build-pairs": (
-        "rlcw.recipes.build_pairs",
-        "BuildPairsConfig",
-        "preference pairs by controlled (length-matched) corruption",
-    ),
-    "train-rm": ("rlcw.recipes.train_rm", "TrainRMConfig", "train a reward model (rm.type=bt|genrm)"),
-    "eval-rm": ("rlcw.recipes.eval_rm", "EvalRMConfig", "evaluate a BT RM, GenRM or judge on held-out pairs"),
-    "serve-rm": ("rlcw.recipes.serve_rm", "ServeRMConfig", "serve a reward model over HTTP for RL jobs"),
-    "grpo": ("rlcw.recipes.grpo", "GRPORecipeConfig", "GRPO with learned rewards + length control (TRL GRPOTrainer)"),
-    "ppo": ("rlcw.recipes.ppo", "PPORecipeConfig", "PPO with a learned reward (policy + value model, GAE)"),
-    "rloo": ("rlcw.recipes.rloo", "RLOORecipeConfig", "RLOO with learned rewards (TRL RLOOTrainer)"),
-    "dpo": ("rlcw.recipes.dpo", "DPORecipeConfig", "offline DPO on preference pairs (TRL DPOTrainer)"),
-    "generate": ("rlcw.recipes.generate", "GenerateConfig", "sample stories for prompts into story records"),
-    "judge": ("rlcw.recipes.judge", "JudgeConfig", "LLM judges (Agents' Room, LitBench, TTCW) over story files"),
-    "agreement": ("rlcw.recipes.agreement", None, "agreement of judge scores with human scores (CSV)"),
-    "surface": ("rlcw.recipes.surface", None, "surface metrics of story files (Agents' Room Table 2)"),
-    "study-export": (
-        "rlcw.recipes.study_export",
-        "StudyExportConfig",
-        "blinded human-study packets (HTML, CSV, Label Studio)",
-    ),
-    "study-ingest": (
-        "rlcw.recipes.study_ingest",
-        "StudyIngestConfig",
-        "validate, unblind and analyse human-study answers",
-    ),
-    "train-agents": (
-        "rlcw.recipes.train_agents",
-        "TrainAgentsConfig",
-        "synthetic Agents' Room data and one LoRA per agent",
-    ),
-    "sweep": ("rlcw.recipes.sweep", None, "run override grids locally or as a Slurm job array"),
-    "summarize": ("rlcw.recipes.summarize", None, "collect runs' summary.json into one table"),
-    "export": ("rlcw.recipes.export", "ExportConfig", "merge LoRA, save for serving, check logits"),
-    "plan": ("rlcw.recipes.plan", None, "check a training config for a world size: batch geometry, memory per GPU"),
-    "configs": ("rlcw.recipes.configs", None, "list the shipped configs (first comment line); --copy NAME DEST"),
-    "env": ("rlcw.recipes.env", None, "versions, CPU, cache and model state for a bug report (imports no torch)"),
-    "quickstart": (
-        "rlcw.recipes.quickstart",
-        "QuickstartConfig",
-        "the whole loop on the embedded model, with a report",
-    ),
-    "outcome": (
-        "rlcw.recipes.outcome",
-        "OutcomeConfig",
-        "outcome study: proxy vs gold reward over RL runs and baselines, with a report",
-    ),
-}
 
 
 def dict_sections() -> dict[str, str]:
@@ -173,59 +116,6 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def _flag_key(flag: str, keys: list[str]) -> str:
-    """The config key a `--name` flag means (HF/TRL habit, `--learning_rate 1e-5`): a full dotted key, or the one
-    key whose leaf is `name` or its alias; an error naming the candidates otherwise."""
-    name = flag.lstrip("-").replace("-", "_")
-    if name in keys:
-        return name
-    leaf = KEY_ALIASES.get(name.lower(), name)
-    hits = [k for k in keys if k.rpartition(".")[2] == leaf]
-    if len(hits) == 1:
-        return hits[0]
-    hint = (
-        f"several keys end in '{leaf}': {', '.join(hits)}; write one as key=value"
-        if hits
-        else "options: --config FILE, --help; everything else is key=value"
-        + (f" (did you mean {', '.join(close_keys(name, keys))}?)" if close_keys(name, keys) else "")
-    )
-    raise RlcwError(f"unknown option '{flag}'", hint=hint)
-
-
-def _split_args(args: list[str], keys: list[str] | None = None) -> tuple[str | None, list[str]]:
-    """(config file, key=value overrides); `--key value` / `--key=value` become `key=value` when `keys` names one."""
-    config, overrides, i = None, [], 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--config" or arg.startswith("--config="):
-            if arg == "--config" and i + 1 >= len(args):
-                raise RlcwError("--config needs a file path")
-            path = args[i + 1] if arg == "--config" else arg.split("=", 1)[1]
-            if config is not None:
-                raise RlcwError(
-                    f"--config given twice ({config} and {path}); one file is read",
-                    where="command line",
-                    hint="merge the two files into one, or keep one --config and give the other's keys as key=value",
-                )
-            config, i = path, i + (2 if arg == "--config" else 1)
-            continue
-        if arg.startswith("-"):
-            flag, eq, value = arg.partition("=")
-            key = _flag_key(flag, keys or [])
-            if not eq:
-                if i + 1 >= len(args) or args[i + 1].startswith("--"):
-                    raise RlcwError(f"{flag} needs a value", hint=f"{key}=VALUE")
-                value, i = args[i + 1], i + 1
-            print(f"[rlcw] {flag} read as {key}={value}", file=sys.stderr, flush=True)
-            overrides.append(f"{key}={value}")
-        elif "=" not in arg and arg.lower().endswith((".yaml", ".yml")):
-            raise RlcwError(f"'{arg}' looks like a config file", hint=f"use --config {arg}")
-        else:
-            overrides.append(arg)
-        i += 1
-    return config, overrides
-
-
 def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
@@ -257,7 +147,7 @@ def run(argv: list[str]) -> int:
     static = static_keys(module_name, cls_name) if cls_name else None
     split = None
     if static is not None:  # key, type and bound errors answer before torch and TRL are imported
-        split = _split_args(rest, [k for k, section in static.items() if not section])
+        split = split_args(rest, [k for k, section in static.items() if not section])
         leaves, retired = static_leaves(module_name, cls_name), static_retired_keys(module_name, cls_name)
         check_keys_early(static, *split, leaves=leaves, retired=retired)
     quiet_libraries()  # before the libraries load: their set-up chatter stays out of the log
@@ -266,7 +156,7 @@ def run(argv: list[str]) -> int:
     if cls_name is None:
         return int(module.cli(rest) or 0)
     cls = getattr(module, cls_name)
-    config, overrides = split or _split_args(rest, list(flat_keys(cls)))
+    config, overrides = split or split_args(rest, list(flat_keys(cls)))
     cfg = load_config(cls, config, overrides)
     if check:
         return _check(name, module, cfg)

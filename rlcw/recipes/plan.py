@@ -412,7 +412,7 @@ def make_plan(command: str, cfg, opts: PlanOptions) -> Plan:
 
 
 def cli(argv: list[str]) -> int:
-    from rlcw.cli import _split_args
+    from rlcw.argv import split_args
 
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
@@ -423,7 +423,7 @@ def cli(argv: list[str]) -> int:
         if i + 1 >= len(argv):
             raise RlcwError("--command needs a recipe name", hint=" | ".join(PLANNABLE))
         command, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
-    config, overrides = _split_args(argv)
+    config, overrides = split_args(argv)
     mine, theirs = split_overrides(overrides)
     opts = load_config(PlanOptions, None, mine)
     G.check_world(opts.world_size, opts.gpus_per_node)  # a wrong world size fails before anything else

@@ -119,7 +119,7 @@ def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep file (or the frozen sweep.json of a submission), expand it and validate every run's config."""
     from omegaconf import OmegaConf
 
-    from rlcw.cli import COMMANDS
+    from rlcw.commands import COMMANDS
 
     where = str(path)
     if not Path(path).is_file():
@@ -189,7 +189,7 @@ def load_frozen(path: str | Path) -> Sweep:
 
 def validate(sweep: Sweep, where: str) -> None:
     """Load every run's config (defaults <- base config <- overrides); the first problem is an error."""
-    from rlcw.cli import COMMANDS
+    from rlcw.commands import COMMANDS
     from rlcw.config import load_config
 
     module_name, cls_name, _ = COMMANDS[sweep.command]

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from rlcw import cli
+from rlcw.argv import split_args
 from rlcw.cli import COMMANDS, is_built, main, planned, run
 from rlcw.errors import RlcwError
 
@@ -97,7 +97,7 @@ def test_command_help_lists_keys(capsys):
 
 
 def test_split_args():
-    split = cli._split_args
+    split = split_args
     assert split(["--config", "c.yaml", "a=1", "b.c=2"]) == ("c.yaml", ["a=1", "b.c=2"])
     assert split(["--config=c.yaml", "a=1"]) == ("c.yaml", ["a=1"])
     assert split([]) == (None, [])

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlcw.cli import _split_args
+from rlcw.argv import split_args
 from rlcw.config import load_config
 from rlcw.data.litbench import read_posts
 from rlcw.data.prompts import load_prompt_column, load_prompts
@@ -125,27 +125,27 @@ def test_a_single_value_for_a_list_key_is_a_one_element_list(tmp_path):
 
 def test_trl_style_flags_map_to_the_key_they_mean(capsys):
     keys = ["train.learning_rate", "train.max_steps", "train.batch_size", "eval.batch_size"]
-    assert _split_args(["--learning_rate", "1e-5", "--steps=3"], keys) == (
+    assert split_args(["--learning_rate", "1e-5", "--steps=3"], keys) == (
         None,
         ["train.learning_rate=1e-5", "train.max_steps=3"],
     )
     assert "--learning_rate read as train.learning_rate=1e-5" in capsys.readouterr().err
     with pytest.raises(RlcwError, match="train.batch_size, eval.batch_size"):
-        _split_args(["--batch_size", "4"], keys)
+        split_args(["--batch_size", "4"], keys)
 
 
 def test_a_positional_yaml_path_is_told_to_use_config():
     with pytest.raises(RlcwError, match="use --config configs/grpo/cpu.yaml"):
-        _split_args(["configs/grpo/cpu.yaml"], [])
+        split_args(["configs/grpo/cpu.yaml"], [])
 
 
 @pytest.mark.parametrize(
     "args", [["--config", "a.yaml", "--config", "b.yaml"], ["--config=a.yaml", "x=1", "--config", "b.yaml"]]
 )
 def test_a_second_config_is_an_error_naming_both(args):
-    assert _split_args(["--config=a.yaml", "x=1"], ["x"]) == ("a.yaml", ["x=1"])
+    assert split_args(["--config=a.yaml", "x=1"], ["x"]) == ("a.yaml", ["x=1"])
     with pytest.raises(RlcwError, match=r"--config given twice \(a.yaml and b.yaml\).*\n.*merge the two files"):
-        _split_args(args, ["x"])
+        split_args(args, ["x"])
 
 
 def test_a_missing_config_file_suggests_the_closest(tmp_path):
