@@ -121,7 +121,14 @@ CASES = {
         "no complete checkpoint",
     ),
     "train_rm_resume_missing": (
-        lambda t, out: ["train-rm", "--config", str(ROOT / "configs/train_rm/cpu.yaml"), "train.resume=true"],
+        lambda t, out: [
+            "train-rm",
+            "--config",
+            str(ROOT / "configs/train_rm/cpu.yaml"),
+            f"data.train_file={_pairs(t)}",
+            "data.eval_file=null",
+            "train.resume=true",
+        ],
         "no complete checkpoint",
     ),
     "eval_rm_missing_rm": (

@@ -89,5 +89,8 @@ def test_default_config_passes_validation_and_reaches_the_run_folder(tmp_path, m
         and v.__module__ == mod.__name__
         and "run_name" in getattr(v, "__dataclass_fields__", {})
     )
+    pairs = tmp_path / "pairs.jsonl"  # train-rm's default pairs file is build-pairs' output, absent here
+    pairs.write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\n', encoding="utf-8")
+    files = [f"data.train_file={pairs}", f"data.eval_file={pairs}"] if mod is train_rm else []
     with pytest.raises(Heavy):
-        mod.main(load_config(cls, None, [f"output_dir={tmp_path}"]))
+        mod.main(load_config(cls, None, [f"output_dir={tmp_path}", *files]))
