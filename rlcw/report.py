@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,3 +121,20 @@ def side_by_side(before: list[dict], after: list[dict], labels: tuple[str, str] 
         if a is not None:
             lines.append(f"| {_cell(b['prompt'], 300)} | {_cell(b['story'])} | {_cell(a['story'])} |")
     return "\n".join(lines)
+
+
+def fmt_value(v) -> str:
+    """A report cell: a float to 3 decimals, anything else (nan included) as its text."""
+    return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
+
+
+def step_table(title: str, history: list[dict]) -> list[str]:
+    """A markdown section `## title` with a row a step of `history` (columns: the first entry's keys besides
+    `step`; a missing value is nan), or no lines for no history."""
+    if not history:
+        return []
+    keys = [k for k in history[0] if k != "step"]
+    lines = [f"## {title}", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    return lines + [
+        "| " + " | ".join([str(h["step"])] + [fmt_value(h.get(k, float("nan"))) for k in keys]) + " |" for h in history
+    ]

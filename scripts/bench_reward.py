@@ -85,17 +85,27 @@ def build_scorer(args) -> RMScorer:
         torch.manual_seed(args.seed)
         model = AutoModelForSequenceClassification.from_pretrained(resolve(EMBEDDED_ALIAS), num_labels=1, dtype=dtype)
         model.config.pad_token_id = tok.pad_token_id
-        spec = RMSpec(
-            type="bt",
-            base_model=EMBEDDED_ALIAS,
-            max_length=args.max_length,
-            pad_token=tok.pad_token,
-            include_prompt=not args.no_prompt,
-        ).check()
+        spec = standin_spec(args, tok).check()
         scorer = RMScorer("embedded-random-head", model, tok, spec, batch_size=args.batch_size, device=device)
+    set_batching(scorer, args)
+    return scorer
+
+
+def standin_spec(args, tok) -> RMSpec:
+    """The spec of a stand-in RM on the embedded model (its truncation and prompt use from the options)."""
+    return RMSpec(
+        type="bt",
+        base_model=EMBEDDED_ALIAS,
+        max_length=args.max_length,
+        pad_token=tok.pad_token,
+        include_prompt=not args.no_prompt,
+    )
+
+
+def set_batching(scorer: RMScorer, args) -> None:
+    """The options' --token-budget / --max-padding on `scorer`, where given."""
     scorer.token_budget = args.token_budget if args.token_budget is not None else scorer.token_budget
     scorer.max_padding = args.max_padding if args.max_padding is not None else scorer.max_padding
-    return scorer
 
 
 def synthetic_stories(words: int, n: int, rng: random.Random) -> tuple[list[str], list[str]]:
@@ -208,13 +218,7 @@ def standin_ensemble(args, folder: Path) -> Path:
     model.config.pad_token_id = tok.pad_token_id
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
-    spec = RMSpec(
-        type="bt",
-        base_model=EMBEDDED_ALIAS,
-        max_length=args.max_length,
-        pad_token=tok.pad_token,
-        include_prompt=not args.no_prompt,
-    )
+    spec = standin_spec(args, tok)
     save_spec(spec, folder)
     shared = model.config.num_hidden_layers - args.top_layers
     members = []
@@ -251,8 +255,7 @@ def bench_ensemble(args) -> list[dict]:
         single = RMScorer(folder, member, ens.tokenizer, ens.spec, batch_size=args.batch_size, device=device)
         for s in (ens, single):
             s.model.to(getattr(torch, args.dtype))
-            s.token_budget = args.token_budget if args.token_budget is not None else s.token_budget
-            s.max_padding = args.max_padding if args.max_padding is not None else s.max_padding
+            set_batching(s, args)
         k, shared = ens.ensemble.size, ens.ensemble.manifest.shared_layers
         print(
             f"device={device} threads={torch.get_num_threads()} members={k} shared_layers={shared} of "

@@ -1,6 +1,6 @@
 """One held-out comparison of a start and a tuned policy: CRN samples, RM scores, paired bootstrap.
 
-    recs = sample_crn(model, tokenizer, rows, system_prompt=None, n_samples=4, max_new_tokens=88, seed=1234)
+    recs = sample_crn(model, tokenizer, rows, HeldoutSettings(n_samples=4, max_new_tokens=88, seed=1234))
     result = measure_policies("smollm2-135m-instruct", "runs/grpo/checkpoints/final", "runs/train_rm/model",
                               rows, HeldoutSettings(), out_dir=Path("runs/quickstart/heldout"))
 
@@ -22,8 +22,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -118,46 +120,49 @@ def crn_completions(
     bar.close()
 
 
-def sample_crn(
-    model,
-    tokenizer,
-    rows: list[dict],
-    *,
-    system_prompt: str | None,
-    n_samples: int,
-    max_new_tokens: int,
-    seed: int,
-    draw: str = "multinomial",
-) -> list[dict]:
-    """n_samples completions per prompt row with common random numbers (`crn_completions`, one chunk)."""
+class CrnStory(NamedTuple):
+    """One sample of `crn_stories`: its story record and what the record leaves out."""
+
+    record: dict  # id (`<prompt id>#<k>`), prompt_id, sample_index, prompt, story, finished, min_words, max_words
+    prompt_index: int  # the row's index in `rows`
+    prompt_ids: list[int]
+    completion_ids: list[int]  # sampled ids, cut after the first EOS (kept)
+    logps: list[float]  # each sampled token's log-prob under the model
+
+
+def crn_stories(model, tokenizer, rows: list[dict], **sampler) -> Iterator[CrnStory]:
+    """`crn_completions(model, tokenizer, rows, **sampler)` decoded into stories, one a (sample index, prompt row)
+    in that order; `finished` says the story ended with EOS."""
     eos = [tokenizer.eos_token_id]
-    out = []
-    for k, _, comps, _ in crn_completions(
+    for k, ids, comps, logps in crn_completions(model, tokenizer, rows, **sampler):
+        for p, (row, p_ids, comp, lp) in enumerate(zip(rows, ids, comps, logps, strict=True)):
+            record = {
+                "id": f"{row['id']}#{k}",
+                "prompt_id": row["id"],
+                "sample_index": k,
+                "prompt": row["prompt"],
+                "story": tokenizer.decode(comp, skip_special_tokens=True).strip(),
+                "finished": bool(comp) and comp[-1] in eos,
+                "min_words": row.get("min_words"),
+                "max_words": row.get("max_words"),
+            }
+            yield CrnStory(record, p, p_ids, comp, lp)
+
+
+def sample_crn(model, tokenizer, rows: list[dict], s: HeldoutSettings) -> list[dict]:
+    """s.n_samples story records per prompt row with common random numbers (`crn_stories`, one chunk), each with
+    its `prompt_index` and `tokens` (sampled tokens)."""
+    stories = crn_stories(
         model,
         tokenizer,
         rows,
-        system_prompt=system_prompt,
-        n_samples=n_samples,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        draw=draw,
-    ):
-        for p, (row, comp) in enumerate(zip(rows, comps, strict=True)):
-            out.append(
-                {
-                    "id": f"{row['id']}#{k}",
-                    "prompt_id": row["id"],
-                    "prompt_index": p,
-                    "sample_index": k,
-                    "prompt": row["prompt"],
-                    "story": tokenizer.decode(comp, skip_special_tokens=True).strip(),
-                    "tokens": len(comp),
-                    "finished": bool(comp) and comp[-1] in eos,
-                    "min_words": row.get("min_words"),
-                    "max_words": row.get("max_words"),
-                }
-            )
-    return out
+        system_prompt=s.system_prompt,
+        n_samples=s.n_samples,
+        max_new_tokens=s.max_new_tokens,
+        seed=s.seed,
+        draw=s.draw,
+    )
+    return [{**x.record, "prompt_index": x.prompt_index, "tokens": len(x.completion_ids)} for x in stories]
 
 
 def add_scores(records: list[dict], scorer) -> list[dict]:
@@ -220,16 +225,7 @@ def policy_samples(
     check_sampler(s)
     model = load_causal_lm(spec, merge_lora=True)
     model = model.to(torch.bfloat16) if s.precision == "bf16" else model  # a sampling copy, dropped below
-    recs = sample_crn(
-        model,
-        tokenizer,
-        rows,
-        system_prompt=s.system_prompt,
-        n_samples=s.n_samples,
-        max_new_tokens=s.max_new_tokens,
-        seed=s.seed,
-        draw=s.draw,
-    )
+    recs = sample_crn(model, tokenizer, rows, s)
     del model
     if cache is not None:
         _write_jsonl(cache, [key, *recs])

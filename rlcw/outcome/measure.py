@@ -8,8 +8,8 @@
 
 Sampling: temperature 1, top_k 0, top_p 1, so the samples come from the distribution whose
 log-probs the KL uses (`rlcw.measure.kl.check_full_distribution`); `rlcw.sampling.sample` keeps the
-sampled ids, cut after the first EOS (kept). Common random numbers by `rlcw.measure.heldout.crn_completions`:
-rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after
+sampled ids, cut after the first EOS (kept). Common random numbers by `rlcw.measure.heldout.crn_completions`
+(as story records by `crn_stories`): rows go in fixed chunks of `batch_size`, and chunk c of sample index k draws after
 `torch.manual_seed(seed + k + CHUNK_SEED_STRIDE * c)`, so the start and a checkpoint read the same noise
 at (prompt, k) whatever the other chunks consumed; with `draw="inverse_cdf"` (`measure.draw`) each row reads
 its index's uniforms and several indices share a batch (see `crn_completions`). Each record keeps `prompt_ids` and
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from rlcw.errors import RlcwError
-from rlcw.measure.heldout import crn_completions
+from rlcw.measure.heldout import crn_stories
 from rlcw.measure.kl import kl_per_story, sampled_logprobs
 from rlcw.metrics.text import count_words, repetition_rate
 
@@ -80,9 +80,8 @@ def sample_stories(
     Records are story records (`id` = `<prompt id>#<k>`, prompt, story, system, the row's word range and
     `reference` when it has one) plus prompt_id, sample_index, prompt_ids, completion_ids, finished, and
     with `keep_logps` each sampled token's log-prob under `model` (`completion_logps`, for `add_kl`)."""
-    eos = [tokenizer.eos_token_id]
     out = []
-    for k, ids, comps, logps in crn_completions(
+    for x in crn_stories(
         model,
         tokenizer,
         rows,
@@ -96,25 +95,13 @@ def sample_stories(
         where="measure",
         draw=draw,
     ):
-        for row, p_ids, comp, lp in zip(rows, ids, comps, logps, strict=True):
-            rec = {
-                "id": f"{row['id']}#{k}",
-                "prompt_id": row["id"],
-                "sample_index": k,
-                "prompt": row["prompt"],
-                "story": tokenizer.decode(comp, skip_special_tokens=True).strip(),
-                "system": system,
-                "min_words": row.get("min_words"),
-                "max_words": row.get("max_words"),
-                "finished": bool(comp) and comp[-1] in eos,
-                "prompt_ids": p_ids,
-                "completion_ids": list(comp),
-            }
-            if row.get("reference"):
-                rec["reference"] = row["reference"]
-            if keep_logps:
-                rec["completion_logps"] = [float(x) for x in lp]
-            out.append(rec)
+        rec = {**x.record, "system": system, "prompt_ids": x.prompt_ids, "completion_ids": list(x.completion_ids)}
+        reference = rows[x.prompt_index].get("reference")
+        if reference:
+            rec["reference"] = reference
+        if keep_logps:
+            rec["completion_logps"] = [float(v) for v in x.logps]
+        out.append(rec)
     return out
 
 

@@ -71,9 +71,6 @@ def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
             where=d.stories,
             hint=f"dropped: {dict(stats.dropped)}; lower data.min_words or generate longer stories",
         )
-    paths = {"train": write_preferences(run.path / "pairs" / "train.jsonl", train)}
-    if held:
-        paths["eval"] = write_preferences(run.path / "pairs" / "eval.jsonl", held)
     metrics = {
         "stories": stats.stories,
         "pairs": stats.pairs,
@@ -83,10 +80,17 @@ def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
         "mean_words/rejected": sum(stats.rejected_words) / stats.pairs,
     }
     metrics.update({f"dropped/{k}": stats.dropped.get(k, 0) for k in ("too_short", "length_mismatch", "identical")})
+    return write_pairs(run, train, held, metrics, "Human-vs-model pairs (chosen = human)")
+
+
+def write_pairs(run, train: list, held: list, metrics: dict, title: str) -> dict:
+    """pairs/train.jsonl (and pairs/eval.jsonl when there are held-out pairs), `metrics` logged and listed in the
+    report under `title`; the summary."""
+    paths = {"train": write_preferences(run.path / "pairs" / "train.jsonl", train)}
+    if held:
+        paths["eval"] = write_preferences(run.path / "pairs" / "eval.jsonl", held)
     run.log(0, metrics)
-    run.write_report(
-        "# Human-vs-model pairs (chosen = human)\n\n" + "\n".join(f"- {k}: {v}" for k, v in metrics.items()) + "\n"
-    )
+    run.write_report(f"# {title}\n\n" + "\n".join(f"- {k}: {v}" for k, v in metrics.items()) + "\n")
     return run.write_summary("completed", metrics, paths)
 
 
@@ -140,9 +144,6 @@ def main(cfg: BuildPairsConfig) -> dict:
             raise RlcwError(
                 "no training pairs were produced", hint="use longer stories or a smaller data.chunk_sentences"
             )
-        paths = {"train": write_preferences(run.path / "pairs" / "train.jsonl", train)}
-        if held:
-            paths["eval"] = write_preferences(run.path / "pairs" / "eval.jsonl", held)
         metrics = {
             "stories": stats.stories,
             "chunks": stats.chunks,
@@ -151,6 +152,4 @@ def main(cfg: BuildPairsConfig) -> dict:
         }
         metrics.update({f"pairs/{k}": v for k, v in stats.per_kind.items()})
         metrics.update({f"dropped/{k}": v for k, v in stats.dropped.items()})
-        run.log(0, metrics)
-        run.write_report("# Corruption pairs\n\n" + "\n".join(f"- {k}: {v}" for k, v in metrics.items()) + "\n")
-        return run.write_summary("completed", metrics, paths)
+        return write_pairs(run, train, held, metrics, "Corruption pairs")

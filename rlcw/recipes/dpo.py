@@ -27,7 +27,6 @@ gets TRL's metrics and the `eval/...` rows through rlcw.tracking (checked for se
 
 from __future__ import annotations
 
-import math
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,20 +246,10 @@ def summary_metrics(run, steps: int, pair_eval: dict, n_pairs: int) -> dict[str,
     rows = [r for r in read_metrics(run.path / "metrics.jsonl") if "rewards/accuracies" in r]
     last = rows[-1] if rows else {}
     out = {"train/steps": float(steps), "train/pairs": float(n_pairs)}
-    for key, name in (
-        ("loss", "loss"),
-        ("rewards/accuracies", "reward_accuracy"),
-        ("rewards/margins", "reward_margin"),
-    ):
-        if key in last:
-            out[f"train/{name}"] = float(last[key])
-    for key, name in (
-        ("eval_loss", "loss"),
-        ("eval_rewards/accuracies", "reward_accuracy"),
-        ("eval_rewards/margins", "reward_margin"),
-    ):
-        if key in pair_eval:
-            out[f"eval_pairs/{name}"] = float(pair_eval[key])
+    names = {"loss": "loss", "rewards/accuracies": "reward_accuracy", "rewards/margins": "reward_margin"}
+    out.update({f"train/{name}": float(last[key]) for key, name in names.items() if key in last})
+    evals = {f"eval_{key}": name for key, name in names.items()}  # TRL's names of the held-out pairs' metrics
+    out.update({f"eval_pairs/{name}": float(pair_eval[key]) for key, name in evals.items() if key in pair_eval})
     return out
 
 
@@ -287,11 +276,9 @@ def _plot(run) -> Path:
     )
 
 
-def _fmt(v) -> str:
-    return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
-
-
 def _report(cfg: DPORecipeConfig, metrics: dict, history: list[dict], plot: Path) -> str:
+    from rlcw.report import fmt_value, step_table
+
     t = cfg.train
     lines = [
         f"# DPO run `{cfg.run_name}`",
@@ -301,12 +288,7 @@ def _report(cfg: DPORecipeConfig, metrics: dict, history: list[dict], plot: Path
         f"{'LoRA r' + str(cfg.lora.r) if cfg.lora.enabled else 'full fine-tuning'}",
         "",
     ]
-    lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in metrics.items()] + [""]
+    lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {fmt_value(v)} |" for k, v in metrics.items()] + [""]
     lines += ["## Plots", "", f"![{plot.stem}](plots/{plot.name})", ""]
-    if history:
-        keys = [k for k in history[0] if k != "step"]
-        lines += ["## Held-out samples", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        lines += [
-            "| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history
-        ]
+    lines += step_table("Held-out samples", history)
     return "\n".join(lines) + "\n"

@@ -31,9 +31,10 @@ from typing import Any
 
 from rlcw.errors import RlcwError
 
-# type -> ("module:callable", the option that carries the first positional argument)
+# type -> ("module:callable", the option that carries the first positional argument); the callable's
+# parameters are the spec's options
 REWARD_TYPES: dict[str, tuple[str, str | None]] = {
-    "bt": ("rlcw.rewards.bt:BTScorer", "rm_path"),
+    "bt": ("rlcw.rm.scoring:load_rm", "rm_path"),  # the RM's scorer, a reward through WRAPPERS
     "genrm": ("rlcw.rewards.genrm:GenRMReward", "rm_path"),
     "remote": ("rlcw.rewards.remote:RemoteReward", "urls"),
     "length_range": ("rlcw.rewards.length:LengthReward", None),
@@ -42,13 +43,18 @@ REWARD_TYPES: dict[str, tuple[str, str | None]] = {
     "rubric": ("rlcw.rewards.rubric:RubricReward", None),  # a judge's yes/no criteria, weighted mean
     "slop": ("rlcw.rewards.slop:SlopReward", None),  # % of words in over-used phrases: weight < 0
 }
+# type -> "module:class" whose instance around what REWARD_TYPES' callable returns is the reward callable
+WRAPPERS = {"bt": "rlcw.rewards.bt:BTScorer"}
 _COMMON = ("type", "weight", "name", "anchor")
 # recipe-wide defaults that fill a constructor argument of the same name when a spec leaves it out
 _FILLED = ("max_tokens", "num_generations", "seed", "batch_size")
 
 
 def _constructor(kind: str):
-    target, _ = REWARD_TYPES[kind]
+    return _imported(kind, REWARD_TYPES[kind][0])
+
+
+def _imported(kind: str, target: str):
     module_name, attr = target.split(":")
     try:
         return getattr(importlib.import_module(module_name), attr)
@@ -147,6 +153,8 @@ def build(spec: RewardSpec):
         func = _constructor(spec.type)(*spec.args, **spec.options)
     except (ValueError, TypeError) as exc:  # a constructor's own check of an option value, named by the spec's key
         raise RlcwError(str(exc), where=spec.where, hint=f"fix the option in {spec.where}") from None
+    if spec.type in WRAPPERS:
+        func = _imported(spec.type, WRAPPERS[spec.type])(func)
     if spec.anchor is not None:
         from rlcw.rewards.anchored import AnchoredReward, load_references
 

@@ -136,7 +136,7 @@ def test_aggregate_options_on_a_single_rm_are_an_error(rm_run):
 def test_reward_function_logs_members_and_disagreement(ens_run):
     from rlcw.rewards.bt import BTScorer
 
-    reward = BTScorer(ens_run["artifacts"]["model"], length_control=False)
+    reward = BTScorer(load_rm(ens_run["artifacts"]["model"], length_control=False))
     logged: dict[str, float] = {}
     rewards = reward(PROMPTS, STORIES, log_metric=logged.__setitem__)
     members = reward.scorer.score_members(PROMPTS, STORIES)

@@ -1,5 +1,7 @@
 """Reward factory: specs -> callables + weights, defaults, and clear errors."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from rlcw.errors import RlcwError
@@ -72,17 +74,17 @@ def test_a_bad_option_value_names_the_spec_key_the_user_wrote():
 
 
 def test_reward_set_keeps_the_scorer_of_the_recipes_rm(monkeypatch):
-    import rlcw.rewards.bt as bt
+    import rlcw.rm.scoring as scoring
     from rlcw.rewards.factory import build_reward_set
 
-    class FakeBT:  # BTScorer's constructor shape, no weights loaded
-        def __init__(self, rm_dir, batch_size: int = 8):
-            self.rm_dir, self.scorer = rm_dir, object()
+    def fake_load_rm(rm_dir, batch_size: int = 8):  # load_rm's call shape, no weights loaded
+        return SimpleNamespace(rm_dir=rm_dir)
 
-    monkeypatch.setattr(bt, "BTScorer", FakeBT)
+    monkeypatch.setattr(scoring, "load_rm", fake_load_rm)
     defaults = {"rm_path": "runs/rm/model"}
     built = build_reward_set({"other": {"type": "bt", "rm_path": "runs/rm2"}, "own": {"type": "bt"}}, defaults)
-    assert built.scorer is built.funcs[1].scorer and built.funcs[1].rm_dir == "runs/rm/model"
+    assert built.scorer is built.funcs[1].scorer and built.funcs[1].scorer.rm_dir == "runs/rm/model"
+    assert [f.__name__ for f in built.funcs] == ["other", "own"]
     same = build_reward_set(
         {"rm": {"type": "bt", "rm_path": "runs/rm/model/"}, "len": {"type": "length_range"}}, defaults
     )

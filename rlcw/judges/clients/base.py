@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -124,19 +124,9 @@ class ChatClient:
                 out[i] = json.loads(hit)
         with self._lock:
             self.stats["cache_hits"] += len(conversations) - len(todo)
-        size = max(1, self.cfg.concurrency)
         bar = tqdm(total=len(conversations), initial=len(conversations) - len(todo), desc=desc, disable=not progress)
         try:
-            for start in range(0, len(todo), size):
-                chunk = todo[start : start + size]
-                for _ in chunk:
-                    self._reserve()
-                try:
-                    probs = self._label_probs([conversations[i] for i in chunk], prefix, labels)
-                except BaseException:
-                    with self._lock:
-                        self.stats["calls"] -= len(chunk)
-                    raise
+            for chunk, probs in self._in_batches(conversations, todo, lambda b: self._label_probs(b, prefix, labels)):
                 for i, p in zip(chunk, probs, strict=True):
                     out[i] = p
                     if self.cache is not None and p is not None:
@@ -145,6 +135,24 @@ class ChatClient:
         finally:
             bar.close()
         return out
+
+    def _in_batches(
+        self, conversations: Sequence[Messages], todo: list[int], call: Callable[[list[Messages]], list]
+    ) -> Iterator[tuple[list[int], list]]:
+        """(indices, `call` of their conversations) for the indices `todo`, `concurrency` at a time; each batch's
+        calls are reserved against the budget first and given back when the batch fails."""
+        size = max(1, self.cfg.concurrency)
+        for start in range(0, len(todo), size):
+            chunk = todo[start : start + size]
+            for _ in chunk:
+                self._reserve()
+            try:
+                results = call([conversations[i] for i in chunk])
+            except BaseException:
+                with self._lock:
+                    self.stats["calls"] -= len(chunk)
+                raise
+            yield chunk, results
 
     def _complete(
         self, messages: Messages, max_tokens: int, temperature: float, seed: int | None
@@ -167,6 +175,16 @@ class ChatClient:
                 )
             self.stats["calls"] += 1
 
+    def _resolve(
+        self, max_tokens: int | None, temperature: float | None, seed: int | None
+    ) -> tuple[int, float, int | None]:
+        """A request's parameters: the caller's, else the client's own (`client.*`)."""
+        return (
+            self.cfg.max_tokens if max_tokens is None else max_tokens,
+            self.cfg.temperature if temperature is None else temperature,
+            self.cfg.seed if seed is None else seed,
+        )
+
     def chat(
         self,
         messages: Messages,
@@ -177,9 +195,7 @@ class ChatClient:
         cache_tag: str | None = None,
     ) -> str:
         """The reply to one conversation (from the cache when it holds it)."""
-        max_tokens = self.cfg.max_tokens if max_tokens is None else max_tokens
-        temperature = self.cfg.temperature if temperature is None else temperature
-        seed = self.cfg.seed if seed is None else seed
+        max_tokens, temperature, seed = self._resolve(max_tokens, temperature, seed)
         key = cache_key(self.model_key, cache_tag, messages, self.request_params(max_tokens, temperature, seed))
         cache = self._cache_for(temperature)
         if cache is not None:
@@ -214,13 +230,23 @@ class ChatClient:
         progress: bool = True,
         ids: Sequence[str] | None = None,
     ) -> list[str]:
-        """Replies in input order, with at most `concurrency` calls in flight; the first error stops the rest.
-        `ids` name the requests (used by the replay client; a model client ignores them)."""
+        """Replies in input order (`_reply_all`: by default at most `concurrency` calls in flight; the first error
+        stops the rest). `ids` name the requests (used by the replay client; a model client ignores them)."""
+        max_tokens, temperature, seed = self._resolve(max_tokens, temperature, seed)
+        bar = tqdm(total=len(conversations), desc=desc, disable=not progress)
+        try:
+            return self._reply_all(conversations, max_tokens, temperature, seed, cache_tag, bar)
+        finally:
+            bar.close()
+
+    def _reply_all(
+        self, conversations: Sequence[Messages], max_tokens: int, temperature: float, seed: int | None, cache_tag, bar
+    ) -> list[str]:
+        """`chat` of every conversation, at most `concurrency` calls in flight; the first error stops the rest."""
         workers = max(
             1, min(self.cfg.concurrency, self.concurrency_cap or self.cfg.concurrency, len(conversations) or 1)
         )
         out: list[str | None] = [None] * len(conversations)
-        bar = tqdm(total=len(conversations), desc=desc, disable=not progress)
 
         def one(i: int) -> None:
             out[i] = self.chat(
@@ -228,17 +254,14 @@ class ChatClient:
             )
             bar.update(1)
 
-        try:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(one, i) for i in range(len(conversations))]
-                done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-                failed = [f for f in futures if f.done() and f.exception() is not None]
-                if failed:
-                    for f in pending:
-                        f.cancel()
-                    raise failed[0].exception()
-        finally:
-            bar.close()
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(one, i) for i in range(len(conversations))]
+            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [f for f in futures if f.done() and f.exception() is not None]
+            if failed:
+                for f in pending:
+                    f.cancel()
+                raise failed[0].exception()
         return [str(r) for r in out]
 
     def close(self) -> None:

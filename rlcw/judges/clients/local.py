@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Sequence
-
-from tqdm.auto import tqdm
 
 from rlcw.errors import RlcwError
 from rlcw.judges.cache import cache_key
@@ -54,25 +51,32 @@ class LocalClient(ChatClient):
                 self.stats["prompt_tokens"] += int(enc["attention_mask"].sum())
         return [renormalise(dict(zip(labels, row, strict=True))) for row in probs.tolist()]
 
+    def _generate(self, enc, max_tokens: int, temperature: float, seed: int | None):
+        """The new tokens of one `generate` call on encoded prompts, (B, T_new): greedy at temperature 0
+        (the caller holds the generation lock and no_grad)."""
+        import torch
+
+        if seed is not None:
+            torch.manual_seed(seed)
+        sample = temperature > 0
+        gen = self.model.generate(
+            **enc,
+            max_new_tokens=max_tokens,
+            do_sample=sample,
+            temperature=temperature if sample else None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+        return gen[:, enc["input_ids"].shape[1] :]
+
     def _complete(self, messages, max_tokens, temperature, seed):
         import torch
 
         with self._gen_lock, torch.no_grad():
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
             enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
-            if seed is not None:
-                torch.manual_seed(seed)
-            sample = temperature > 0
-            gen = self.model.generate(
-                **enc,
-                max_new_tokens=max_tokens,
-                do_sample=sample,
-                temperature=temperature if sample else None,
-                top_p=None,
-                top_k=None,
-                pad_token_id=self.tokenizer.pad_token_id,
-            )
-            new = gen[0, enc["input_ids"].shape[1] :]  # (T_new,)
+            new = self._generate(enc, max_tokens, temperature, seed)[0]  # (T_new,)
             return (
                 self.tokenizer.decode(new, skip_special_tokens=True),
                 int(enc["input_ids"].shape[1]),
@@ -88,19 +92,7 @@ class LocalClient(ChatClient):
         with self._gen_lock, torch.no_grad():
             texts = [self.tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in batch]
             enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-            if seed is not None:
-                torch.manual_seed(seed)
-            sample = temperature > 0
-            gen = self.model.generate(
-                **enc,
-                max_new_tokens=max_tokens,
-                do_sample=sample,
-                temperature=temperature if sample else None,
-                top_p=None,
-                top_k=None,
-                pad_token_id=self.tokenizer.pad_token_id,
-            )
-            new = gen[:, enc["input_ids"].shape[1] :]  # (B, T_new)
+            new = self._generate(enc, max_tokens, temperature, seed)  # (B, T_new)
             eos = self.tokenizer.eos_token_id
             out = []
             for i in range(len(batch)):
@@ -115,23 +107,9 @@ class LocalClient(ChatClient):
                 )
             return out
 
-    def chat_many(
-        self,
-        conversations: Sequence[Messages],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        cache_tag: str | None = None,
-        desc: str = "judge",
-        progress: bool = True,
-        ids: Sequence[str] | None = None,
-    ) -> list[str]:
-        """Like `ChatClient.chat_many`, but uncached conversations go through the model in batches of
-        `concurrency` (sorted by length, left-padded): several times the throughput of one call at a time."""
-        max_tokens = self.cfg.max_tokens if max_tokens is None else max_tokens
-        temperature = self.cfg.temperature if temperature is None else temperature
-        seed = self.cfg.seed if seed is None else seed
+    def _reply_all(self, conversations, max_tokens, temperature, seed, cache_tag, bar) -> list[str]:
+        """Uncached conversations go through the model in batches of `concurrency` (sorted by length, left-padded):
+        several times the throughput of one call at a time."""
         params = self.request_params(max_tokens, temperature, seed)
         keys = [cache_key(self.model_key, cache_tag, m, params) for m in conversations]
         cache = self._cache_for(temperature)
@@ -139,32 +117,22 @@ class LocalClient(ChatClient):
         hits = sum(r is not None for r in out)
         with self._lock:
             self.stats["cache_hits"] += hits
+        bar.update(hits)
         todo = sorted(
             (i for i, r in enumerate(out) if r is None), key=lambda i: sum(len(m["content"]) for m in conversations[i])
         )
-        size = max(1, self.cfg.concurrency)
-        bar = tqdm(total=len(conversations), initial=hits, desc=desc, disable=not progress)
-        try:
-            for start in range(0, len(todo), size):
-                chunk = todo[start : start + size]
-                for _ in chunk:
-                    self._reserve()
-                try:
-                    replies = self._complete_batch([conversations[i] for i in chunk], max_tokens, temperature, seed)
-                except BaseException:
-                    with self._lock:
-                        self.stats["calls"] -= len(chunk)
-                    raise
-                for i, (reply, n_in, n_out) in zip(chunk, replies, strict=False):
-                    out[i] = reply
-                    with self._lock:
-                        self.stats["prompt_tokens"] += n_in
-                        self.stats["completion_tokens"] += n_out
-                    if cache is not None:
-                        cache.put(keys[i], reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
-                bar.update(len(chunk))
-        finally:
-            bar.close()
+        batches = self._in_batches(
+            conversations, todo, lambda b: self._complete_batch(b, max_tokens, temperature, seed)
+        )
+        for chunk, replies in batches:
+            for i, (reply, n_in, n_out) in zip(chunk, replies, strict=False):
+                out[i] = reply
+                with self._lock:
+                    self.stats["prompt_tokens"] += n_in
+                    self.stats["completion_tokens"] += n_out
+                if cache is not None:
+                    cache.put(keys[i], reply, model=self.model_key, tag=cache_tag, tokens=n_in + n_out)
+            bar.update(len(chunk))
         return [str(r) for r in out]
 
 

@@ -13,12 +13,11 @@ correction only), a rubric reward's per-criterion means (when one ran) and the l
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from rlcw.measure.monitors import member_panels, plot_monitors
 from rlcw.measure.probe import MIN_MOVE, plot_probe, read_probe
-from rlcw.report import plot_lines, read_metrics, series
+from rlcw.report import plot_lines, read_metrics, series, step_table
 from rlcw.rewards.rubric import RESERVED
 
 
@@ -81,10 +80,6 @@ def grpo_plots(run_dir: Path, warn: dict | None = None, stop: dict | None = None
     if probe:
         plots.append(plot_probe(probe, run_dir / "plots" / "probe.png"))
     return plots
-
-
-def _fmt(v) -> str:
-    return f"{v:.3f}" if isinstance(v, float) and not math.isnan(v) else str(v)
 
 
 def reward_summary(specs: dict) -> str:
@@ -152,10 +147,5 @@ def grpo_report(
             + [f"- step {a['step']} ({a['level']}): {a['message']}" for a in alerts[:30]]
             + [""]
         )
-    if history:
-        keys = [k for k in history[0] if k != "step"]
-        lines += ["## Held-out evaluation", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        lines += [
-            "| " + " | ".join([str(h["step"])] + [_fmt(h.get(k, float("nan"))) for k in keys]) + " |" for h in history
-        ]
+    lines += step_table("Held-out evaluation", history)
     return "\n".join(lines) + "\n"
