@@ -59,7 +59,7 @@ from rlcw.rm.odin import HEADS, OdinWeights
 from rlcw.rm.pair_eval import dead_rm, evaluate_genrm, evaluate_rm
 from rlcw.rm.render import GENRM_SYSTEM_PROMPT, RMSpec, save_rm
 from rlcw.rm.scoring import load_rm
-from rlcw.rm.train_data import build_bt_dataset, build_genrm_dataset, pair_margins
+from rlcw.rm.train_data import MARGINS, build_bt_dataset, build_genrm_dataset, pair_margins
 from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
@@ -130,6 +130,52 @@ class TrainRMConfig:
     run_name: str = "train_rm"  # name of the run folder under output_dir
     seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
+
+
+def validate(cfg: TrainRMConfig) -> None:
+    """Every config check, before the run folder is written and before anything loads."""
+    rm, t = cfg.rm, cfg.train
+    check_choice("rm.type", rm.type, ("bt", "genrm"))
+    check_choice("rm.truncation_side", rm.truncation_side, ("left", "right"))
+    if rm.type == "bt":
+        check_choice("rm.margin", rm.margin, MARGINS)
+    check_at_least("rm.ensemble.size", rm.ensemble.size, 1)
+    if rm.ensemble.size > 1:
+        validate_ensemble(rm, cfg.lora)
+    if rm.length_head:
+        if rm.type != "bt":
+            raise RlcwError("rm.length_head needs rm.type=bt", where="rm.length_head", hint="set rm.type=bt")
+        if rm.center_rewards_coefficient is not None:
+            raise RlcwError(
+                "rm.center_rewards_coefficient is not supported with rm.length_head",
+                where="rm.center_rewards_coefficient",
+                hint="leave it unset (null)",
+            )
+        for key in ("length", "decorrelation", "orthogonality", "quality_bt"):
+            check_at_least(f"rm.odin.{key}", getattr(rm.odin, key), 0)
+    if rm.type == "genrm" and rm.cot:
+        check_choice("rm.rationales.source", rm.rationales.source, ("teacher", "file", "judge"))
+        if rm.rationales.source == "file" and not rm.rationales.file:
+            raise RlcwError(
+                "rm.rationales.source=file needs rm.rationales.file",
+                where="rm.rationales.file",
+                hint="point it at a jsonl of rationales",
+            )
+    for key in ("batch_size", "grad_accum", "max_steps", "eval_batch_size", "logging_steps", "max_length"):
+        section = rm if key == "max_length" else t
+        check_at_least(f"{'rm' if section is rm else 'train'}.{key}", getattr(section, key), 1)
+    check_at_least("train.save_steps", t.save_steps, 0)
+    resume_mode(t.resume)
+    validate_train_keys(t.report_to, t.bf16)
+    if t.deepspeed is not None and not Path(t.deepspeed).is_file():
+        raise RlcwError(
+            "DeepSpeed config not found",
+            where="train.deepspeed",
+            hint=f"no file {t.deepspeed}; e.g. train.deepspeed=configs/deepspeed/zero2.json",
+        )
+
+
+# --- Bradley-Terry and shared builders ---
 
 
 def build_spec(cfg: TrainRMConfig, tokenizer) -> RMSpec:
@@ -362,49 +408,6 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
     quiet_progress(trainer, "train-rm")  # headline numbers per step; every key goes to metrics.jsonl
     trainer.train(resume_from_checkpoint=start)
     return trainer, tokenizer, spec, before
-
-
-def validate(cfg: TrainRMConfig) -> None:
-    """Every config check, before the run folder is written and before anything loads."""
-    rm, t = cfg.rm, cfg.train
-    check_choice("rm.type", rm.type, ("bt", "genrm"))
-    check_choice("rm.truncation_side", rm.truncation_side, ("left", "right"))
-    if rm.type == "bt":
-        check_choice("rm.margin", rm.margin, ("none", "column", "upvotes"))
-    check_at_least("rm.ensemble.size", rm.ensemble.size, 1)
-    if rm.ensemble.size > 1:
-        validate_ensemble(rm, cfg.lora)
-    if rm.length_head:
-        if rm.type != "bt":
-            raise RlcwError("rm.length_head needs rm.type=bt", where="rm.length_head", hint="set rm.type=bt")
-        if rm.center_rewards_coefficient is not None:
-            raise RlcwError(
-                "rm.center_rewards_coefficient is not supported with rm.length_head",
-                where="rm.center_rewards_coefficient",
-                hint="leave it unset (null)",
-            )
-        for key in ("length", "decorrelation", "orthogonality", "quality_bt"):
-            check_at_least(f"rm.odin.{key}", getattr(rm.odin, key), 0)
-    if rm.type == "genrm" and rm.cot:
-        check_choice("rm.rationales.source", rm.rationales.source, ("teacher", "file", "judge"))
-        if rm.rationales.source == "file" and not rm.rationales.file:
-            raise RlcwError(
-                "rm.rationales.source=file needs rm.rationales.file",
-                where="rm.rationales.file",
-                hint="point it at a jsonl of rationales",
-            )
-    for key in ("batch_size", "grad_accum", "max_steps", "eval_batch_size", "logging_steps", "max_length"):
-        section = rm if key == "max_length" else t
-        check_at_least(f"{'rm' if section is rm else 'train'}.{key}", getattr(section, key), 1)
-    check_at_least("train.save_steps", t.save_steps, 0)
-    resume_mode(t.resume)
-    validate_train_keys(t.report_to, t.bf16)
-    if t.deepspeed is not None and not Path(t.deepspeed).is_file():
-        raise RlcwError(
-            "DeepSpeed config not found",
-            where="train.deepspeed",
-            hint=f"no file {t.deepspeed}; e.g. train.deepspeed=configs/deepspeed/zero2.json",
-        )
 
 
 def main(cfg: TrainRMConfig) -> dict:
