@@ -7,6 +7,7 @@ prompt from the user messages.
 
     load_preferences("runs/qs/pairs/train.jsonl")
     load_preferences("some-org/story-prefs", split="train", columns={"chosen": "better"})
+    check_pairs_file("runs/build_pairs/pairs/eval.jsonl", "data.eval_file", optional=True)
 """
 
 from __future__ import annotations
@@ -76,3 +77,17 @@ def load_preferences(
     if not out:
         raise RlcwError("no preference pairs found", where=where)
     return out
+
+
+def check_pairs_file(value: str | None, key: str, optional: bool = False) -> None:
+    """A local pairs file (a table suffix, or a path that reads as one) exists: an error naming `key` before a run
+    folder is written; a hub id passes. `optional`: the key may be null (no held-out pairs)."""
+    path = Path(value).expanduser() if value else None
+    local = path is not None and (path.suffix.lower() in TABLE_SUFFIXES or value.startswith((".", "/", "~")))
+    if local and not path.is_file():
+        raise RlcwError(
+            f"preference pairs file not found: {value}",
+            where=key,
+            hint="run `rlcw build-pairs` first (it writes runs/build_pairs/pairs/train.jsonl and eval.jsonl), or "
+            f"point {key} at your pairs file" + (" (null: no held-out pairs)" if optional else ""),
+        )

@@ -1,6 +1,6 @@
 """Rationales for GenRM-CoT training: one short comparison per preference pair.
 
-Sources (`rlcw train-rm rm.type=genrm rm.cot=true rm.rationales.source=...`):
+Sources (`make_rationales(RationaleSource(...), pairs)`; `rlcw train-rm rm.type=genrm rm.cot=true rm.rationales.source=...`):
 - `file`: a jsonl with one row per pair: `rationale` plus either `key` (= `pair_key(prompt,
   chosen, rejected)`) or the pair's `prompt`, `chosen`, `rejected`; optional `shown_first`
   (`chosen` | `rejected`, default `chosen`): which story the rationale calls "Story A".
@@ -9,7 +9,7 @@ Sources (`rlcw train-rm rm.type=genrm rm.cot=true rm.rationales.source=...`):
 - `judge`: an OpenAI-compatible judge (`rlcw.judges.clients`), told the same.
 
 A rationale is written for one order (chosen shown as A); for the swapped order the labels
-"Story A" and "Story B" are exchanged (`swap_story_labels`). Train-rm saves what it used as
+"Story A" and "Story B" are exchanged (`rlcw.rm.render.swap_story_labels`). Train-rm saves what it used as
 `<run>/rationales.jsonl`, in the `file` layout, so a teacher's or a judge's work is reusable.
 
     rows = teacher_rationales(model, tok, pairs, max_new_tokens=64)
@@ -19,27 +19,23 @@ A rationale is written for one order (chosen shown as A); for the swapped order 
 from __future__ import annotations
 
 import hashlib
-import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_jsonl, iter_jsonl
+from rlcw.rm.render import swap_story_labels
 
 TEACHER_SYSTEM = (
     "You are an expert editor of short fiction. You explain briefly and concretely why one story is better."
 )
-_LABEL = re.compile(r"\b([Ss]tory) ([AB])\b")
 
 
 def pair_key(prompt: str, chosen: str, rejected: str) -> str:
     """Stable id of a preference pair (whitespace-insensitive at the ends)."""
     blob = "\x1f".join(t.strip() for t in (prompt, chosen, rejected))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:20]
-
-
-def swap_story_labels(text: str) -> str:
-    """Exchange "Story A" and "Story B" (either case of "story") in a rationale."""
-    return _LABEL.sub(lambda m: f"{m.group(1)} {'B' if m.group(2) == 'A' else 'A'}", text)
 
 
 def rationale_for_order(rationale: str, shown_first: str, first_is_chosen: bool) -> str:
@@ -140,6 +136,40 @@ def judge_rationales(client_config: dict, pairs: list[dict], *, max_tokens: int 
         ]
         out.append(client.chat(messages, max_tokens=max_tokens, temperature=0.0, seed=seed))
     return out
+
+
+@dataclass
+class RationaleSource:
+    """Where GenRM-CoT rationales come from (train-rm's `rm.rationales.*`)."""
+
+    source: str = "teacher"  # teacher | file | judge (GenRM-CoT only)
+    file: str | None = None  # jsonl for source=file (layout: rlcw.data.rationales)
+    teacher_model: str = "smollm2-135m-instruct"  # local model that writes the rationales (source=teacher)
+    max_new_tokens: int = 64  # new-token cap of each rationale
+    batch_size: int = 8  # pairs per teacher generation batch
+    judge: dict[str, Any] = field(default_factory=dict)  # rlcw.judges.clients.base.ClientConfig fields
+
+
+def make_rationales(r: RationaleSource, pairs: list[dict], seed: int = 0) -> list[str]:
+    """One rationale per pair (chosen shown as A) from `r.source`: a jsonl `file`, a local `teacher_model` (loaded
+    here for the call) or an OpenAI-compatible `judge`."""
+    if r.source == "file":
+        if not r.file:
+            raise RlcwError(
+                "rm.rationales.source=file needs rm.rationales.file", hint="point it at a jsonl of rationales"
+            )
+        return rationales_from_file(r.file, pairs)
+    if r.source == "teacher":
+        from rlcw.models import load_causal_lm, load_tokenizer
+
+        tokenizer = load_tokenizer(r.teacher_model, padding_side="left")
+        teacher = load_causal_lm(r.teacher_model)
+        return teacher_rationales(
+            teacher, tokenizer, pairs, max_new_tokens=r.max_new_tokens, batch_size=r.batch_size, seed=seed
+        )
+    if r.source == "judge":
+        return judge_rationales(dict(r.judge), pairs, max_tokens=r.max_new_tokens, seed=seed)
+    raise RlcwError(f"unknown rm.rationales.source '{r.source}'", hint="use teacher, file or judge")
 
 
 def write_rationales(path: str | Path, pairs: list[dict], rationales: list[str]) -> Path:

@@ -1,6 +1,7 @@
 """Pairwise evaluation maths: accuracy, the length-only baseline (longer wins), accuracy by length
 direction, score-length correlation, and order consistency of pairwise scorers (the one owner:
-eval-rm, train-rm and the LLM judges all call `consistent_share`).
+eval-rm, train-rm and the LLM judges all call `consistent_share`), and eval-rm's blocks of them: accuracy with
+its bootstrap CI and length splits (`accuracy_block`), ties (`tie_block`), a rubric's per-criterion accuracy.
 
     pairwise_accuracy([2.0, 0.1], [1.0, 0.3])                   # 0.5
     order_consistency([0.9, 0.8], [0.2, 0.7])                    # 0.5: the 2nd pair's verdict follows position
@@ -16,6 +17,7 @@ Pure maths: no model code.
 
 from __future__ import annotations
 
+from rlcw.metrics.bootstrap import bootstrap_ci
 from rlcw.metrics.text import count_words
 
 
@@ -129,3 +131,39 @@ def side_agreement(dx: list[float], dy: list[float], skip_ties: bool) -> tuple[f
     if not kept:
         return float("nan"), 0
     return sum((x > 0) == (y > 0) for x, y in kept) / len(kept), len(kept)
+
+
+def accuracy_block(outcomes: list[float], split: dict[str, list[int]], prefix: str, resamples: int, seed: int) -> dict:
+    """Accuracy, its bootstrap CI, and accuracy on chosen-longer / chosen-shorter pairs."""
+    out = {f"{prefix}accuracy": mean_of(outcomes)}
+    out[f"{prefix}accuracy_ci_low"], out[f"{prefix}accuracy_ci_high"] = bootstrap_ci(
+        outcomes, n_resamples=resamples, seed=seed
+    )
+    for name in ("chosen_longer", "chosen_shorter"):
+        out[f"{prefix}accuracy_{name}"] = mean_of(outcomes, split[name])
+    return out
+
+
+def tie_block(c: list[float], r: list[float], prefix: str) -> dict:
+    """Ties and the accuracy without them (a yes/no rubric ties often)."""
+    n = len(c)
+    tied = sum(a == b for a, b in zip(c, r, strict=True))
+    won = sum(a > b for a, b in zip(c, r, strict=True))
+    return {
+        f"{prefix}ties": tied / n if n else None,
+        f"{prefix}accuracy_strict": won / n if n else None,
+        f"{prefix}accuracy_untied": won / (n - tied) if n > tied else None,
+    }
+
+
+def criterion_accuracy(values: list[list[float | None]], names: list[str], n: int) -> dict:
+    """Per criterion: accuracy (ties half), ties and the pairs where both sides got a valid verdict;
+    `values` holds the n chosen rows, then the n rejected rows."""
+    out: dict = {}
+    for j, name in enumerate(names):
+        both = [(values[i][j], values[n + i][j]) for i in range(n) if None not in (values[i][j], values[n + i][j])]
+        c, r = [a for a, _ in both], [b for _, b in both]
+        out[f"rubric/{name}/accuracy"] = mean_of(pair_outcomes(c, r)) if both else None
+        out[f"rubric/{name}/ties"] = tie_block(c, r, "")["ties"]
+        out[f"rubric/{name}/pairs"] = float(len(both))
+    return out

@@ -39,25 +39,24 @@ Not here: training (`rlcw train-rm`), judging story files (`rlcw judge`).
 from __future__ import annotations
 
 import math
-import shutil
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rlcw.config import check_at_least, check_choice
 from rlcw.data.preferences import load_preferences
-from rlcw.errors import RlcwError, location
-from rlcw.io import atomic_write_json, atomic_write_jsonl, read_table
+from rlcw.errors import RlcwError
+from rlcw.io import atomic_write_json, atomic_write_jsonl
 from rlcw.metrics import pairwise as pw
-from rlcw.metrics.bootstrap import bootstrap_ci
 from rlcw.metrics.ending import KEYS as ENDING_KEYS
-from rlcw.metrics.ending import ending_prices
 from rlcw.metrics.text import count_words
 from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import RubricSection
 from rlcw.report import save_figure
 from rlcw.rewards.scorers import is_pairwise, load_scorer
-from rlcw.rm.length_control import LENGTH_CONTROL_FILE, fit_length_fit, save_length_fit
+from rlcw.rm.length_control import fit_length_control
+from rlcw.rm.pair_eval import eval_ending, eval_pairwise, eval_pointwise, eval_rubric
 from rlcw.runs import done_line
 
 
@@ -111,246 +110,6 @@ class EvalRMConfig:
     run_name: str = "eval_rm"  # name of the run folder under output_dir
     seed: int = 0  # random seed of the run
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
-
-
-def reference_stories(path: str, limit: int | None) -> tuple[list[str], list[str]]:
-    """(prompts, stories) of a story-record file, or of both sides of a pair file."""
-    prompts, stories = [], []
-    for line, row in read_table(path):
-        keys = (
-            ("story",) if "story" in row else ("chosen", "rejected") if "chosen" in row and "rejected" in row else ()
-        )
-        if not keys:
-            raise RlcwError(
-                "neither a story record nor a preference pair",
-                where=location(path, line, "story"),
-                hint="give story records (prompt, story) or preference records (prompt, chosen, rejected)",
-            )
-        for key in keys:
-            if not isinstance(row[key], str) or not row[key].strip():
-                raise RlcwError("empty or non-text story", where=location(path, line, key))
-            prompts.append(str(row.get("prompt") or ""))
-            stories.append(row[key])
-    return prompts[: limit or None], stories[: limit or None]
-
-
-def fit_length_control(scorer, lc: LengthControlSection, run) -> dict:
-    prompts, stories = reference_stories(lc.fit_on, lc.max_stories)
-    raw = scorer.score(prompts, stories, raw=True)
-    fit = fit_length_fit(raw, [count_words(s) for s in stories], lc.feature, source=str(lc.fit_on))
-    path = save_length_fit(fit, run.path)  # never mutate an RM folder unless told to
-    if lc.install:
-        shutil.copyfile(path, scorer.rm_dir / LENGTH_CONTROL_FILE)
-    scorer.length_fit = fit
-    return {
-        "length_control/slope": fit.slope,
-        "length_control/intercept": fit.intercept,
-        "length_control/r2": fit.r2,
-        "length_control/n": float(fit.n),
-    }
-
-
-def accuracy_block(outcomes: list[float], split: dict[str, list[int]], prefix: str, resamples: int, seed: int) -> dict:
-    """Accuracy, its bootstrap CI, and accuracy on chosen-longer / chosen-shorter pairs."""
-    out = {f"{prefix}accuracy": pw.mean_of(outcomes)}
-    out[f"{prefix}accuracy_ci_low"], out[f"{prefix}accuracy_ci_high"] = bootstrap_ci(
-        outcomes, n_resamples=resamples, seed=seed
-    )
-    for name in ("chosen_longer", "chosen_shorter"):
-        out[f"{prefix}accuracy_{name}"] = pw.mean_of(outcomes, split[name])
-    return out
-
-
-def scored_heads(scorer, prompts: list[str], stories: list[str]) -> dict[str, list[float]]:
-    """Raw scores in one pass: "" = the scorer's head, and with several heads `head/<name>/` for each."""
-    return scored_with_members(scorer, prompts, stories)[0]
-
-
-def scored_with_members(scorer, prompts: list[str], stories: list[str]) -> tuple[dict[str, list[float]], list | None]:
-    """`scored_heads` and, for an ensemble, the (k, n) member scores of the same pass (else None)."""
-    from rlcw.rm.scoring import EnsembleScorer
-
-    if isinstance(scorer, EnsembleScorer):
-        scores, members = scorer.score_with_members(prompts, stories, raw=True)
-        return {"": scores}, members
-    heads = scorer.score_heads(prompts, stories)
-    if len(heads) == 1:
-        return {"": heads["score"]}, None
-    return {"": heads[scorer.head]} | {f"head/{h}/": v for h, v in heads.items()}, None
-
-
-def eval_pointwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
-    prompts = [p["prompt"] for p in pairs]
-    c_heads, members_c = scored_with_members(scorer, prompts, [p["chosen"] for p in pairs])
-    r_heads, members_r = scored_with_members(scorer, prompts, [p["rejected"] for p in pairs])
-    chosen, rejected = c_heads.pop(""), r_heads.pop("")
-    versions = {"": (chosen, rejected)}
-    fit = getattr(scorer, "length_fit", None) if cfg.scorer.length_control else None
-    if fit is not None:
-        versions["length_controlled/"] = (fit.residuals(chosen, cw), fit.residuals(rejected, rw))
-    versions.update({h: (c_heads[h], r_heads[h]) for h in c_heads})  # every head and their sum, a column each
-    metrics: dict = {}
-    for prefix, (c, r) in versions.items():
-        metrics.update(accuracy_block(pw.pair_outcomes(c, r), split, prefix, cfg.bootstrap_resamples, cfg.seed))
-        corr = pw.length_correlation(c + r, [float(w) for w in cw + rw])
-        metrics[f"{prefix}score_length_pearson"], metrics[f"{prefix}score_length_spearman"] = (
-            corr["pearson"],
-            corr["spearman"],
-        )
-        metrics[f"{prefix}mean_margin"] = pw.mean_of([a - b for a, b in zip(c, r, strict=False)])
-    if members_c is not None:
-        metrics.update(ensemble_block(members_c, members_r))
-    rows = [{"chosen_score": c, "rejected_score": r} for c, r in zip(chosen, rejected, strict=False)]
-    if fit is not None:
-        for row, c, r in zip(rows, *versions["length_controlled/"], strict=False):
-            row.update(chosen_score_lc=c, rejected_score_lc=r)
-    return metrics, rows
-
-
-def ensemble_block(chosen: list[list[float]], rejected: list[list[float]]) -> dict:
-    """An RM ensemble's members: each one's accuracy and how often they all agree (`rlcw.rm.aggregate`)."""
-    from rlcw.rm.aggregate import agreement
-
-    out = {
-        f"ensemble/member_{j}/accuracy": pw.pairwise_accuracy(c, r)
-        for j, (c, r) in enumerate(zip(chosen, rejected, strict=True))
-    }
-    out["ensemble/member_agreement"] = agreement(chosen, rejected)
-    out["ensemble/members"] = float(len(chosen))
-    return out
-
-
-def eval_pairwise(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
-    prompts, chosen, rejected = (
-        [p["prompt"] for p in pairs],
-        [p["chosen"] for p in pairs],
-        [p["rejected"] for p in pairs],
-    )
-    fwd = scorer.prefer_ordered(prompts, chosen, rejected)  # P(chosen better), chosen shown first
-    bwd = scorer.prefer_ordered(prompts, rejected, chosen)  # P(rejected better), rejected shown first
-    avg = pw.averaged_preference(fwd, bwd)  # the two-order rule: None unless both orders gave a verdict
-    valid = [i for i, p in enumerate(avg) if p is not None]
-    if not valid:
-        raise RlcwError(
-            "the scorer gave no valid verdict in both orders for any pair", hint="check the judge/GenRM output format"
-        )
-    pos = {i: j for j, i in enumerate(valid)}
-    sub = {k: [pos[i] for i in idx if i in pos] for k, idx in split.items()}
-    metrics = accuracy_block(pw.prob_outcomes([avg[i] for i in valid]), sub, "", cfg.bootstrap_resamples, cfg.seed)
-    both = pw.two_order_metrics(fwd, bwd)  # the same accuracy train-rm reports (accuracy_block adds the CI)
-    metrics.update({k: v for k, v in both.items() if k != "accuracy"})
-    metrics["p_chosen_length_diff_spearman"] = pw.length_correlation(
-        [avg[i] for i in valid], [float(cw[i] - rw[i]) for i in valid]
-    )["spearman"]
-    rows = [
-        {"p_chosen_first": f, "p_rejected_first": b, "p_chosen": a} for f, b, a in zip(fwd, bwd, avg, strict=False)
-    ]
-    return metrics, rows
-
-
-def _tie_block(c: list[float], r: list[float], prefix: str) -> dict:
-    """Ties and the accuracy without them (a yes/no rubric ties often)."""
-    n = len(c)
-    tied = sum(a == b for a, b in zip(c, r, strict=True))
-    won = sum(a > b for a, b in zip(c, r, strict=True))
-    return {
-        f"{prefix}ties": tied / n if n else None,
-        f"{prefix}accuracy_strict": won / n if n else None,
-        f"{prefix}accuracy_untied": won / (n - tied) if n > tied else None,
-    }
-
-
-def criterion_accuracy(values: list[list[float | None]], names: list[str], n: int) -> dict:
-    """Per criterion: accuracy (ties half), ties and the pairs where both sides got a valid verdict;
-    `values` holds the n chosen rows, then the n rejected rows."""
-    out: dict = {}
-    for j, name in enumerate(names):
-        both = [(values[i][j], values[n + i][j]) for i in range(n) if None not in (values[i][j], values[n + i][j])]
-        c, r = [a for a, _ in both], [b for _, b in both]
-        out[f"rubric/{name}/accuracy"] = pw.mean_of(pw.pair_outcomes(c, r)) if both else None
-        out[f"rubric/{name}/ties"] = _tie_block(c, r, "")["ties"]
-        out[f"rubric/{name}/pairs"] = float(len(both))
-    return out
-
-
-def eval_rubric(scorer, pairs, cw, rw, split, cfg) -> tuple[dict, list[dict]]:
-    """A rubric on pairs: one judge call for both sides; ties, per-criterion accuracy, invalid verdicts."""
-    n = len(pairs)
-    prompts = [p["prompt"] for p in pairs] * 2
-    scores = scorer.score(prompts, [p["chosen"] for p in pairs] + [p["rejected"] for p in pairs])
-    values, names = scorer.last_values, [c.name for c in scorer.criteria]
-    chosen, rejected = scores[:n], scores[n:]
-    valid = [i for i in range(n) if math.isfinite(chosen[i]) and math.isfinite(rejected[i])]
-    if not valid:
-        raise RlcwError(
-            "the rubric judge gave no valid verdict for both sides of any pair",
-            where="scorer.rubric",
-            hint="check the judge's replies (verdict=text), or use scorer.rubric.verdict=logprobs",
-        )
-    pos = {i: j for j, i in enumerate(valid)}
-    sub = {k: [pos[i] for i in idx if i in pos] for k, idx in split.items()}
-    c, r = [chosen[i] for i in valid], [rejected[i] for i in valid]
-    metrics = accuracy_block(pw.pair_outcomes(c, r), sub, "", cfg.bootstrap_resamples, cfg.seed)
-    metrics.update(_tie_block(c, r, ""))
-    cells = [v for row in values for v in row]
-    metrics.update(
-        {
-            "pairs_scored": float(len(valid)),
-            "pairs_tied": float(sum(a == b for a, b in zip(c, r, strict=True))),
-            "pairs_no_verdict": float(n - len(valid)),
-            "invalid_verdicts": float(sum(v is None for v in cells)),
-            "invalid_verdict_share": sum(v is None for v in cells) / len(cells),
-            "mean_margin": pw.mean_of([a - b for a, b in zip(c, r, strict=True)]),
-            "judge/calls": float(scorer.client.stats["calls"]),  # uncached: scorer.rubric.client.cache_dir reuses
-            "judge/cache_hits": float(scorer.client.stats["cache_hits"]),
-        }
-    )
-    corr = pw.length_correlation(c + r, [float(cw[i]) for i in valid] + [float(rw[i]) for i in valid])
-    metrics["score_length_pearson"], metrics["score_length_spearman"] = corr["pearson"], corr["spearman"]
-    metrics.update(criterion_accuracy(values, names, n))
-
-    def finite(v: float) -> float | None:
-        return v if math.isfinite(v) else None
-
-    rows = [
-        {
-            "chosen_score": finite(chosen[i]),
-            "rejected_score": finite(rejected[i]),
-            "chosen_rubric": dict(zip(names, values[i], strict=True)),
-            "rejected_rubric": dict(zip(names, values[n + i], strict=True)),
-        }
-        for i in range(n)
-    ]
-    return metrics, rows
-
-
-def load_samples(path: str) -> list[dict]:
-    """Policy samples for the ending prices; a row without its fields is an error naming the row and key."""
-    rows = []
-    for line, row in read_table(path):
-        for key, kind in (("story", str), ("finished", bool)):
-            if not isinstance(row.get(key), kind):
-                raise RlcwError(
-                    f"ending samples need a {kind.__name__} '{key}' in every row, got {row.get(key)!r}",
-                    where=location(path, line, key),
-                    hint="give scored policy samples, e.g. a quickstart's heldout/start.jsonl",
-                )
-        rows.append({**row, "prompt": str(row.get("prompt") or ""), "prompt_index": row.get("prompt_id", line)})
-    if not rows:
-        raise RlcwError("no samples", where=path, hint="give scored policy samples, e.g. heldout/start.jsonl")
-    return rows
-
-
-def eval_ending(scorer, cfg: EvalRMConfig) -> dict:
-    """What the RM pays for ending, ending short and words (`rlcw.metrics.ending`), per head (raw scores)."""
-    rows = load_samples(cfg.ending.samples)
-    prompts, stories = [r["prompt"] for r in rows], [r["story"] for r in rows]
-    out = {"ending/samples": float(len(rows))}
-    for prefix, scores in scored_heads(scorer, prompts, stories).items():
-        recs = [{**r, "score": s, "words": count_words(r["story"])} for r, s in zip(rows, scores, strict=True)]
-        prices = ending_prices(recs, cfg.ending.n_resamples, cfg.seed)
-        out.update({f"{prefix}ending/{k}": v for k, v in prices.items()})
-    return out
 
 
 def validate(cfg: EvalRMConfig) -> None:
@@ -411,12 +170,18 @@ def main(cfg: EvalRMConfig) -> dict:
         if cfg.length_control.fit_on:
             if pairwise:
                 raise RlcwError("length control applies to pointwise (bt) scorers", where="length_control.fit_on")
-            metrics.update(fit_length_control(scorer, cfg.length_control, run))
+            lc = cfg.length_control
+            metrics.update(
+                fit_length_control(
+                    scorer, lc.fit_on, run.path, feature=lc.feature, max_stories=lc.max_stories, install=lc.install
+                )
+            )
         cw, rw = [count_words(p["chosen"]) for p in pairs], [count_words(p["rejected"]) for p in pairs]
         split = pw.length_direction(cw, rw)
-        evaluate = eval_rubric if s.kind == "rubric" else eval_pairwise if pairwise else eval_pointwise
+        pointwise = partial(eval_pointwise, length_control=s.length_control)
+        evaluate = eval_rubric if s.kind == "rubric" else eval_pairwise if pairwise else pointwise
         try:
-            scored, rows = evaluate(scorer, pairs, cw, rw, split, cfg)
+            scored, rows = evaluate(scorer, pairs, cw, rw, split, resamples=cfg.bootstrap_resamples, seed=cfg.seed)
         finally:
             if s.kind == "rubric":
                 scorer.client.close()  # the judge cache (scorer.rubric.client.cache_dir) is written through
@@ -424,9 +189,9 @@ def main(cfg: EvalRMConfig) -> dict:
         if cfg.ending.samples:
             if pairwise:
                 raise RlcwError("ending prices apply to pointwise (bt) scorers", where="ending.samples")
-            metrics.update(eval_ending(scorer, cfg))
+            metrics.update(eval_ending(scorer, cfg.ending.samples, cfg.ending.n_resamples, cfg.seed))
         metrics.update(
-            accuracy_block(
+            pw.accuracy_block(
                 pw.pair_outcomes([float(w) for w in cw], [float(w) for w in rw]),
                 split,
                 "length_baseline/",

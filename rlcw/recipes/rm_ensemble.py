@@ -65,6 +65,25 @@ from rlcw.rm.ensemble import (
     save_tensors,
     trunk_digest,
 )
+from rlcw.rm.pair_eval import evaluate_rm
+from rlcw.rm.render import save_rm
+
+
+@dataclass
+class EnsembleSection:
+    """train-rm's `rm.ensemble.*`."""
+
+    size: int = 1  # bt: k > 1 trains k members into one RM folder (rlcw.recipes.rm_ensemble)
+    aggregate: str = "mean"  # mean | wco (min over members) | uwo (mean - uwo_lambda * variance): the folder's default
+    uwo_lambda: float = 0.5  # variance weight of aggregate=uwo (>= 0)
+    bootstrap: bool = True  # each member trains on its own bootstrap resample of the training pairs
+    offset_stories: int = 128  # training stories that set each member's offset (its mean score, subtracted)
+    # auto: members that share a frozen trunk (LoRA on lora.top_layers) train jointly, the trunk run once per
+    # batch; whole members one after another. true | false force it (rlcw.recipes.rm_ensemble)
+    joint: str = "auto"
+    # WARM (Rame et al. 2024): one RM whose weights are the mean of the members' (a plain RM folder, one model's
+    # scoring cost) instead of an ensemble folder; the members share the base, so their weights average
+    average: bool = False
 
 
 def validate_ensemble(rm, lora) -> None:
@@ -160,12 +179,10 @@ class _MemberTracker:
 
 @dataclass(frozen=True)
 class SingleRM:
-    """What `rlcw train-rm` does for one BT RM (rlcw.recipes.train_rm's train_bt, save_rm, evaluate_rm and
-    report), handed in by train_rm so this module never imports it back."""
+    """What `rlcw train-rm` does for one BT RM (rlcw.recipes.train_rm's train_bt and report), handed in by
+    train_rm so this module never imports it back."""
 
     train: Callable
-    save: Callable
-    evaluate: Callable
     report: Callable
     parts: Callable  # train_rm.bt_parts: tokenizer, spec, base model, TRL rows, peft config (the joint path)
 
@@ -190,7 +207,7 @@ def train_member(cfg, run, j: int, train_pairs, eval_pairs, tracker, staging: Pa
     prefix = model.base_model_prefix
     save_tensors(member_tensors(state, prefix, s), staging / f"{j}.safetensors")
     if j == 0:
-        one.save(model, tokenizer, spec, staging / "trunk")
+        save_rm(model, tokenizer, spec, staging / "trunk")
     record = {
         "member": j,
         "seed": seed,
@@ -266,7 +283,7 @@ def train_joint_members(cfg, run, train_pairs, eval_pairs, tracker, staging: Pat
         state = model.state_dict()
         save_tensors(member_tensors(state, model.base_model_prefix, s), staging / f"{j}.safetensors")
         if j == 0:
-            one.save(model, parts.tokenizer, parts.spec, staging / "trunk")
+            save_rm(model, parts.tokenizer, parts.spec, staging / "trunk")
         record = _member_record(j, cfg.seed + j, counts[j], steps, trunk_digest(state, model.base_model_prefix, s))
         atomic_write_json(staging / f"{j}.json", record)
         records.append(record)
@@ -334,8 +351,8 @@ def assemble_average(run, staging: Path, records: list[dict]) -> Path:
     return run.path / "model"
 
 
-def evaluate_ensemble(model_dir: Path, pairs: list[dict], evaluate_rm: Callable) -> dict[str, float]:
-    """Held-out accuracy of the aggregate (`evaluate_rm`'s keys: train_rm's), of each member, and member agreement."""
+def evaluate_ensemble(model_dir: Path, pairs: list[dict]) -> dict[str, float]:
+    """Held-out accuracy of the aggregate (`rlcw.rm.pair_eval.evaluate_rm`'s keys: train_rm's), of each member, and member agreement."""
     from rlcw.metrics.pairwise import pairwise_accuracy
     from rlcw.rm.scoring import load_rm
 
@@ -408,9 +425,9 @@ def train_bt_ensemble(cfg, run, train_pairs: list[dict], eval_pairs: list[dict],
         if cfg.rm.ensemble.average:  # one plain RM (WARM)
             from rlcw.rm.scoring import load_rm
 
-            metrics.update(one.evaluate(load_rm(model_dir), eval_pairs))
+            metrics.update(evaluate_rm(load_rm(model_dir), eval_pairs))
         else:
-            metrics.update(evaluate_ensemble(model_dir, eval_pairs, one.evaluate))
+            metrics.update(evaluate_ensemble(model_dir, eval_pairs))
         metrics["time/eval_s"] = round(time.time() - t1, 1)
         run.log(max(r["steps"] for r in records), metrics)
         if tracker is not None:

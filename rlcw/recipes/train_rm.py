@@ -35,7 +35,6 @@ a CPU a warning).
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -45,21 +44,22 @@ from typing import Any
 import torch
 
 from rlcw.config import at_least, check_at_least, check_choice
-from rlcw.data.preferences import load_preferences
-from rlcw.errors import RlcwError, RunFailed, location
-from rlcw.io import TABLE_SUFFIXES
+from rlcw.data.preferences import check_pairs_file, load_preferences
+from rlcw.data.rationales import RationaleSource, make_rationales, write_rationales
+from rlcw.errors import RlcwError, RunFailed
 from rlcw.logs import quiet_progress
 from rlcw.measure.callbacks import JsonlMetricsCallback
-from rlcw.metrics.pairwise import length_baseline_accuracy, pairwise_accuracy, two_order_metrics
-from rlcw.metrics.text import count_words
 from rlcw.models import load_causal_lm, load_tokenizer, nonfinite_parameters, resolve, torch_dtype
 from rlcw.recipes.common.checks import check_bf16, validate_train_keys
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import LoraSection, ModelConfig
+from rlcw.recipes.rm_ensemble import EnsembleSection, SingleRM, train_bt_ensemble, validate_ensemble
 from rlcw.rm.odin import HEADS, OdinWeights
-from rlcw.rm.render import GENRM_SYSTEM_PROMPT, RMSpec, encode_for_rm, encode_genrm_example, save_spec
-from rlcw.rm.scoring import RMScorer, load_rm
+from rlcw.rm.pair_eval import dead_rm, evaluate_genrm, evaluate_rm
+from rlcw.rm.render import GENRM_SYSTEM_PROMPT, RMSpec, save_rm
+from rlcw.rm.scoring import load_rm
+from rlcw.rm.train_data import MARGINS, build_bt_dataset, build_genrm_dataset, pair_margins
 from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
@@ -75,31 +75,6 @@ class RMDataConfig:
     )
     max_train_pairs: int | None = None  # first N training pairs (None = all)
     max_eval_pairs: int | None = None  # first N held-out pairs (None = all)
-
-
-@dataclass
-class RationaleSection:
-    source: str = "teacher"  # teacher | file | judge (GenRM-CoT only)
-    file: str | None = None  # jsonl for source=file (layout: rlcw.data.rationales)
-    teacher_model: str = "smollm2-135m-instruct"  # local model that writes the rationales (source=teacher)
-    max_new_tokens: int = 64  # new-token cap of each rationale
-    batch_size: int = 8  # pairs per teacher generation batch
-    judge: dict[str, Any] = field(default_factory=dict)  # rlcw.judges.clients.base.ClientConfig fields
-
-
-@dataclass
-class EnsembleSection:
-    size: int = 1  # bt: k > 1 trains k members into one RM folder (rlcw.recipes.rm_ensemble)
-    aggregate: str = "mean"  # mean | wco (min over members) | uwo (mean - uwo_lambda * variance): the folder's default
-    uwo_lambda: float = 0.5  # variance weight of aggregate=uwo (>= 0)
-    bootstrap: bool = True  # each member trains on its own bootstrap resample of the training pairs
-    offset_stories: int = 128  # training stories that set each member's offset (its mean score, subtracted)
-    # auto: members that share a frozen trunk (LoRA on lora.top_layers) train jointly, the trunk run once per
-    # batch; whole members one after another. true | false force it (rlcw.recipes.rm_ensemble)
-    joint: str = "auto"
-    # WARM (Rame et al. 2024): one RM whose weights are the mean of the members' (a plain RM folder, one model's
-    # scoring cost) instead of an ensemble folder; the members share the base, so their weights average
-    average: bool = False
 
 
 @dataclass
@@ -121,7 +96,7 @@ class RMSection:
     cot: bool = False  # genrm: rationale before the verdict
     max_rationale_tokens: int = 96  # genrm-cot: cap when training and when scoring
     instruction: str | None = None  # genrm: replaces the default instruction
-    rationales: RationaleSection = field(default_factory=RationaleSection)
+    rationales: RationaleSource = field(default_factory=RationaleSource)  # genrm-cot: where rationales come from
     ensemble: EnsembleSection = field(default_factory=EnsembleSection)  # bt only
 
 
@@ -157,6 +132,52 @@ class TrainRMConfig:
     overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
+def validate(cfg: TrainRMConfig) -> None:
+    """Every config check, before the run folder is written and before anything loads."""
+    rm, t = cfg.rm, cfg.train
+    check_choice("rm.type", rm.type, ("bt", "genrm"))
+    check_choice("rm.truncation_side", rm.truncation_side, ("left", "right"))
+    if rm.type == "bt":
+        check_choice("rm.margin", rm.margin, MARGINS)
+    check_at_least("rm.ensemble.size", rm.ensemble.size, 1)
+    if rm.ensemble.size > 1:
+        validate_ensemble(rm, cfg.lora)
+    if rm.length_head:
+        if rm.type != "bt":
+            raise RlcwError("rm.length_head needs rm.type=bt", where="rm.length_head", hint="set rm.type=bt")
+        if rm.center_rewards_coefficient is not None:
+            raise RlcwError(
+                "rm.center_rewards_coefficient is not supported with rm.length_head",
+                where="rm.center_rewards_coefficient",
+                hint="leave it unset (null)",
+            )
+        for key in ("length", "decorrelation", "orthogonality", "quality_bt"):
+            check_at_least(f"rm.odin.{key}", getattr(rm.odin, key), 0)
+    if rm.type == "genrm" and rm.cot:
+        check_choice("rm.rationales.source", rm.rationales.source, ("teacher", "file", "judge"))
+        if rm.rationales.source == "file" and not rm.rationales.file:
+            raise RlcwError(
+                "rm.rationales.source=file needs rm.rationales.file",
+                where="rm.rationales.file",
+                hint="point it at a jsonl of rationales",
+            )
+    for key in ("batch_size", "grad_accum", "max_steps", "eval_batch_size", "logging_steps", "max_length"):
+        section = rm if key == "max_length" else t
+        check_at_least(f"{'rm' if section is rm else 'train'}.{key}", getattr(section, key), 1)
+    check_at_least("train.save_steps", t.save_steps, 0)
+    resume_mode(t.resume)
+    validate_train_keys(t.report_to, t.bf16)
+    if t.deepspeed is not None and not Path(t.deepspeed).is_file():
+        raise RlcwError(
+            "DeepSpeed config not found",
+            where="train.deepspeed",
+            hint=f"no file {t.deepspeed}; e.g. train.deepspeed=configs/deepspeed/zero2.json",
+        )
+
+
+# --- Bradley-Terry and shared builders ---
+
+
 def build_spec(cfg: TrainRMConfig, tokenizer) -> RMSpec:
     rm = cfg.rm
     extra: dict[str, Any] = {}
@@ -181,54 +202,17 @@ def build_spec(cfg: TrainRMConfig, tokenizer) -> RMSpec:
     ).check()
 
 
-# --- Bradley-Terry ---
-
-
-def upvote_margin(chosen: float, rejected: float, scale: float = 1.0) -> float:
-    """BT margin from upvotes: scale * ln((chosen + 1) / (rejected + 1))."""
-    return scale * math.log((chosen + 1.0) / (rejected + 1.0))
-
-
-def pair_margins(pairs: list[dict], rm: RMSection, where: str) -> list[float] | None:
-    """Per-pair margins for TRL's `margin` column (None when rm.margin=none); errors name the row."""
-    if rm.margin == "none":
-        return None
-    if rm.margin not in ("column", "upvotes"):
-        raise RlcwError(f"unknown rm.margin '{rm.margin}'", hint="use none, column or upvotes")
-    keys = [rm.margin_key] if rm.margin == "column" else list(rm.upvote_keys)
-    out = []
-    for row, p in enumerate(pairs, start=1):
-        meta = p.get("meta") or {}
-        values = []
-        for key in keys:
-            v = meta.get(key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise RlcwError(
-                    f"rm.margin={rm.margin} needs a number in meta.{key}, got {v!r}",
-                    where=location(where, row, f"meta.{key}"),
-                    hint="fix the row, or train with rm.margin=none",
-                )
-            values.append(float(v))
-        if rm.margin == "upvotes" and min(values) < 0:
-            raise RlcwError(f"negative upvotes {values}", where=location(where, row, f"meta.{keys[0]}"))
-        out.append(values[0] if rm.margin == "column" else upvote_margin(values[0], values[1], rm.margin_scale))
-    return out
-
-
-def build_dataset(pairs: list[dict], spec: RMSpec, tokenizer, margins: list[float] | None = None):
-    from datasets import Dataset
-
-    prompts = [p["prompt"] for p in pairs]
-    data = {
-        "chosen_ids": encode_for_rm(spec, tokenizer, prompts, [p["chosen"] for p in pairs]),
-        "rejected_ids": encode_for_rm(spec, tokenizer, prompts, [p["rejected"] for p in pairs]),
-    }
-    if margins is not None:
-        data["margin"] = margins
-    if "heads" in spec.extra:  # the ODIN loss ties the length head to words
-        data["chosen_words"] = [count_words(p["chosen"]) for p in pairs]
-        data["rejected_words"] = [count_words(p["rejected"]) for p in pairs]
-    return Dataset.from_dict(data)
+def build_margins(cfg: TrainRMConfig, pairs: list[dict]) -> list[float] | None:
+    """`rm.margin` -> TRL's per-pair `margin` column (None for rm.margin=none); errors name the row of data.train_file."""
+    rm = cfg.rm
+    return pair_margins(
+        pairs,
+        rm.margin,
+        cfg.data.train_file,
+        margin_key=rm.margin_key,
+        upvote_keys=rm.upvote_keys,
+        scale=rm.margin_scale,
+    )
 
 
 def build_model(cfg: TrainRMConfig, tokenizer):
@@ -310,29 +294,6 @@ def resume_point(resume: str, checkpoints: Path) -> str | None:
     return str(last) if last else None
 
 
-def evaluate_rm(scorer: RMScorer, pairs: list[dict]) -> dict[str, float]:
-    """Held-out accuracy of the scorer's head (a two-head RM: quality), and of every head as `eval/<head>/accuracy`."""
-    prompts, stories = [p["prompt"] for p in pairs], {k: [p[k] for p in pairs] for k in ("chosen", "rejected")}
-    heads = {k: scorer.score_heads(prompts, v) for k, v in stories.items()}  # one pass scores every head
-    chosen, rejected = (heads[k]["score" if len(scorer.heads) == 1 else scorer.head] for k in ("chosen", "rejected"))
-    out = {
-        "eval/accuracy": pairwise_accuracy(chosen, rejected),
-        "eval/length_baseline_accuracy": length_baseline_accuracy(pairs),
-        "eval/mean_margin": sum(c - r for c, r in zip(chosen, rejected, strict=False)) / len(pairs),
-        "eval/reward_mean": float(torch.tensor([*chosen, *rejected], dtype=torch.float64).mean()),
-        "eval/reward_std": float(torch.tensor([*chosen, *rejected], dtype=torch.float64).std(correction=0)),
-        "eval/pairs": float(len(pairs)),
-    }
-    if len(scorer.heads) > 1:
-        out.update(
-            {
-                f"eval/{h}/accuracy": pairwise_accuracy(heads["chosen"][h], heads["rejected"][h])
-                for h in heads["chosen"]
-            }
-        )
-    return out
-
-
 @dataclass
 class BTParts:
     """What a Bradley-Terry run trains from, built as train_bt builds it (the joint ensemble path's inputs)."""
@@ -346,7 +307,7 @@ class BTParts:
 
 
 def bt_parts(cfg: TrainRMConfig, train_pairs: list[dict], eval_pairs: list[dict]) -> BTParts:
-    margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)
+    margins = build_margins(cfg, train_pairs)
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
     spec = build_spec(cfg, tokenizer)
     model = build_model(cfg, tokenizer)
@@ -354,8 +315,8 @@ def bt_parts(cfg: TrainRMConfig, train_pairs: list[dict], eval_pairs: list[dict]
         tokenizer,
         spec,
         model,
-        build_dataset(train_pairs, spec, tokenizer, margins).to_list(),
-        build_dataset(eval_pairs, spec, tokenizer).to_list() if eval_pairs else [],
+        build_bt_dataset(train_pairs, spec, tokenizer, margins).to_list(),
+        build_bt_dataset(eval_pairs, spec, tokenizer).to_list() if eval_pairs else [],
         build_peft_config(cfg.lora, model.config.num_hidden_layers),
     )
 
@@ -375,7 +336,7 @@ def train_bt(
 
     from rlcw.rm.odin_trainer import OdinRewardTrainer
 
-    margins = pair_margins(train_pairs, cfg.rm, cfg.data.train_file)  # bad margins fail before any model loads
+    margins = build_margins(cfg, train_pairs)  # bad margins fail before any model loads
     start = resume_point(cfg.train.resume, run.checkpoints)
     tokenizer = load_tokenizer(cfg.model.name, for_reward_model=True, padding_side="right")
     spec = build_spec(cfg, tokenizer)
@@ -389,8 +350,8 @@ def train_bt(
         model=model,
         args=build_args(cfg, run, bool(eval_pairs)),
         processing_class=tokenizer,
-        train_dataset=build_dataset(train_pairs, spec, tokenizer, margins),
-        eval_dataset=build_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,
+        train_dataset=build_bt_dataset(train_pairs, spec, tokenizer, margins),
+        eval_dataset=build_bt_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,
         peft_config=build_peft_config(cfg.lora, model.config.num_hidden_layers),
         callbacks=[JsonlMetricsCallback(run, tracker)],
     )
@@ -406,72 +367,11 @@ def train_bt(
 
 def genrm_rationales(cfg: TrainRMConfig, run, pairs: list[dict]) -> list[str] | None:
     """One rationale per training pair (chosen shown as A), or None without CoT; saved to <run>/rationales.jsonl."""
-    from rlcw.data import rationales as R
-
     if not cfg.rm.cot:
         return None
-    r = cfg.rm.rationales
-    if r.source == "file":
-        if not r.file:
-            raise RlcwError(
-                "rm.rationales.source=file needs rm.rationales.file", hint="point it at a jsonl of rationales"
-            )
-        texts = R.rationales_from_file(r.file, pairs)
-    elif r.source == "teacher":
-        teacher_tok = load_tokenizer(r.teacher_model, padding_side="left")
-        teacher = load_causal_lm(r.teacher_model)
-        texts = R.teacher_rationales(
-            teacher, teacher_tok, pairs, max_new_tokens=r.max_new_tokens, batch_size=r.batch_size, seed=cfg.seed
-        )
-        del teacher
-    elif r.source == "judge":
-        texts = R.judge_rationales(dict(r.judge), pairs, max_tokens=r.max_new_tokens, seed=cfg.seed)
-    else:
-        raise RlcwError(f"unknown rm.rationales.source '{r.source}'", hint="use teacher, file or judge")
-    R.write_rationales(run.path / "rationales.jsonl", pairs, texts)
+    texts = make_rationales(cfg.rm.rationales, pairs, seed=cfg.seed)
+    write_rationales(run.path / "rationales.jsonl", pairs, texts)
     return texts
-
-
-def build_genrm_dataset(pairs: list[dict], spec: RMSpec, tokenizer, rationales: list[str] | None):
-    """Both orders of every pair: (chosen, rejected) -> A and (rejected, chosen) -> B."""
-    from datasets import Dataset
-
-    from rlcw.data.rationales import swap_story_labels
-
-    ids, labels = [], []
-    for n, p in enumerate(pairs):
-        why = rationales[n] if rationales else None
-        for first, second, verdict, text in (
-            (p["chosen"], p["rejected"], "A", why),
-            (p["rejected"], p["chosen"], "B", why and swap_story_labels(why)),
-        ):
-            x, y = encode_genrm_example(spec, tokenizer, p["prompt"], first, second, verdict, text)
-            ids.append(x)
-            labels.append(y)
-    return Dataset.from_dict({"input_ids": ids, "labels": labels})
-
-
-def evaluate_genrm(scorer, pairs: list[dict], prefix: str = "eval") -> dict[str, float]:
-    """Held-out metrics under the two-order rule (`rlcw.metrics.pairwise.two_order_metrics`, as eval-rm):
-    accuracy over the pairs with a verdict in both orders; no_verdict counts the missing verdicts."""
-    prompts, chosen, rejected = (
-        [p["prompt"] for p in pairs],
-        [p["chosen"] for p in pairs],
-        [p["rejected"] for p in pairs],
-    )
-    m = two_order_metrics(
-        scorer.prefer_ordered(prompts, chosen, rejected), scorer.prefer_ordered(prompts, rejected, chosen)
-    )
-    nan = float("nan")  # undefined (no pair with both verdicts)
-    return {
-        f"{prefix}/accuracy": nan if m["accuracy"] is None else m["accuracy"],
-        f"{prefix}/order_consistency": nan if m["order_consistency"] is None else m["order_consistency"],
-        f"{prefix}/first_position_rate": nan if m["first_position_rate"] is None else m["first_position_rate"],
-        f"{prefix}/no_verdict": m["invalid_chosen_first"] + m["invalid_rejected_first"],
-        f"{prefix}/pairs_scored": m["pairs_scored"],
-        f"{prefix}/length_baseline_accuracy": length_baseline_accuracy(pairs),
-        f"{prefix}/pairs": float(len(pairs)),
-    }
 
 
 def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: list[dict], tracker=None):
@@ -510,70 +410,12 @@ def train_genrm(cfg: TrainRMConfig, run, train_pairs: list[dict], eval_pairs: li
     return trainer, tokenizer, spec, before
 
 
-def validate(cfg: TrainRMConfig) -> None:
-    """Every config check, before the run folder is written and before anything loads."""
-    rm, t = cfg.rm, cfg.train
-    check_choice("rm.type", rm.type, ("bt", "genrm"))
-    check_choice("rm.truncation_side", rm.truncation_side, ("left", "right"))
-    if rm.type == "bt":
-        check_choice("rm.margin", rm.margin, ("none", "column", "upvotes"))
-    check_at_least("rm.ensemble.size", rm.ensemble.size, 1)
-    if rm.ensemble.size > 1:
-        from rlcw.recipes.rm_ensemble import validate_ensemble
-
-        validate_ensemble(rm, cfg.lora)
-    if rm.length_head:
-        if rm.type != "bt":
-            raise RlcwError("rm.length_head needs rm.type=bt", where="rm.length_head", hint="set rm.type=bt")
-        if rm.center_rewards_coefficient is not None:
-            raise RlcwError(
-                "rm.center_rewards_coefficient is not supported with rm.length_head",
-                where="rm.center_rewards_coefficient",
-                hint="leave it unset (null)",
-            )
-        for key in ("length", "decorrelation", "orthogonality", "quality_bt"):
-            check_at_least(f"rm.odin.{key}", getattr(rm.odin, key), 0)
-    if rm.type == "genrm" and rm.cot:
-        check_choice("rm.rationales.source", rm.rationales.source, ("teacher", "file", "judge"))
-        if rm.rationales.source == "file" and not rm.rationales.file:
-            raise RlcwError(
-                "rm.rationales.source=file needs rm.rationales.file",
-                where="rm.rationales.file",
-                hint="point it at a jsonl of rationales",
-            )
-    for key in ("batch_size", "grad_accum", "max_steps", "eval_batch_size", "logging_steps", "max_length"):
-        section = rm if key == "max_length" else t
-        check_at_least(f"{'rm' if section is rm else 'train'}.{key}", getattr(section, key), 1)
-    check_at_least("train.save_steps", t.save_steps, 0)
-    resume_mode(t.resume)
-    validate_train_keys(t.report_to, t.bf16)
-    if t.deepspeed is not None and not Path(t.deepspeed).is_file():
-        raise RlcwError(
-            "DeepSpeed config not found",
-            where="train.deepspeed",
-            hint=f"no file {t.deepspeed}; e.g. train.deepspeed=configs/deepspeed/zero2.json",
-        )
-
-
-def check_pair_files(train_file: str, eval_file: str | None) -> None:
-    """A local pairs file (a table suffix, or a path that reads as one) exists: an error naming the key before the
-    run folder (and in `--check`), instead of a failure after the folder is written."""
-    for key, value in (("data.train_file", train_file), ("data.eval_file", eval_file)):
-        path = Path(value).expanduser() if value else None
-        local = path is not None and (path.suffix.lower() in TABLE_SUFFIXES or value.startswith((".", "/", "~")))
-        if local and not path.is_file():
-            raise RlcwError(
-                f"preference pairs file not found: {value}",
-                where=key,
-                hint="run `rlcw build-pairs` first (it writes runs/build_pairs/pairs/train.jsonl and eval.jsonl), or "
-                f"point {key} at your pairs file" + ("" if key == "data.train_file" else " (null: no held-out pairs)"),
-            )
-
-
 def main(cfg: TrainRMConfig) -> dict:
     validate(cfg)
     check_bf16(cfg.train.bf16)
-    check_pair_files(cfg.data.train_file, cfg.data.eval_file)  # not in validate: outcome validates before build-pairs
+    # not in validate: outcome validates before build-pairs writes them
+    check_pairs_file(cfg.data.train_file, "data.train_file")
+    check_pairs_file(cfg.data.eval_file, "data.eval_file", optional=True)
     with stage_run(cfg, "train-rm") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         train_pairs = load_preferences(cfg.data.train_file, cfg.data.split, cfg.data.columns, cfg.data.max_train_pairs)
         eval_pairs = (
@@ -582,9 +424,7 @@ def main(cfg: TrainRMConfig) -> dict:
             else []
         )
         if cfg.rm.type == "bt" and cfg.rm.ensemble.size > 1:
-            from rlcw.recipes.rm_ensemble import SingleRM, train_bt_ensemble
-
-            one = SingleRM(train_bt, save_rm, evaluate_rm, _report, bt_parts)
+            one = SingleRM(train_bt, _report, bt_parts)
             return train_bt_ensemble(cfg, run, train_pairs, eval_pairs, tracker, one)
         t0 = time.time()
         before: dict = {}
@@ -630,36 +470,12 @@ def main(cfg: TrainRMConfig) -> dict:
         return summary
 
 
-def dead_rm(metrics: dict[str, float]) -> str | None:
-    """Why a BT RM's held-out rewards (`evaluate_rm`) cannot rank anything: not finite, or one value for every story
-    (its accuracy is then a tie-break, not a measurement); None when they vary or were not measured."""
-    mean, std = metrics.get("eval/reward_mean"), metrics.get("eval/reward_std")
-    if mean is None or std is None:
-        return None
-    if not (math.isfinite(mean) and math.isfinite(std)):
-        return f"its held-out rewards are not finite (mean {mean}, std {std})"
-    if std <= 1e-6 * max(1.0, abs(mean)):
-        return f"every held-out story gets the same reward ({mean:.4g})"
-    return None
-
-
 def evaluate_pairs(spec: RMSpec, model_dir: Path, pairs: list[dict], batch_size: int) -> dict[str, float]:
     if spec.type == "bt":
         return evaluate_rm(load_rm(model_dir), pairs)
     from rlcw.rewards.genrm import GenRMScorer
 
     return evaluate_genrm(GenRMScorer(model_dir, batch_size=batch_size), pairs)
-
-
-def save_rm(model, tokenizer, spec: RMSpec, path):
-    """Merge LoRA (if any) and save model + tokenizer + rlcw_rm.json."""
-    if hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
-    model.config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    save_spec(spec, path)
-    return path
 
 
 def _report(cfg: TrainRMConfig, metrics: dict, model_dir) -> str:

@@ -14,7 +14,8 @@ run folder and installs it into the RM folder only with `length_control.install=
     fit = fit_length_fit(scores=[1.0, 2.0, 3.0], words=[100, 200, 300], feature="words")
     fit.residuals([2.5], [200])                                                   # -> [0.5]
 
-Pure maths and JSON: no model code here.
+`fit_length_control` fits a scorer (anything with `score(prompts, stories, raw=True)`) on the stories of
+`reference_stories`. Pure maths and JSON: no model code here.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlcw.errors import RlcwError
-from rlcw.io import atomic_write_json
+from rlcw.errors import RlcwError, location
+from rlcw.io import atomic_write_json, read_table
+from rlcw.metrics.text import count_words
 
 LENGTH_CONTROL_FILE = "rlcw_length_control.json"
 FEATURES = ("words", "log_words")
@@ -131,3 +134,44 @@ def resolve_length_control(choice: bool | str, rm_dir: str | Path) -> LengthFit 
             "or length_control=false for raw scores",
         )
     return fit
+
+
+def reference_stories(path: str, limit: int | None) -> tuple[list[str], list[str]]:
+    """(prompts, stories) of a story-record file, or of both sides of a pair file."""
+    prompts, stories = [], []
+    for line, row in read_table(path):
+        keys = (
+            ("story",) if "story" in row else ("chosen", "rejected") if "chosen" in row and "rejected" in row else ()
+        )
+        if not keys:
+            raise RlcwError(
+                "neither a story record nor a preference pair",
+                where=location(path, line, "story"),
+                hint="give story records (prompt, story) or preference records (prompt, chosen, rejected)",
+            )
+        for key in keys:
+            if not isinstance(row[key], str) or not row[key].strip():
+                raise RlcwError("empty or non-text story", where=location(path, line, key))
+            prompts.append(str(row.get("prompt") or ""))
+            stories.append(row[key])
+    return prompts[: limit or None], stories[: limit or None]
+
+
+def fit_length_control(
+    scorer, fit_on: str, run_dir: Path, *, feature: str, max_stories: int | None, install: bool
+) -> dict:
+    """Fit the scorer's raw scores ~ words on the reference stories of `fit_on`, save the fit into `run_dir`
+    (and with `install` into the scorer's RM folder) and apply it to the scorer; the fit's metrics."""
+    prompts, stories = reference_stories(fit_on, max_stories)
+    raw = scorer.score(prompts, stories, raw=True)
+    fit = fit_length_fit(raw, [count_words(s) for s in stories], feature, source=str(fit_on))
+    path = save_length_fit(fit, run_dir)  # never mutate an RM folder unless told to
+    if install:
+        shutil.copyfile(path, scorer.rm_dir / LENGTH_CONTROL_FILE)
+    scorer.length_fit = fit
+    return {
+        "length_control/slope": fit.slope,
+        "length_control/intercept": fit.intercept,
+        "length_control/r2": fit.r2,
+        "length_control/n": float(fit.n),
+    }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,17 @@ class RMSpec:
 
 def save_spec(spec: RMSpec, rm_dir: str | Path) -> Path:
     return atomic_write_json(Path(rm_dir) / SPEC_FILE, dataclasses.asdict(spec.check()))
+
+
+def save_rm(model, tokenizer, spec: RMSpec, path):
+    """Merge LoRA (if any) and save model + tokenizer + rlcw_rm.json: an RM folder."""
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    save_spec(spec, path)
+    return path
 
 
 def load_spec(rm_dir: str | Path) -> RMSpec:
@@ -178,6 +190,14 @@ def render_genrm_messages(spec: RMSpec, prompt: str, first: str, second: str) ->
     if spec.system_prompt is not None:
         messages = [{"role": "system", "content": spec.system_prompt}] + messages
     return messages
+
+
+_STORY_LABEL = re.compile(r"\b([Ss]tory) ([AB])\b")
+
+
+def swap_story_labels(text: str) -> str:
+    """Exchange "Story A" and "Story B" (either case of "story") in a rationale: the other order's text."""
+    return _STORY_LABEL.sub(lambda m: f"{m.group(1)} {'B' if m.group(2) == 'A' else 'A'}", text)
 
 
 def _genrm_frame(spec: RMSpec, tokenizer) -> list[list[int]]:

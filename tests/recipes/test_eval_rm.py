@@ -185,16 +185,14 @@ class _OneOrderMissing:
 
 
 def test_train_rm_and_eval_rm_report_the_same_genrm_accuracy():
-    from types import SimpleNamespace
 
     from rlcw.metrics import pairwise as pw
-    from rlcw.recipes.train_rm import evaluate_genrm
+    from rlcw.rm.pair_eval import eval_pairwise, evaluate_genrm
 
     pairs = [{"prompt": "p", "chosen": "a b c", "rejected": "a b"} for _ in range(4)]
     train = evaluate_genrm(_OneOrderMissing(), pairs)
     cw, rw = [3] * 4, [2] * 4
-    cfg = SimpleNamespace(bootstrap_resamples=50, seed=0)
-    ev, _ = eval_rm.eval_pairwise(_OneOrderMissing(), pairs, cw, rw, pw.length_direction(cw, rw), cfg)
+    ev, _ = eval_pairwise(_OneOrderMissing(), pairs, cw, rw, pw.length_direction(cw, rw), resamples=50, seed=0)
     # pair 4 has one order only: left out by both (two-order rule); pairs 1-3 average to 0.85, 0.55, 0.35
     assert train["eval/accuracy"] == ev["accuracy"] == pytest.approx(2 / 3)
     assert train["eval/order_consistency"] == ev["order_consistency"] == pytest.approx(2 / 3)

@@ -11,9 +11,10 @@ from rlcw.config import load_config
 from rlcw.data.preferences import load_preferences
 from rlcw.data.rationales import pair_key
 from rlcw.errors import RlcwError
-from rlcw.recipes.train_rm import TrainRMConfig, build_genrm_dataset, main
+from rlcw.recipes.train_rm import TrainRMConfig, main
 from rlcw.rewards.genrm import GenRMReward, GenRMScorer
 from rlcw.rm.render import RMSpec, load_spec, verdict_token_ids
+from rlcw.rm.train_data import build_genrm_dataset
 
 
 def genrm_cfg(runs_root, pairs_run, tiny_model_dir, name, *extra):

@@ -67,7 +67,7 @@ def _cfg(*overrides):
 
 
 def test_margins_from_meta_and_upvotes():
-    from rlcw.recipes.train_rm import pair_margins, upvote_margin
+    from rlcw.rm.train_data import pair_margins, upvote_margin
 
     pairs = [
         {
@@ -77,29 +77,27 @@ def test_margins_from_meta_and_upvotes():
             "meta": {"margin": 0.5, "chosen_upvotes": 99, "rejected_upvotes": 9},
         }
     ]
-    assert pair_margins(pairs, _cfg().rm, "f.jsonl") is None
-    assert pair_margins(pairs, _cfg("rm.margin=column").rm, "f.jsonl") == [0.5]
-    assert pair_margins(pairs, _cfg("rm.margin=upvotes", "rm.margin_scale=2").rm, "f.jsonl") == pytest.approx(
-        [2 * math.log(10)]
-    )
+    assert pair_margins(pairs, "none", "f.jsonl") is None
+    assert pair_margins(pairs, "column", "f.jsonl") == [0.5]
+    assert pair_margins(pairs, "upvotes", "f.jsonl", scale=2) == pytest.approx([2 * math.log(10)])
     assert upvote_margin(9, 9) == 0.0
     bad = pairs + [
         {"prompt": "", "chosen": "a", "rejected": "b", "meta": {"chosen_upvotes": "many", "rejected_upvotes": 1}}
     ]
     with pytest.raises(RlcwError, match=r"f.jsonl:2 field 'meta.chosen_upvotes'"):
-        pair_margins(bad, _cfg("rm.margin=upvotes").rm, "f.jsonl")
+        pair_margins(bad, "upvotes", "f.jsonl")
 
 
 def test_long_pairs_are_truncated_not_dropped(tokenizer):
-    from rlcw.recipes.train_rm import build_dataset
     from rlcw.rm.render import RMSpec
+    from rlcw.rm.train_data import build_bt_dataset
 
     long = " ".join(["word"] * 300)
     pairs = [
         {"prompt": "P", "chosen": long + " end.", "rejected": "short."},
         {"prompt": "P", "chosen": "tiny.", "rejected": long},
     ]
-    ds = build_dataset(pairs, RMSpec(max_length=32), tokenizer, margins=[1.0, 0.0])
+    ds = build_bt_dataset(pairs, RMSpec(max_length=32), tokenizer, margins=[1.0, 0.0])
     assert len(ds) == 2 and max(len(x) for x in list(ds["chosen_ids"]) + list(ds["rejected_ids"])) == 32
     assert list(ds["margin"]) == [1.0, 0.0]
 
@@ -203,7 +201,7 @@ def test_an_rm_whose_weights_diverged_ends_failed_not_done(runs_root, pairs_run,
     ],
 )
 def test_dead_rm_names_constant_or_non_finite_rewards(mean, std, why):
-    from rlcw.recipes.train_rm import dead_rm
+    from rlcw.rm.pair_eval import dead_rm
 
     got = dead_rm({"eval/reward_mean": mean, "eval/reward_std": std})
     assert (got is None) if why is None else (why in got)

@@ -51,7 +51,7 @@ def test_ending_samples_without_their_fields_name_the_row_and_key(tmp_path):
     import json
 
     from rlcw.errors import RlcwError
-    from rlcw.recipes.eval_rm import load_samples
+    from rlcw.rm.pair_eval import load_samples
 
     path = tmp_path / "start.jsonl"
     rows = [{"prompt": "p", "story": "One. Two.", "finished": True}, {"prompt": "p", "story": "Cut off", "tokens": 88}]
