@@ -31,6 +31,9 @@ The test below checks that every row names a test that exists and that the total
 | 2 | data | UTF-8 byte-order mark in a YAML config / a chat template | read transparently | tests/unit/test_input_hygiene.py::test_a_bom_in_a_yaml_config_and_a_text_template_is_not_data |
 | 2 | data | duplicate ids in a prompts file / a prompt column's id_column | error naming both lines | tests/unit/test_input_hygiene.py::test_duplicate_ids_in_a_prompts_file_name_both_lines |
 | 1 | data | curation: rows dropped as malformed | the first rows per reason named file:line | tests/unit/test_input_hygiene.py::test_curation_names_the_first_dropped_rows_per_reason |
+| 2 | data | a UTF-16 jsonl / csv (Excel "Unicode text") | error: file:1, UTF-16, the iconv / CSV UTF-8 fix | tests/unit/test_input_hygiene.py::test_a_utf16_file_is_named_with_the_re_encoding_fix |
+| 1 | data | a semicolon-separated csv | error: file:1, the separator fix | tests/unit/test_input_hygiene.py::test_a_semicolon_separated_csv_is_named_with_the_separator_fix |
+| 2 | config | a list key given with commas but no brackets (command line, YAML) | error naming the key and the bracketed form | tests/unit/test_input_hygiene.py::test_a_list_given_with_commas_but_no_brackets_names_the_key_and_the_brackets |
 | 2 | config | nan / inf anywhere in a config | error naming the key | tests/unit/test_input_hygiene.py::test_non_finite_config_numbers_are_named_errors |
 | 5 | config | reward weight nan, inf, text, bool, null | error naming reward.specs.<name>.weight | tests/unit/test_input_hygiene.py::test_a_reward_weight_must_be_a_finite_number |
 | 1 | config | negative judge timeout | error naming client.timeout_s | tests/unit/test_input_hygiene.py::test_a_negative_judge_timeout_is_a_named_error |
