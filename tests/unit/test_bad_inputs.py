@@ -91,6 +91,9 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | missing remote token env / non-http URL | error | tests/unit/test_remote_reward.py::test_missing_token_env_and_bad_urls_are_errors |
 | 1 | config | outcome gold.rm_path that does not exist | error naming gold.rm_path | tests/unit/test_outcome_measure.py::test_gold_from_any_sequence_classification_folder |
 | 3 | config | outcome: a pool of 1 sample, eval_fraction 1, a proxy of 0 pairs | error naming the key | tests/recipes/test_validate.py::test_bad_config_fails_validation_before_anything_heavy |
+| 1 | judge | a judge run over fewer than 20 prompts | warning "only N prompts: the interval is wide ..." in the log and report.md | tests/recipes/test_judge.py::test_a_handful_of_prompts_is_warned_in_the_log_and_the_report |
+| 1 | judge | `rlcw agreement` over fewer than 20 rated items | the same warning under the table | tests/unit/test_agreement.py::test_a_handful_of_rated_items_is_warned_under_the_table |
+| 1 | data | quickstart's held-out measurement over fewer than 20 prompts | the same warning above the held-out table | tests/recipes/test_quickstart.py::test_heldout_table_warns_when_a_handful_of_prompts_carries_the_intervals |
 | 1 | judge | hedged, conflicting or unknown pairwise verdicts | invalid, counted, never a tie | tests/unit/test_judge_parsing.py::test_preference |
 | 1 | judge | unparsable Likert replies | invalid, counted | tests/unit/test_judge_parsing.py::test_likert |
 | 1 | judge | unparsable Yes/No replies | invalid, counted | tests/unit/test_judge_parsing.py::test_yes_no |
