@@ -176,6 +176,21 @@ def looks_like_embedded(spec: str) -> bool:
     return "/" not in name and spec != EMBEDDED_ALIAS and name.startswith("smollm")
 
 
+def context_length(spec: str) -> int | None:
+    """The model's context window (`max_position_embeddings` of its config.json, read without the weights);
+    None when the config does not say or cannot be read (a hub id offline)."""
+    from transformers import AutoConfig
+
+    src = resolve(spec)
+    if Path(src).is_dir() and is_lora_checkpoint(Path(src)) and not (Path(src) / "config.json").is_file():
+        src = resolve(lora_base_spec(Path(src)))
+    try:
+        n = getattr(AutoConfig.from_pretrained(src), "max_position_embeddings", None)
+    except (OSError, ValueError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
 def load_tokenizer(spec: str, *, for_reward_model: bool = False, padding_side: str = "left"):
     """Tokenizer for a spec; reward models get a pad token distinct from EOS."""
     from transformers import AutoTokenizer

@@ -212,3 +212,18 @@ def test_a_list_given_with_commas_but_no_brackets_names_the_key_and_the_brackets
     with pytest.raises(RlcwError, match=str(yaml)):
         load_config(_Cfg, yaml)
     assert load_config(_Cfg, None, ["train.report_to=[tensorboard,wandb]"]).train.report_to == ["tensorboard", "wandb"]
+
+
+def test_a_prompt_past_the_context_window_is_named_or_filtered(tokenizer, capsys):
+    from rlcw.recipes.common.prompts import fit_to_context
+
+    rows = [{"id": "short", "prompt": "Write a story.", "source": "p"}, {"id": "long", "prompt": "word " * 300}]
+    args = (tokenizer, None, 100, 256)
+    with pytest.raises(RlcwError) as err:
+        fit_to_context(rows, *args, "warn", "training", "train.max_completion_length")
+    text = str(err.value)
+    assert "training prompt 'long'" in text and "+ train.max_completion_length=100 = " in text and "> 256" in text
+    assert "data.fit_to_cap=filter" in text and "1 of 2 training prompts" in text
+    assert fit_to_context(rows, *args, "filter", "training", "k") == rows[:1]
+    assert "1 of 2 training prompts do not fit" in capsys.readouterr().out
+    assert fit_to_context(rows, tokenizer, None, 100, None, "error", "training", "k") == rows  # no window known
