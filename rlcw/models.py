@@ -152,6 +152,12 @@ def resolve(spec: str) -> str:
             inside = [str(path / sub) for sub in ("model", "checkpoints/final") if is_model_folder(path / sub)]
             hint = f"this looks like a run folder: did you mean {' or '.join(inside)}?" if inside else None
             raise RlcwError("not a model folder (no config.json or adapter_config.json)", where=str(path), hint=hint)
+        if not is_lora_checkpoint(path) and not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+            raise RlcwError(
+                "a model folder without weights (config.json but no *.safetensors / *.bin)",
+                where=str(path),
+                hint="point at a folder a save finished writing (save_pretrained: config, weights, tokenizer)",
+            )
         return str(path)
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
         raise RlcwError("model path does not exist", where=spec, hint=f"use a folder, a hub id, or '{EMBEDDED_ALIAS}'")

@@ -368,7 +368,14 @@ def main(cfg: GenerateConfig) -> dict:
                 cap = cfg.sampling.max_new_tokens
                 context = context_length(cfg.model.name)
                 rows = fit_to_context(
-                    rows, tokenizer, cfg.model.system_prompt, cap, context, "error", "generation", "sampling.max_new_tokens"
+                    rows,
+                    tokenizer,
+                    cfg.model.system_prompt,
+                    cap,
+                    context,
+                    "error",
+                    "generation",
+                    "sampling.max_new_tokens",
                 )
             model = load_causal_lm(cfg.model.name, cfg.model.dtype)
         start = time.perf_counter()
