@@ -237,16 +237,24 @@ def _is_list_type(tp: Any) -> bool:
     return typing.get_origin(tp) is list or any(typing.get_origin(a) is list for a in typing.get_args(tp))
 
 
-def _wrap_scalars(cls: type, data: dict) -> dict:
-    """A single value given for a list key is a one-element list (`train.report_to=wandb`, as HF/TRL accept)."""
+def _wrap_scalars(cls: type, data: dict, source: str, prefix: str = "") -> dict:
+    """A single value given for a list key is a one-element list (`train.report_to=wandb`, as HF/TRL accept);
+    a text with commas there is an error (`data.splits=train,validation` means a list: brackets are needed)."""
     types = field_types(cls)
     out = {}
     for key, value in data.items():
         tp = types.get(key)
         sub = dataclass_of(tp) if tp is not None else None
         if sub is not None and isinstance(value, dict):
-            value = _wrap_scalars(sub, value)
+            value = _wrap_scalars(sub, value, source, f"{prefix}{key}.")
         elif tp is not None and _is_list_type(tp) and isinstance(value, str | int | float | bool):
+            if isinstance(value, str) and "," in value:
+                items = ",".join(v.strip() for v in value.split(","))
+                raise RlcwError(
+                    f"'{prefix}{key}' is a list, given as the text {value!r}",
+                    where=source,
+                    hint=f"write a list in brackets: {prefix}{key}=[{items}] (quote the whole argument in a shell)",
+                )
             value = [value]
         out[key] = value
     return out
@@ -328,13 +336,13 @@ def load_config(cls: type[T], config_file: str | Path | None = None, overrides: 
         path = Path(config_file)
         data = read_yaml(path)
         _check_keys(cls, data, str(path))
-        data = _wrap_scalars(cls, data)
+        data = _wrap_scalars(cls, data, str(path))
         base = _merge(base, data, cls, str(path))
         keys.update(_leaves(data, ""))
     if overrides:
         data = parse_overrides(overrides)
         _check_keys(cls, data, "command line")
-        data = _wrap_scalars(cls, data)
+        data = _wrap_scalars(cls, data, "command line")
         base = _merge(base, data, cls, "command line")
         keys.update(_leaves(data, ""))
     try:

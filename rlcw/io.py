@@ -95,6 +95,12 @@ def _require_file(path: Path) -> None:
 def _read_utf8(path: Path) -> str:
     _require_file(path)
     data = path.read_bytes()
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode text" and Windows tools save UTF-16
+        raise RlcwError(
+            "the file is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8",
+            where=location(path, 1),
+            hint="save it as UTF-8 (in Excel: CSV UTF-8), or `iconv -f utf-16 -t utf-8 IN > OUT`",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -161,8 +167,9 @@ def read_table(path: str | Path) -> list[tuple[int, dict]]:
         return list(enumerate(data, start=1))
     if suffix == ".csv":
         text = _read_utf8(path)
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
-        return list(enumerate(rows, start=1))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        _check_separator(reader.fieldnames or [], path)
+        return list(enumerate(reader, start=1))
     if suffix == ".parquet":
         _require_file(path)
         import pyarrow.parquet as pq
@@ -174,6 +181,16 @@ def read_table(path: str | Path) -> list[tuple[int, dict]]:
     raise RlcwError(
         f"unsupported file type '{suffix}'", where=str(path), hint=f"use one of {', '.join(TABLE_SUFFIXES)}"
     )
+
+
+def _check_separator(header: list[str], path: Path) -> None:
+    """A header read as one column that holds semicolons: a CSV saved with `;` (European spreadsheet locales)."""
+    if len(header) == 1 and header[0].count(";") >= 1:
+        raise RlcwError(
+            f"the header is one column '{header[0][:60]}': the file looks separated by ';', not ','",
+            where=location(path, 1),
+            hint="save it with ',' as the separator (CSV UTF-8, comma delimited), or convert it to .jsonl",
+        )
 
 
 def check_unique(rows: Iterable[tuple[int, Any]], path: str | Path, what: str = "id") -> None:

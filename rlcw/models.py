@@ -152,6 +152,12 @@ def resolve(spec: str) -> str:
             inside = [str(path / sub) for sub in ("model", "checkpoints/final") if is_model_folder(path / sub)]
             hint = f"this looks like a run folder: did you mean {' or '.join(inside)}?" if inside else None
             raise RlcwError("not a model folder (no config.json or adapter_config.json)", where=str(path), hint=hint)
+        if not is_lora_checkpoint(path) and not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+            raise RlcwError(
+                "a model folder without weights (config.json but no *.safetensors / *.bin)",
+                where=str(path),
+                hint="point at a folder a save finished writing (save_pretrained: config, weights, tokenizer)",
+            )
         return str(path)
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
         raise RlcwError("model path does not exist", where=spec, hint=f"use a folder, a hub id, or '{EMBEDDED_ALIAS}'")
@@ -174,6 +180,21 @@ def looks_like_embedded(spec: str) -> bool:
     answered before any hub call (a hub id with an owner, such as HuggingFaceTB/SmolLM2-135M, is left to the hub)."""
     name = spec.strip().lower().replace("_", "-")
     return "/" not in name and spec != EMBEDDED_ALIAS and name.startswith("smollm")
+
+
+def context_length(spec: str) -> int | None:
+    """The model's context window (`max_position_embeddings` of its config.json, read without the weights);
+    None when the config does not say or cannot be read (a hub id offline)."""
+    from transformers import AutoConfig
+
+    src = resolve(spec)
+    if Path(src).is_dir() and is_lora_checkpoint(Path(src)) and not (Path(src) / "config.json").is_file():
+        src = resolve(lora_base_spec(Path(src)))
+    try:
+        n = getattr(AutoConfig.from_pretrained(src), "max_position_embeddings", None)
+    except (OSError, ValueError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
 
 
 def load_tokenizer(spec: str, *, for_reward_model: bool = False, padding_side: str = "left"):

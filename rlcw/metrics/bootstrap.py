@@ -4,6 +4,9 @@ from rlcw.metrics.bootstrap import bootstrap_ci
 lo, hi = bootstrap_ci([1, 0, 1, 1], n_resamples=1000, seed=0)   # CI of the mean
 lo, hi = grouped_bootstrap_ci([1, 1, 0, 0], groups=["p1", "p1", "p2", "p2"])   # resample whole groups
 
+`small_sample_note(n, "pairs")` is the one wording every report and log uses for an interval over
+fewer than `SMALL_SAMPLE` items.
+
 Use the grouped (cluster) form whenever items share a source, e.g. several stories sampled for one
 prompt: resampling stories as if independent gives intervals that are too narrow.
 """
@@ -13,6 +16,17 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
+
+SMALL_SAMPLE = 20  # below this many items an interval is reported with a warning beside it
+
+
+def small_sample_note(
+    n: int, what: str = "pairs", measure: str = "accuracy", at_least: int = SMALL_SAMPLE
+) -> str | None:
+    """The warning for a figure over only `n` `what` (pairs, prompts): None at `at_least` or more."""
+    if n >= at_least:
+        return None
+    return f"only {n} {what}: the interval is wide and the {measure} may mislead"
 
 
 def bootstrap_indices(n: int, n_resamples: int, seed: int = 0) -> np.ndarray:

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from rlcw.measure.monitors import plot_monitors
+from rlcw.metrics.bootstrap import small_sample_note
 from rlcw.pipelines.quickstart_gates import ci_text
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
 
@@ -114,7 +115,9 @@ def heldout_table(h: dict) -> list[str]:
         ("words", f"{h['words_start']:.0f}", f"{h['words_final']:.0f}", ""),
         ("trigram repetition within stories", f"{h['rep_start']:.3f}", f"{h['rep_final']:.3f}", ""),
     ]
-    lines = ["| measure | start | tuned | change [95% CI] |", "|---|---|---|---|"]
+    small = small_sample_note(int(h.get("n_prompts", math.inf)), "prompts", "changes")
+    lines = [f"**Warning: {small}.**", ""] if small else []
+    lines += ["| measure | start | tuned | change [95% CI] |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     lines += [
         "",

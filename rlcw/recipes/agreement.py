@@ -24,6 +24,7 @@ from pathlib import Path
 from rlcw.errors import RlcwError, location
 from rlcw.io import read_table
 from rlcw.metrics.agreement import TIE_RULES, group_agreement
+from rlcw.metrics.bootstrap import small_sample_note
 
 COLUMNS = ("group", "item", "human_score", "judge_score")
 
@@ -107,6 +108,8 @@ def format_table(result: dict) -> str:
         c = result[key]
         lines.append(f"{key.replace('_', '-')} Spearman: {_fmt(c['spearman'])} (p={_fmt(c['p_value'])}, N={c['n']})")
     lines.append(f"tie rule: {result['tie_rule']}; undefined correlations (constant groups) count as 0")
+    if small := small_sample_note(result["item_level"]["n"], "rated items", "correlations"):
+        lines.append(f"warning: {small}")
     return "\n".join(lines)
 
 

@@ -47,7 +47,8 @@ from rlcw.data.records import read_stories, write_stories
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file, generate_stories
 from rlcw.metrics.text import count_words
-from rlcw.models import load_causal_lm, load_tokenizer
+from rlcw.models import context_length, load_causal_lm, load_tokenizer
+from rlcw.recipes.common.prompts import fit_to_context
 from rlcw.recipes.common.run import stage_run
 from rlcw.recipes.common.sections import ModelConfig, RubricSection
 from rlcw.rewards.best_of_n import best_index, check_sizes, default_sizes, kl_best_of
@@ -363,6 +364,19 @@ def main(cfg: GenerateConfig) -> dict:
         if not server:
             tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
             apply_chat_template_file(tokenizer, cfg.model.chat_template)
+            if cfg.generator != "agents_room":  # the agents' calls are sized by agents.* caps, not one prompt
+                cap = cfg.sampling.max_new_tokens
+                context = context_length(cfg.model.name)
+                rows = fit_to_context(
+                    rows,
+                    tokenizer,
+                    cfg.model.system_prompt,
+                    cap,
+                    context,
+                    "error",
+                    "generation",
+                    "sampling.max_new_tokens",
+                )
             model = load_causal_lm(cfg.model.name, cfg.model.dtype)
         start = time.perf_counter()
         if cfg.generator == "agents_room":

@@ -60,6 +60,7 @@ from rlcw.judges.protocols import (
 )
 from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
 from rlcw.judges.templates import load_template, load_ttcw_tests
+from rlcw.metrics.bootstrap import small_sample_note
 from rlcw.recipes.common.run import stage_run
 from rlcw.runs import done_line
 
@@ -289,12 +290,22 @@ def summary_metrics(cfg: JudgeConfig, results: dict, stats: dict) -> dict[str, f
     return out
 
 
-def write_report(run, cfg: JudgeConfig, results: dict, stats: dict, plot: Path, headline: str | None = None) -> None:
+def write_report(
+    run,
+    cfg: JudgeConfig,
+    results: dict,
+    stats: dict,
+    plot: Path,
+    headline: str | None = None,
+    small: str | None = None,
+) -> None:
+    """report.md; `small` is the small-sample warning (rlcw.metrics.bootstrap.small_sample_note) or None."""
     lines = [
         f"# rlcw judge: {cfg.protocol}",
         "",
         f"Judge: `{describe_client(cfg.client)}`",
         "",
+        *([f"**Warning: {small}.**", ""] if small else []),
         f"Calls made {stats['calls']}, cache hits {stats['cache_hits']}, retries {stats['retries']}.",
         "",
         f"![rankings]({plot.name})",
@@ -424,7 +435,10 @@ def main(cfg: JudgeConfig) -> dict:
         rankings = atomic_write_json(run.path / "rankings.json", results)
         plot = plot_strengths(panels, run.path / "rankings.png")
         metrics = summary_metrics(cfg, results, client.stats)
-        write_report(run, cfg, results, client.stats, plot, done_line(metrics, {}, more=5))
+        small = small_sample_note(len(keys), "prompts", "win rates and rankings")
+        if small:
+            print(f"[rlcw] warning: {small}", flush=True)
+        write_report(run, cfg, results, client.stats, plot, done_line(metrics, {}, more=5), small)
         # summary.json only, no metrics.jsonl row: re-running the same judge in its folder is how an
         # interrupted evaluation continues from <run>/cache, so the folder must not count as another run's
         return run.write_summary(

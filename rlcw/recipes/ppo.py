@@ -40,10 +40,17 @@ from rlcw.generation import apply_chat_template_file
 from rlcw.measure.evaluation import build_evaluators
 from rlcw.measure.monitors import MonitorCallback, member_panels, plot_monitors
 from rlcw.measure.periodic import PeriodicEval
-from rlcw.models import load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
+from rlcw.models import context_length, load_causal_lm, load_tokenizer, resolve, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validate_train_keys
 from rlcw.recipes.common.models import lora_config
-from rlcw.recipes.common.prompts import check_overlap, eval_sampler, held_out_prompts, prompt_messages, train_prompts
+from rlcw.recipes.common.prompts import (
+    check_overlap,
+    eval_sampler,
+    fit_to_context,
+    held_out_prompts,
+    prompt_messages,
+    train_prompts,
+)
 from rlcw.recipes.common.run import stage_run, stage_tracker
 from rlcw.recipes.common.sections import (
     EvalSection,
@@ -183,10 +190,17 @@ def main(cfg: PPORecipeConfig) -> dict:
     )  # prompt files only: before the run folder
     held_out = held_out_prompts(cfg.data, cfg.eval, cfg.eval.max_new_tokens)
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
+    tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
+    apply_chat_template_file(tokenizer, cfg.model.chat_template)
+    context, system, mode = context_length(cfg.model.name), cfg.model.system_prompt, cfg.data.fit_to_cap
+    train_rows = fit_to_context(
+        train_rows, tokenizer, system, cfg.train.max_new_tokens, context, mode, "training", "train.max_new_tokens"
+    )
+    held_out = fit_to_context(
+        held_out, tokenizer, system, cfg.eval.max_new_tokens, context, mode, "held-out", "eval.max_new_tokens"
+    )
     eval_rows = held_out[: cfg.eval.num_prompts]
     with stage_run(cfg, "ppo") as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
-        tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
-        apply_chat_template_file(tokenizer, cfg.model.chat_template)
         rewards = build_rewards(cfg)  # before the policy loads: a bad reward spec fails fast
         funcs, weights = rewards.funcs, rewards.weights
         policy = build_policy(cfg)

@@ -30,6 +30,7 @@ from typing import Any
 from rlcw.config import assign
 from rlcw.io import read_jsonl
 from rlcw.measure.heldout import check_score_with
+from rlcw.metrics.bootstrap import small_sample_note
 from rlcw.pipelines.quickstart_gates import gate, held_out_slop, rm_kind, score_with_metrics, start_prices
 from rlcw.pipelines.quickstart_report import plots, report
 from rlcw.pipelines.stages import Stages
@@ -186,6 +187,8 @@ def main(cfg: QuickstartConfig) -> dict:
         key = {"heldout": {k: v for k, v in asdict(cfg.heldout).items() if k != "score_with"}, "cap": cap}
         key.update(model=asdict(cfg.model), prompts=ids(measured))
         results["heldout"] = st.cached("heldout", path / "heldout", key, lambda _: _measure(cfg, root, measured, cap))
+        if small := small_sample_note(len(measured), "held-out prompts", "changes"):
+            print(f"[rlcw] warning: {small}", flush=True)
         if cfg.heldout.score_with:
             key = {"score_with": dict(cfg.heldout.score_with), "seed": cfg.seed, "n": cfg.heldout.n_resamples}
             folder = path / "heldout" / "score_with"  # its record; the scores go beside the held-out samples

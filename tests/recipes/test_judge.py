@@ -369,3 +369,10 @@ def test_logprob_summary_averages_both_orders_by_hand():
     rows[1]["verdicts"]["d"]["value"] = "Same"
     rows[2]["verdicts"]["d"] = {"value": None, "valid": False}
     assert position_bias(rows, "d") == pytest.approx((0 + 0.5 + 1 + 1) / 4)
+
+
+def test_a_handful_of_prompts_is_warned_in_the_log_and_the_report(tmp_path, files, capsys):
+    _run(tmp_path, files, "litbench")
+    note = "only 3 prompts: the interval is wide and the win rates and rankings may mislead"
+    assert note in capsys.readouterr().out
+    assert note in (tmp_path / "litbench" / "report.md").read_text()

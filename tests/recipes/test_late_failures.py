@@ -16,6 +16,8 @@ raised inside the run and the folder it created is removed (rlcw.recipes.common.
 | resume_missing_folder | grpo | train.resume=true, no such run | no complete checkpoint |
 | missing_chat_template | grpo | model.chat_template that does not exist (found after the tokenizer loads) | chat template file not found |
 | remote_reward_down | grpo | a `remote` reward whose server is not running | cannot reach the reward server |
+| grpo_past_context | grpo | train.max_completion_length=8190 (prompt + cap past the 8192-token window) | context window |
+| generate_past_context | generate | sampling.max_new_tokens=8190 | context window |
 | ppo_no_rm | ppo | configs/ppo/cpu.yaml before any RM is trained | no reward model |
 | dpo_missing_pairs | dpo | data.train_file that does not exist | not found |
 | dpo_resume_missing | dpo | train.resume=true, no such run | no complete checkpoint |
@@ -100,6 +102,14 @@ CASES = {
             f"reward.specs.far={{type: remote, urls: ['http://127.0.0.1:{_free_port()}']}}",
         ],
         "cannot reach the reward server",
+    ),
+    "grpo_past_context": (
+        lambda t, out: ["grpo", *GRPO, *NO_RM, "train.max_completion_length=8190", "data.fit_to_cap=ignore"],
+        "+ train.max_completion_length=8190 = ",
+    ),
+    "generate_past_context": (
+        lambda t, out: ["generate", "sampling.max_new_tokens=8190"],
+        "> 8192 (8 of 8 generation prompts do not fit the model's context window",
     ),
     "ppo_no_rm": (
         lambda t, out: ["ppo", "--config", str(ROOT / "configs/ppo/cpu.yaml"), f"reward.rm_path={t}/no_rm"],

@@ -278,3 +278,11 @@ def test_a_slop_rise_is_warned_under_the_verdict():
     assert "Warning: slop rose +12.7 points [+10.9, +14.7]" in text and "'the very' (59x, 103 uses)" in text
     assert slop_warning({**rise, "slop_delta_lo": 0.9}) == []  # within SLOP_WARN (1 point) of no change
     assert slop_warning({**rise, "slop_delta_lo": float("nan")}) == []
+
+
+def test_heldout_table_warns_when_a_handful_of_prompts_carries_the_intervals():
+    from rlcw.pipelines.quickstart_report import heldout_table
+
+    few = "\n".join(heldout_table({**_heldout(0.1, 0.05), "n_prompts": 8.0}))
+    assert "**Warning: only 8 prompts: the interval is wide and the changes may mislead.**" in few
+    assert "Warning" not in "\n".join(heldout_table({**_heldout(0.1, 0.05), "n_prompts": 32.0}))

@@ -129,3 +129,9 @@ def test_the_one_spearman_says_what_undefined_is():
     assert spearman([1, 1, 1], [1, 2, 3]) == 0.0  # agreement: a constant group counts 0
     assert math.isnan(spearman([1, 1, 1], [1, 2, 3], undefined=float("nan")))  # monitors: undefined stays NaN
     assert spearman([1, 2, 3], [3, 2, 1], undefined=float("nan")) == pytest.approx(-1.0)
+
+
+def test_a_handful_of_rated_items_is_warned_under_the_table(tmp_path, capsys):
+    body = "group,item,human_score,judge_score\n" + "".join(f"{g},{i},{h},{j}\n" for g, i, h, j in ROWS)
+    assert rlcw_run(["agreement", str(_csv(tmp_path, body))]) == 0
+    assert f"warning: only {len(ROWS)} rated items: the interval is wide" in capsys.readouterr().out

@@ -31,6 +31,9 @@ The test below checks that every row names a test that exists and that the total
 | 2 | data | UTF-8 byte-order mark in a YAML config / a chat template | read transparently | tests/unit/test_input_hygiene.py::test_a_bom_in_a_yaml_config_and_a_text_template_is_not_data |
 | 2 | data | duplicate ids in a prompts file / a prompt column's id_column | error naming both lines | tests/unit/test_input_hygiene.py::test_duplicate_ids_in_a_prompts_file_name_both_lines |
 | 1 | data | curation: rows dropped as malformed | the first rows per reason named file:line | tests/unit/test_input_hygiene.py::test_curation_names_the_first_dropped_rows_per_reason |
+| 2 | data | a UTF-16 jsonl / csv (Excel "Unicode text") | error: file:1, UTF-16, the iconv / CSV UTF-8 fix | tests/unit/test_input_hygiene.py::test_a_utf16_file_is_named_with_the_re_encoding_fix |
+| 1 | data | a semicolon-separated csv | error: file:1, the separator fix | tests/unit/test_input_hygiene.py::test_a_semicolon_separated_csv_is_named_with_the_separator_fix |
+| 2 | config | a list key given with commas but no brackets (command line, YAML) | error naming the key and the bracketed form | tests/unit/test_input_hygiene.py::test_a_list_given_with_commas_but_no_brackets_names_the_key_and_the_brackets |
 | 2 | config | nan / inf anywhere in a config | error naming the key | tests/unit/test_input_hygiene.py::test_non_finite_config_numbers_are_named_errors |
 | 5 | config | reward weight nan, inf, text, bool, null | error naming reward.specs.<name>.weight | tests/unit/test_input_hygiene.py::test_a_reward_weight_must_be_a_finite_number |
 | 1 | config | negative judge timeout | error naming client.timeout_s | tests/unit/test_input_hygiene.py::test_a_negative_judge_timeout_is_a_named_error |
@@ -41,7 +44,7 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | a positional YAML path | error: use --config | tests/unit/test_input_hygiene.py::test_a_positional_yaml_path_is_told_to_use_config |
 | 2 | config | `--config` given twice (both spellings) | error naming both files, not the last one read silently | tests/unit/test_input_hygiene.py::test_a_second_config_is_an_error_naming_both |
 | 1 | config | misspelt config file | did-you-mean the closest file | tests/unit/test_input_hygiene.py::test_a_missing_config_file_suggests_the_closest |
-| 18 | config | late failures (no RM yet, bad python target, option typo, resume=true on no run, judge server down or silent, ...) | exit 2, named error, no run folder | tests/recipes/test_late_failures.py::test_late_failure_exits_2_and_leaves_no_run_folder |
+| 20 | config | late failures (prompt + completion cap past the context window in grpo / generate, no RM yet, bad python target, option typo, resume=true on no run, judge server down or silent, ...) | exit 2, named error, no run folder | tests/recipes/test_late_failures.py::test_late_failure_exits_2_and_leaves_no_run_folder |
 | 1 | config | train.report_to naming a tracker that is not installed | error naming the package; no folder | tests/unit/test_run_folders.py::test_a_tracker_that_is_not_installed_writes_nothing |
 | 1 | config | a user error inside a run before any result | the new run folder is removed | tests/unit/test_run_folders.py::test_a_user_error_before_any_result_removes_the_new_folder |
 | 8 | config | `train.max_steps` 0 or negative (grpo, ppo, dpo, train-rm, quickstart's grpo), `train.num_generations` 0 (grpo) or 1 (rloo), a text for an int | error naming the key and the command line, with a hint, before torch is imported | tests/unit/test_cli_first_day.py::test_help_and_value_errors_answer_before_torch_is_imported |
@@ -56,9 +59,11 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | serve-rm on a port another server holds | error naming the port, another port or stop that server; exit 2, no run folder | tests/unit/test_busy_port.py::test_serve_rm_on_a_busy_port_names_the_port_and_writes_nothing |
 | 4 | config | model.name `smollm2`, `SmolLM2-135M`, `SmolLM2-135M-Instruct`, `smollm2_135m_instruct` | did-you-mean the alias, before any hub call | tests/unit/test_models.py::test_the_embedded_model_in_other_spellings_gets_did_you_mean_before_any_hub_call |
 | 1 | config | a run folder given as model.name | error naming its checkpoints/final (or model/) | tests/unit/test_models.py::test_a_run_folder_given_as_a_model_names_its_model_folder |
+| 1 | config | a model folder with config.json but no weights | error naming the folder, before the run folder | tests/unit/test_models.py::test_a_model_folder_without_weights_is_named_before_loading |
 | 1 | config | a run folder another process is writing | error naming the folder and the PID holding it | tests/unit/test_interrupts_and_locks.py::test_a_second_process_is_refused_and_a_killed_run_leaves_no_lock |
 | 2 | config | `rlcw train-rm --check` with a missing data.train_file / data.eval_file | error naming the key, the file and build-pairs; nothing written | tests/unit/test_cli_first_day.py::test_check_of_train_rm_names_a_missing_pairs_file |
 | 2 | config | `--check` with a config its validate() refuses; with a missing RM | the same error as a run, nothing written | tests/unit/test_cli_first_day.py::test_check_validates_and_writes_nothing |
+| 1 | data | a prompt whose tokens + the completion cap pass the model's context window | error naming the prompt, its length, the cap key; data.fit_to_cap=filter drops it | tests/unit/test_input_hygiene.py::test_a_prompt_past_the_context_window_is_named_or_filtered |
 | 2 | data | stories longer than the RM's max_length | counted (share), one warning above 5% | tests/unit/test_input_hygiene.py::test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once |
 | 1 | config | unknown YAML key | error: key, file, closest keys | tests/unit/test_config.py::test_unknown_yaml_key_names_key_file_and_suggestion |
 | 1 | config | unknown key=value override | error naming the command line | tests/unit/test_config.py::test_unknown_key_on_command_line_names_command_line |
@@ -88,6 +93,9 @@ The test below checks that every row names a test that exists and that the total
 | 1 | config | missing remote token env / non-http URL | error | tests/unit/test_remote_reward.py::test_missing_token_env_and_bad_urls_are_errors |
 | 1 | config | outcome gold.rm_path that does not exist | error naming gold.rm_path | tests/unit/test_outcome_measure.py::test_gold_from_any_sequence_classification_folder |
 | 3 | config | outcome: a pool of 1 sample, eval_fraction 1, a proxy of 0 pairs | error naming the key | tests/recipes/test_validate.py::test_bad_config_fails_validation_before_anything_heavy |
+| 1 | judge | a judge run over fewer than 20 prompts | warning "only N prompts: the interval is wide ..." in the log and report.md | tests/recipes/test_judge.py::test_a_handful_of_prompts_is_warned_in_the_log_and_the_report |
+| 1 | judge | `rlcw agreement` over fewer than 20 rated items | the same warning under the table | tests/unit/test_agreement.py::test_a_handful_of_rated_items_is_warned_under_the_table |
+| 1 | data | quickstart's held-out measurement over fewer than 20 prompts | the same warning above the held-out table | tests/recipes/test_quickstart.py::test_heldout_table_warns_when_a_handful_of_prompts_carries_the_intervals |
 | 1 | judge | hedged, conflicting or unknown pairwise verdicts | invalid, counted, never a tie | tests/unit/test_judge_parsing.py::test_preference |
 | 1 | judge | unparsable Likert replies | invalid, counted | tests/unit/test_judge_parsing.py::test_likert |
 | 1 | judge | unparsable Yes/No replies | invalid, counted | tests/unit/test_judge_parsing.py::test_yes_no |

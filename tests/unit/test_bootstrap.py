@@ -40,3 +40,14 @@ def test_grouped_resampling_keeps_groups_whole():
     assert grouped_bootstrap_ci([1.0, 3.0], ["g", "g"], n_resamples=50) == pytest.approx((2.0, 2.0))
     with pytest.raises(ValueError):
         grouped_bootstrap_ci([1.0, 2.0], ["g"])
+
+
+def test_small_sample_note_speaks_below_twenty_items_only():
+    from rlcw.metrics.bootstrap import small_sample_note
+
+    assert small_sample_note(7) == "only 7 pairs: the interval is wide and the accuracy may mislead"
+    assert (
+        small_sample_note(19, "prompts", "win rate")
+        == "only 19 prompts: the interval is wide and the win rate may mislead"
+    )
+    assert small_sample_note(20) is None

@@ -181,3 +181,49 @@ def test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once(tokenizer, 
     assert (counts.inputs, counts.truncated, counts.share) == (8, 4, 0.5)
     out = capsys.readouterr().out
     assert out.count("[rlcw] warning: 2 of 4 reward-model inputs (50%) were cut") == 1 and "max_length 160" in out
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_utf16_file_is_named_with_the_re_encoding_fix(tmp_path, suffix):
+    path = tmp_path / f"pairs{suffix}"
+    text = '{"id": "a"}\n' if suffix == ".jsonl" else "id,prompt\np1,Write.\n"
+    path.write_bytes(text.encode("utf-16"))  # Python writes the BOM first, as Excel's "Unicode text" does
+    with pytest.raises(RlcwError) as err:
+        read_table(path)
+    assert f"{path}:1" in str(err.value) and "UTF-16" in str(err.value) and "iconv -f utf-16" in str(err.value)
+
+
+def test_a_semicolon_separated_csv_is_named_with_the_separator_fix(tmp_path):
+    path = tmp_path / "prompts.csv"
+    path.write_text("id;prompt\np1;Write a story.\n", encoding="utf-8")
+    with pytest.raises(RlcwError) as err:
+        load_prompts(str(path))
+    assert f"{path}:1" in str(err.value) and "';'" in str(err.value) and "separator" in str(err.value)
+    path.write_text("prompt\nWrite a story; then stop.\n", encoding="utf-8")  # a semicolon in the data is fine
+    assert read_table(path)[0][1] == {"prompt": "Write a story; then stop."}
+
+
+def test_a_list_given_with_commas_but_no_brackets_names_the_key_and_the_brackets(tmp_path):
+    with pytest.raises(RlcwError) as err:
+        load_config(_Cfg, None, ["train.report_to=tensorboard,wandb"])
+    assert "'train.report_to' is a list" in str(err.value) and "train.report_to=[tensorboard,wandb]" in str(err.value)
+    yaml = tmp_path / "c.yaml"
+    yaml.write_text("train:\n  report_to: tensorboard, wandb\n", encoding="utf-8")
+    with pytest.raises(RlcwError, match=str(yaml)):
+        load_config(_Cfg, yaml)
+    assert load_config(_Cfg, None, ["train.report_to=[tensorboard,wandb]"]).train.report_to == ["tensorboard", "wandb"]
+
+
+def test_a_prompt_past_the_context_window_is_named_or_filtered(tokenizer, capsys):
+    from rlcw.recipes.common.prompts import fit_to_context
+
+    rows = [{"id": "short", "prompt": "Write a story.", "source": "p"}, {"id": "long", "prompt": "word " * 300}]
+    args = (tokenizer, None, 100, 256)
+    with pytest.raises(RlcwError) as err:
+        fit_to_context(rows, *args, "warn", "training", "train.max_completion_length")
+    text = str(err.value)
+    assert "training prompt 'long'" in text and "+ train.max_completion_length=100 = " in text and "> 256" in text
+    assert "data.fit_to_cap=filter" in text and "1 of 2 training prompts" in text
+    assert fit_to_context(rows, *args, "filter", "training", "k") == rows[:1]
+    assert "1 of 2 training prompts do not fit" in capsys.readouterr().out
+    assert fit_to_context(rows, tokenizer, None, 100, None, "error", "training", "k") == rows  # no window known

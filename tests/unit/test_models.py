@@ -60,3 +60,10 @@ def test_a_run_folder_given_as_a_model_names_its_model_folder(tmp_path):
     (tmp_path / "checkpoints" / "final" / "adapter_config.json").write_text("{}")
     with pytest.raises(RlcwError, match=r"looks like a run folder: did you mean .*checkpoints/final\?"):
         resolve(str(tmp_path))
+
+
+def test_a_model_folder_without_weights_is_named_before_loading(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    with pytest.raises(RlcwError, match="a model folder without weights") as err:
+        resolve(str(tmp_path))
+    assert err.value.where == str(tmp_path)

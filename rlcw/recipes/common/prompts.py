@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rlcw.data.prompts import COLUMN_OPTIONS, find_overlap, load_prompt_column, load_prompts, mix_sources, source_rows
 from rlcw.errors import RlcwError
-from rlcw.generation import chat_messages
+from rlcw.generation import chat_messages, prompt_token_ids
 from rlcw.io import read_table
 from rlcw.recipes.common.sections import EvalSection, PromptSection
 from rlcw.rewards.length import range_fits_cap
@@ -37,6 +37,45 @@ def fit_to_cap(rows: list[dict], cap: int, mode: str, tokens_per_word: float, wh
         raise RlcwError(
             msg + ": none left", where="data.fit_to_cap", hint="raise the completion cap or use shorter prompts"
         )
+    return kept
+
+
+def fit_to_context(
+    rows: list[dict],
+    tokenizer,
+    system_prompt: str | None,
+    cap: int,
+    context: int | None,
+    mode: str,
+    what: str,
+    cap_key: str,
+) -> list[dict]:
+    """Prompts whose chat-formatted tokens plus `cap` new tokens fit the model's `context` window (its
+    max_position_embeddings, rlcw.models.context_length): `mode` filter drops the rest (counted), any other mode is
+    an error naming the first prompt, its length and `cap_key`. `context` None: no limit known."""
+    if context is None:
+        return rows
+    token_counts = [len(ids) for ids in prompt_token_ids(tokenizer, rows, system_prompt)]
+    fits = [n + cap <= context for n in token_counts]
+    if all(fits):
+        return rows
+    i = fits.index(False)
+    row, n = rows[i], token_counts[i]
+    where = f"{what} prompt '{row['id']}' of {row.get('source', '?')}"
+    count = (
+        f"{fits.count(False)} of {len(rows)} {what} prompts do not fit the model's context window of {context} tokens"
+    )
+    if mode != "filter":
+        raise RlcwError(
+            f"{n} prompt tokens + {cap_key}={cap} = {n + cap} > {context} ({count})",
+            where=where,
+            hint=f"shorten the prompt, lower {cap_key} (to at most {max(context - n, 0)}), "
+            "or data.fit_to_cap=filter to drop such prompts",
+        )
+    kept = [r for r, ok in zip(rows, fits, strict=True) if ok]
+    if not kept:
+        raise RlcwError(f"{count}: none left", where=where, hint=f"lower {cap_key} or use shorter prompts")
+    print(f"[rlcw] warning: {count}: dropped (data.fit_to_cap=filter)", flush=True)
     return kept
 
 

@@ -30,10 +30,10 @@ from rlcw.measure.evaluation import build_evaluators
 from rlcw.measure.monitors import MonitorCallback
 from rlcw.measure.periodic import PeriodicEvalCallback
 from rlcw.measure.probe import LearningProbe, probe_texts
-from rlcw.models import BASE_FILE, load_causal_lm, load_tokenizer, save_lora_checkpoint
+from rlcw.models import BASE_FILE, context_length, load_causal_lm, load_tokenizer, save_lora_checkpoint
 from rlcw.recipes.common.checks import check_bf16
 from rlcw.recipes.common.models import lora_config
-from rlcw.recipes.common.prompts import check_overlap, prompt_messages
+from rlcw.recipes.common.prompts import check_overlap, fit_to_context, prompt_messages
 from rlcw.recipes.common.run import stage_run, stage_tracker, trainer_basics
 from rlcw.recipes.common.sections import RewardSection
 from rlcw.rewards.factory import build_reward_set, check_rewards
@@ -184,6 +184,18 @@ def build_probe(cfg, tokenizer, run) -> LearningProbe:
 # ---------------------------------------------------------------- the run: checks -> build -> train -> save
 
 
+def fit_prompts_to_context(cfg, tokenizer, train_rows: list[dict], held_out: list[dict], cap: int):
+    """The training and held-out rows that fit the policy's context window with their completion caps
+    (rlcw.recipes.common.prompts.fit_to_context: data.fit_to_cap=filter drops, otherwise an error)."""
+    context, system, mode = context_length(cfg.model.name), cfg.model.system_prompt, cfg.data.fit_to_cap
+    return (
+        fit_to_context(train_rows, tokenizer, system, cap, context, mode, "training", "train.max_completion_length"),
+        fit_to_context(
+            held_out, tokenizer, system, cfg.eval.max_new_tokens, context, mode, "held-out", "eval.max_new_tokens"
+        ),
+    )
+
+
 def run_stage(cfg, stage: TRLStage) -> dict:
     """Checks of this machine and the rewards, prompts and their overlap (before the run folder is written), then
     build, train, save and report in the run folder (see the module docstring). `cfg` is grpo's or rloo's config,
@@ -194,9 +206,10 @@ def run_stage(cfg, stage: TRLStage) -> dict:
     check_rewards(cfg.reward.specs, defaults, key="reward.specs")  # RM folders, targets
     train_rows, held_out = stage.prompts()  # prompt files only
     check_overlap(train_rows, held_out, cfg.data.no_overlap_with)
+    tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
+    apply_chat_template_file(tokenizer, cfg.model.chat_template)
+    train_rows, held_out = fit_prompts_to_context(cfg, tokenizer, train_rows, held_out, stage.max_tokens)
     with stage_run(cfg, stage.command) as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
-        tokenizer = load_tokenizer(cfg.model.name, padding_side="left")
-        apply_chat_template_file(tokenizer, cfg.model.chat_template)
         rewards = build_reward_set(cfg.reward.specs, defaults, key="reward.specs")  # before the policy loads
         lc_lines = length_control_lines(rewards.funcs)  # the resolved auto | true | false of every bt reward
         context = {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": rewards.scorer}
