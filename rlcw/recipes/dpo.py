@@ -58,7 +58,7 @@ class DPODataConfig:
 
 @dataclass
 class DPOTrainSection:
-    learning_rate: float = 1e-4  # peak AdamW learning rate
+    learning_rate: float = at_least(0, 1e-4)  # peak AdamW learning rate
     beta: float = 0.1  # DPO temperature: higher stays closer to the reference
     loss_type: str = "sigmoid"  # TRL loss_type: sigmoid, ipo, hinge, robust, ... (comma-separated combines)
     max_steps: int = at_least(1, 30)  # optimizer steps of the run

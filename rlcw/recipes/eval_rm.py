@@ -49,6 +49,7 @@ from rlcw.data.preferences import load_preferences
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json, atomic_write_jsonl
 from rlcw.metrics import pairwise as pw
+from rlcw.metrics.bootstrap import small_sample_note
 from rlcw.metrics.ending import KEYS as ENDING_KEYS
 from rlcw.metrics.text import count_words
 from rlcw.recipes.common.run import stage_run
@@ -205,6 +206,9 @@ def main(cfg: EvalRMConfig) -> dict:
             for i, (c, r, row) in enumerate(zip(cw, rw, rows, strict=False))
         ]
         info = {"kind": type(scorer).__name__, "pairwise": pairwise, "path": s.path, "data": cfg.data.file}
+        info["small"] = small_sample_note(len(pairs), "pairs")
+        if info["small"]:
+            print(f"[rlcw] warning: {info['small']}", flush=True)
         if s.kind == "rubric":
             judge = scorer.client.cfg
             names = ", ".join(c.name for c in scorer.criteria)
@@ -296,6 +300,8 @@ def report(metrics: dict, info: dict) -> str:
         f"shorter {_fmt(metrics['pairs_chosen_shorter'], True)}, equal {_fmt(metrics['pairs_equal_length'], True)})",
         "",
     ]
+    if info.get("small"):
+        lines += [f"**Warning: {info['small']}.**", ""]
     heads = [h for h in ("quality", "length", "sum") if f"head/{h}/accuracy" in metrics]
     cols = (
         {"scorer": ""}

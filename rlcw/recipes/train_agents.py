@@ -34,7 +34,7 @@ import torch
 from rlcw.agents.agents import agent_prompt
 from rlcw.agents.scratchpad import PLANNING, WRITING, Scratchpad, fit
 from rlcw.agents.synthetic import locate_sections, parse_split, split_prompt, teacher_planning_prompt
-from rlcw.config import check_at_least, check_choice
+from rlcw.config import at_least, check_at_least, check_choice
 from rlcw.data.bundled import resolve_data_path
 from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError
@@ -78,7 +78,7 @@ class SplitSection:
 class AgentTrainSection:
     agents: str = "all"  # "all" or comma-separated agent names
     max_steps: int = 20  # optimizer steps per agent
-    learning_rate: float = 1e-4  # peak AdamW learning rate
+    learning_rate: float = at_least(0, 1e-4)  # peak AdamW learning rate
     batch_size: int = 2  # SFT examples per step per device
     max_length: int = 1024  # tokens of prompt + completion (longer examples are truncated by TRL)
     context_tokens: int = 2048  # scratchpads in SFT prompts are fitted to this, as at generation time

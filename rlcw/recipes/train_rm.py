@@ -102,7 +102,7 @@ class RMSection:
 
 @dataclass
 class RMTrainSection:
-    learning_rate: float = 3e-4  # peak AdamW learning rate
+    learning_rate: float = at_least(0, 3e-4)  # peak AdamW learning rate
     batch_size: int = 8  # training examples per step per device (bt: pairs; genrm: one pair in one order)
     grad_accum: int = 1  # batches accumulated per optimizer step
     max_steps: int = at_least(1, 60)  # optimizer steps of the run

@@ -97,7 +97,8 @@ def test_help_and_value_errors_answer_before_torch_is_imported():
         "out['text'] = buf.getvalue()\nout['errors'] = []\n"
         "for argv in (['grpo', 'train.max_steps=abc'], ['grpo', 'train.max_steps=0'], ['ppo', 'train.max_steps=-1'],"
         " ['rloo', 'train.num_generations=1'], ['dpo', 'train.max_steps=0'], ['train-rm', 'train.max_steps=0'],"
-        " ['grpo', 'train.num_generations=0'], ['quickstart', 'grpo.train.max_steps=0']):\n"
+        " ['grpo', 'train.num_generations=0'], ['quickstart', 'grpo.train.max_steps=0'],"
+        " ['grpo', 'train.learning_rate=-1e-5'], ['train-rm', 'train.learning_rate=-1']):\n"
         "    try:\n        cli.run(argv)\n        out['errors'].append(None)\n"
         "    except RlcwError as exc:\n        out['errors'].append(str(exc))\n"
     )
@@ -115,6 +116,8 @@ def test_help_and_value_errors_answer_before_torch_is_imported():
         "train.max_steps must be at least 1, got 0",
         "train.num_generations must be at least 2, got 0: GRPO compares",
         "grpo.train.max_steps must be at least 1, got 0",
+        "train.learning_rate must be at least 0, got -1e-05",
+        "train.learning_rate must be at least 0, got -1",
     ]
     for message, text in zip(bounds, expected, strict=True):
         assert message is not None and text in message and "command line" in message and "hint:" in message

@@ -48,7 +48,7 @@ from rlcw.runs import done_line, resume_checkpoint
 class TRLTrainSection:
     """`train.*` keys grpo and rloo share; each recipe's own section adds the rest."""
 
-    learning_rate: float = 1e-5  # peak AdamW learning rate
+    learning_rate: float = at_least(0, 1e-5)  # peak AdamW learning rate
     lr_scheduler_type: str = "linear"  # any transformers SchedulerType: constant_with_warmup, cosine, ...
     # the scheduler's own arguments (transformers `lr_scheduler_kwargs`), e.g. warmup_stable_decay's
     # {num_decay_steps: 8} (hold the peak, then decay to 0 over the last 8 steps)
