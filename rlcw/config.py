@@ -194,9 +194,9 @@ def check_keys_early(
         _raise_retired(unknown, retired or {}, source)
         _raise_bad_keys(unknown, scalars, names, source)
         for key, value in leaf_values(data, "").items():
-            leaf = (leaves or {}).get(key.lstrip("."))
+            leaf = (leaves or {}).get(key)
             if leaf is not None:
-                _check_value_early(key.lstrip("."), value, leaf, source)
+                _check_value_early(key, value, leaf, source)
 
 
 def _check_value_early(key: str, value: Any, leaf: Any, source: str) -> None:
@@ -297,18 +297,18 @@ def user_keys(cfg: Any) -> frozenset[str]:
 
 
 def leaf_values(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Every leaf of a config (dataclasses and non-empty dicts walked) as `{prefix}.dotted.key -> value`."""
+    """Every leaf of a config (dataclasses and non-empty dicts walked) as `{prefix}.dotted.key -> value` (`dotted.key`
+    without a prefix)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            out.update(leaf_values(getattr(value, f.name), f"{prefix}.{f.name}"))
-        return out
-    if isinstance(value, dict) and value:
-        out = {}
-        for k, v in value.items():
-            out.update(leaf_values(v, f"{prefix}.{k}"))
-        return out
-    return {prefix: value}
+        items = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+    elif isinstance(value, dict) and value:
+        items = list(value.items())
+    else:
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for k, v in items:
+        out.update(leaf_values(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
 
 
 def assign(cfg: Any, key: str, value: Any) -> None:
@@ -361,8 +361,8 @@ def _check_finite(cfg: Any) -> None:
         values = value if isinstance(value, list | tuple) else [value]
         if any(isinstance(v, float) and not math.isfinite(v) for v in values):
             raise RlcwError(
-                f"'{key.lstrip('.')}' must be a finite number, got {value!r}",
-                where=key.lstrip("."),
+                f"'{key}' must be a finite number, got {value!r}",
+                where=key,
                 hint="give a number",
             )
 

@@ -139,10 +139,10 @@ def experiment_changes(old_yaml: str, new_yaml: str) -> list[tuple[str, Any, Any
     rlcw added since) reads as UNSET on the other."""
     from omegaconf import OmegaConf
 
-    old, new = (leaf_values(OmegaConf.to_container(OmegaConf.create(t)) or {}, "") for t in (old_yaml, new_yaml))
-    keys = [k for k in new if not _may_change(k.lstrip("."))] + [k for k in old if k not in new]
+    old, new = (leaf_values(OmegaConf.to_container(OmegaConf.create(t)) or {}) for t in (old_yaml, new_yaml))
+    keys = [k for k in new if not _may_change(k)] + [k for k in old if k not in new]
     changed = [(k, old.get(k, UNSET), new.get(k, UNSET)) for k in keys]
-    return [(k.lstrip("."), a, b) for k, a, b in changed if a != b and not _may_change(k.lstrip("."))]
+    return [(k, a, b) for k, a, b in changed if a != b and not _may_change(k)]
 
 
 def changed_lines(changes: list[tuple[str, Any, Any]]) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlcw.config import to_yaml
+from rlcw.config import leaf_values, to_yaml
 from rlcw.io import atomic_write_json
 from rlcw.runs import last_checkpoint, move_aside, resume_mode
 
@@ -30,16 +30,9 @@ def config_drift(before: str, cfg) -> tuple[list[str], list[str]]:
     stand-in for running without them, as for any other code change)."""
     from omegaconf import OmegaConf
 
-    def flat(node, prefix=""):
-        out = {}
-        for key, value in node.items():
-            path = f"{prefix}{key}"
-            out.update(flat(value, path + ".") if isinstance(value, dict) and value else {path: value})
-        return out
-
-    old = flat(OmegaConf.to_container(OmegaConf.create(before)) or {})
-    new = flat(OmegaConf.to_container(OmegaConf.structured(cfg)))
-    default = flat(OmegaConf.to_container(OmegaConf.structured(type(cfg))))
+    old = leaf_values(OmegaConf.to_container(OmegaConf.create(before)) or {})
+    new = leaf_values(OmegaConf.to_container(OmegaConf.structured(cfg)))
+    default = leaf_values(OmegaConf.to_container(OmegaConf.structured(type(cfg))))
     added = sorted(k for k in new if k not in old)
     changed = [k for k in old if k not in new or new[k] != old[k]]
     changed += [k for k in added if k not in default or default[k] != new[k]]  # set away from its default: a change
