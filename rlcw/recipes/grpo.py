@@ -179,7 +179,6 @@ def main(cfg: GRPORecipeConfig) -> dict:
             batch_size=cfg.eval.batch_size,
         ),
         max_tokens=rollout.completion_cap,
-        log_kl_every=t.log_kl_every,
         start_copy=t.beta == 0,  # beta > 0: TRL computes the reference log-probs itself
         loss_line=t.loss_type,
         scale_line=t.scale_rewards,

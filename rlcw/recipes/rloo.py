@@ -137,7 +137,6 @@ def main(cfg: RLOORecipeConfig) -> dict:
             e, tokenizer, rows, system_prompt=cfg.model.system_prompt, run_name=cfg.run_name, seed=cfg.seed
         ),
         max_tokens=t.max_completion_length,
-        log_kl_every=t.log_kl_every,
         start_copy=True,  # TRL's RLOO returns no per-token reference log-probs, whatever beta
         loss_line="rloo (leave-one-out baseline, sequence-level clipped ratio)",
         scale_line=f"normalize_advantages={t.normalize_advantages}",

@@ -153,7 +153,6 @@ class TRLStage:
     prompts: Callable[[], tuple[list[dict], list[dict]]]  # -> (training rows, held-out rows): read before the run
     eval_sampler: Callable[[Any, list[dict]], Callable]  # (tokenizer, held-out rows) -> `sample(model, step)`
     max_tokens: int  # the reward specs' default `max_tokens`: the completion cap
-    log_kl_every: int  # KL to the start every N steps (0 = never)
     start_copy: bool  # a full fine-tune needs a frozen start model for the KL (no reference log-probs from TRL)
     loss_line: str  # the report's loss
     scale_line: str  # the report's reward scaling
@@ -164,7 +163,7 @@ class TRLStage:
 def kl_reference(cfg, stage: TRLStage):
     """A frozen starting model for KL to the start: needed only by a full fine-tune whose trainer gets no reference
     log-probs from TRL (LoRA disables its adapter instead)."""
-    if cfg.lora.enabled or not stage.log_kl_every or not stage.start_copy:
+    if cfg.lora.enabled or not cfg.train.log_kl_every or not stage.start_copy:
         return None
     return load_causal_lm(cfg.model.name, cfg.model.dtype)
 
@@ -234,7 +233,7 @@ def run_stage(cfg, stage: TRLStage) -> dict:
             callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic, probe, AuxStateCallback(aux)],
             run=run,
             monitor_ngram=m.ngram if m.enabled else None,
-            log_kl_every=stage.log_kl_every,
+            log_kl_every=t.log_kl_every,
             kl_ref_model=kl_reference(cfg, stage),
             samples_every=t.samples_every,
             samples_k=t.samples_k,
