@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlcw.agents.variants import AgentCaps
-from rlcw.config import at_least
+from rlcw.config import at_least, check_choice
 from rlcw.errors import RlcwError
 from rlcw.measure.probe import ProbeSection
 from rlcw.recipes.common.checks import validate_rl_sections, validate_train_keys
@@ -56,6 +56,9 @@ class GRPOTrainSection(TRLTrainSection):
     num_generations: int = at_least(2, 4, "GRPO compares the completions of one prompt")
     loss_type: str = "dapo"  # TRL loss normalization: grpo | dr_grpo | dapo | bnpo | ...
     scale_rewards: str = "group"  # group | batch | none
+    # whose LM head the loss's log-prob forward uses: rlcw's keeps what backward needs instead of recomputing the
+    # logits (rlcw.rl.fused_logprobs; equal to TRL's to float rounding); auto = rlcw's on CPU, TRL's elsewhere
+    lm_head: str = "auto"  # auto | trl | rlcw
 
 
 @dataclass
@@ -105,6 +108,7 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
     rollout = rollout_seam(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16)
+    check_choice("train.lm_head", t.lm_head, ("auto", "trl", "rlcw"))
     return rollout
 
 
@@ -183,6 +187,6 @@ def main(cfg: GRPORecipeConfig) -> dict:
         loss_line=t.loss_type,
         scale_line=t.scale_rewards,
         rewards=rollout.rewards,  # Agents' Room: the whole story is rewarded
-        trainer_kwargs=rollout.trainer_kwargs,
+        trainer_kwargs=lambda tokenizer: {**rollout.trainer_kwargs(tokenizer), "lm_head": t.lm_head},
     )
     return run_stage(cfg, stage)

@@ -126,17 +126,18 @@ def test_falls_back_where_nothing_is_shared(case):
         assert shared_prefix_logps(model, ids, mask, 6, TEMP) is None
 
 
-def test_own_head_applies_on_cpu_for_a_plain_head_once_switched_on(monkeypatch):
-    from rlcw.rl.grpo import shared_prefix
-    from rlcw.rl.grpo.shared_prefix import own_head_applies
+def test_lm_head_choice_auto_takes_rlcws_head_on_cpu_for_a_plain_head():
+    from rlcw.rl.grpo.shared_prefix import resolve_lm_head
 
     model = policy()
-    assert not own_head_applies(model, torch.device("cpu"))  # TRL's head until the quickstart gate is re-checked
-    monkeypatch.setattr(shared_prefix, "OWN_HEAD_ON_CPU", True)
-    assert own_head_applies(model, torch.device("cpu"))
-    assert not own_head_applies(model, torch.device("cuda"))  # TRL's Triton kernels there
+    cpu = torch.device("cpu")
+    assert resolve_lm_head("auto", model, cpu)[0]
+    assert not resolve_lm_head("auto", model, torch.device("cuda"))[0]  # TRL's Triton kernels there
+    assert not resolve_lm_head("trl", model, cpu)[0]
+    assert resolve_lm_head("rlcw", model, torch.device("cuda"))[0]  # asked for: taken
     model.get_base_model().config.final_logit_softcapping = 30.0  # a transform only TRL's head applies
-    assert not own_head_applies(model, torch.device("cpu"))
+    own, why = resolve_lm_head("auto", model, cpu)
+    assert not own and "logit transform" in why
 
 
 def test_groups_keep_first_seen_order():

@@ -69,23 +69,27 @@ def _prefix_cache(model, prefix: torch.Tensor, rows: int) -> DynamicCache | None
     )
 
 
-# rlcw's LM head by default on CPU: off until the quickstart's gate has been re-checked over seeds 0-2 with it (its
-# log-probs equal TRL's to float rounding, and float rounding alone has moved the quickstart to other trajectories);
-# `shared_prefix_logps(own_head=True)` takes it explicitly (tests, scripts/bench_loss.py)
-OWN_HEAD_ON_CPU = False
-
-
 def own_head_applies(model, device: torch.device) -> bool:
-    """Whether rlcw's LM head (rlcw.rl.fused_logprobs) replaces TRL's fused one by default: on CPU when
-    `OWN_HEAD_ON_CPU`, for a head without bias whose config neither scales nor caps the logits."""
+    """Whether rlcw's LM head (rlcw.rl.fused_logprobs) can replace TRL's fused one and is the faster of the two:
+    on CPU, for a head without bias whose config neither scales nor caps the logits (`train.lm_head=auto`)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT's wrapper
     head, text = base.get_output_embeddings(), base.config.get_text_config()
     return (
-        OWN_HEAD_ON_CPU
-        and device.type == "cpu"
+        device.type == "cpu"
         and getattr(head, "bias", None) is None
         and all(getattr(text, k, None) is None for k in LOGIT_TRANSFORMS)
     )
+
+
+def resolve_lm_head(choice: str, model, device: torch.device) -> tuple[bool, str]:
+    """(whether rlcw's head runs, why) for `train.lm_head` = auto | trl | rlcw."""
+    if choice == "trl":
+        return False, "train.lm_head=trl"
+    if choice == "rlcw":
+        return True, "train.lm_head=rlcw"
+    if own_head_applies(model, device):
+        return True, "auto: CPU, a plain linear head"
+    return False, "auto: " + ("not on CPU" if device.type != "cpu" else "the head has a bias or a logit transform")
 
 
 def _suffix_logps(model, suffix, labels, cache, temperature: float, compute_entropy: bool, own_head: bool):

@@ -75,14 +75,19 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
 
     step_state_cls = GRPOStepState
 
-    def __init__(self, *args, rollout_is_cap: float = 0.0, shared_prefix: bool = True, **kwargs):
+    def __init__(
+        self, *args, rollout_is_cap: float = 0.0, shared_prefix: bool = True, lm_head: str = "auto", **kwargs
+    ):
         """`rollout_is_cap` > 0: each completion token's loss is weighted by min(pi/mu, cap) when the rollout
         returned its sampler's log-probs mu (rlcw.rl.grpo.is_correction; 0 = off); `shared_prefix`: log-prob
-        forwards run each group's prompt once where rlcw.rl.grpo.shared_prefix applies. `run`, `monitor_ngram`,
+        forwards run each group's prompt once where rlcw.rl.grpo.shared_prefix applies; `lm_head` (auto | trl |
+        rlcw): whose LM head those forwards use (rlcw.rl.grpo.shared_prefix.resolve_lm_head). `run`, `monitor_ngram`,
         `log_kl_every`, `kl_ref_model`, `samples_every`, `samples_k`, `slop`: rlcw.rl.trl_common.TRLExtras. The
         rest is TRL's GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.rollout_is_cap = rollout_is_cap
+        self.lm_head = lm_head
+        self._own_head: bool | None = None  # resolved at the first shared-prefix forward, and said in the log
         # one process, no DeepSpeed/FSDP engine: the shared-prefix forward calls the model once per prompt group
         self.shared_prefix = (
             shared_prefix
@@ -126,8 +131,13 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         apply (off, a multimodal or MoE-aux call, no shared prompt): then TRL's own path runs."""
         if not self.shared_prefix or any(v is not None and v is not False for v in kwargs.values()):
             return None
-        from rlcw.rl.grpo.shared_prefix import shared_prefix_logps
+        from rlcw.rl.grpo.shared_prefix import resolve_lm_head, shared_prefix_logps
 
+        if self._own_head is None:
+            from rlcw.logs import say
+
+            self._own_head, why = resolve_lm_head(self.lm_head, model, input_ids.device)
+            say("grpo", f"loss forward: {'rlcw' if self._own_head else 'TRL'}'s LM head ({why})")
         out = shared_prefix_logps(
             model,
             input_ids,
@@ -136,6 +146,7 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
             self.temperature,
             compute_entropy,
             self.accelerator.autocast,
+            own_head=self._own_head,
         )
         return None if out is None else (*out, None)
 
