@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 taskset -c 0 python scripts/bench_loss.py                  # quickstart sizes, 3 repeats
     OMP_NUM_THREADS=1 python scripts/bench_loss.py --repeats 5 --no-trl-rows --json out.json
+    OMP_NUM_THREADS=1 python scripts/bench_loss.py --bf16     # also both shared paths under CPU autocast to bf16
 
 The loss's log-prob call at the quickstart's sizes (2 prompts x 8 completions of 88 tokens, the bundled chat
 prompts, SmolLM2-135M with LoRA r16 on its top 8 layers, temperature 0.9), timed as one forward with entropies
@@ -101,10 +102,13 @@ def loss_steps(args, model, ids, mask, cmask) -> dict:
 
         return run
 
-    def shared(own_head: bool):
-        return lambda *a: shared_prefix_logps(*a, args.temperature, True, own_head=own_head)
+    def shared(own_head: bool, autocast=nullcontext):
+        return lambda *a: shared_prefix_logps(*a, args.temperature, True, autocast, own_head=own_head)
 
     out = {"shared-trl-head": step(shared(False)), "shared-own-head": step(shared(True))}
+    if args.bf16:  # what train.bf16=true runs: the accelerator's CPU autocast to bf16 around each group's forward
+        bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+        out |= {"shared-trl-head-bf16": step(shared(False, bf16)), "shared-own-head-bf16": step(shared(True, bf16))}
     if args.trl_rows:
         out["trl-rows"] = step(
             lambda *a: GRPOTrainer._get_per_token_logps_and_entropies(fake, *a, compute_entropy=True)[:2]
@@ -222,6 +226,7 @@ def main() -> None:
     p.add_argument("--top-layers", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-trl-rows", dest="trl_rows", action="store_false", help="skip TRL's every-row path")
+    p.add_argument("--bf16", action="store_true", help="also both shared paths under CPU autocast to bf16")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
 
@@ -242,16 +247,18 @@ def main() -> None:
     for part, (steps, old, new) in parts.items():
         print(f"-- {part}: timing", flush=True)
         results, outputs = timed(steps, args.repeats)
-        report[part] = {
-            "results": results,
-            "gaps": gaps(outputs, old, new, cmask.bool().reshape(outputs[old][0].shape)),
-        }
+        same = cmask.bool().reshape(outputs[old][0].shape)
+        report[part] = {"results": results, "gaps": gaps(outputs, old, new, same)}
+        if f"{new}-bf16" in outputs:  # what bf16 autocast moves, against the fp32 path
+            report[part]["bf16_gaps"] = gaps(outputs, new, f"{new}-bf16", same)
     report["matmul_gflops"] = peak = matmul_rate_cpu() / 1e9
     print(f"fp32 matmul rate here: {peak:.1f} GFLOP per CPU second (scripts/roofline.py's shape, same process)")
     for part, (_, old, new) in parts.items():
         print(f"-- {part} forward + backward (GFLOP/s per CPU second)")
         table(report[part]["results"], old, peak)
         print(f"{new} vs {old}: " + ", ".join(f"{k} {v:.2e}" for k, v in report[part]["gaps"].items()))
+        if "bf16_gaps" in report[part]:
+            print(f"{new}-bf16 vs {new}: " + ", ".join(f"{k} {v:.2e}" for k, v in report[part]["bf16_gaps"].items()))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 
