@@ -28,6 +28,7 @@ from rlcw.data.pairs import build_corruption_pairs
 from rlcw.data.records import read_stories, write_preferences
 from rlcw.errors import RlcwError
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 
 
 @dataclass
@@ -46,12 +47,9 @@ class PairsDataConfig:
 
 
 @dataclass
-class BuildPairsConfig:
+class BuildPairsConfig(RunKeys):
     data: PairsDataConfig = field(default_factory=PairsDataConfig)
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "build_pairs"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
