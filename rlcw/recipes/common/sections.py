@@ -148,7 +148,7 @@ RL_MOVED_KEYS = {
     "train.vllm_mode": "rollout.vllm.mode",
     "train.vllm_server_base_url": "rollout.vllm.server_base_url",
     "train.vllm_gpu_memory_utilization": "rollout.vllm.gpu_memory_utilization",
-    "train.log_kl_to_start": "train.log_kl_every (0 = never, as log_kl_to_start=false was)",
+    "train.log_kl_to_start": "train.log_kl_every=0 if it was false (true was the default: delete the key)",
 }
 GRPO_MOVED_KEYS = {
     **RL_MOVED_KEYS,
