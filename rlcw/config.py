@@ -16,10 +16,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -116,9 +119,14 @@ def close_keys(key: str, keys: list[str], n: int = 3) -> list[str]:
 
 
 # A config dataclass lists the keys it no longer has, relative to itself, as class variables:
-#     MOVED_KEYS: ClassVar[dict[str, str]] = {"train.old_key": "section.new_key=value"}  # where each went
+#     MOVED_KEYS: ClassVar[dict[str, str]] = {
+#         "train.old_key": "section.new_key",                       # the value moved as it is
+#         "train.old_flag": "section.new_key=value",                # the flag set to true is now that value
+#         "train.on_flag": "section.new_key=value if it was false",  # the flag set to false is now that value
+#     }  # each may end in a note in parentheses: "section.new_key (what changed)"
 #     REMOVED_KEYS: ClassVar[dict[str, str]] = {"train.gone": "why it went, and what to do"}
 MOVED_KEYS, REMOVED_KEYS = "MOVED_KEYS", "REMOVED_KEYS"
+_MOVE = re.compile(r"(?P<key>[\w.]+)(?:=(?P<value>\S+)(?: if it was (?P<when>\S+))?)?(?: \(.*\))?")
 
 
 def retired_entries(prefix: str, moved: dict[str, str], removed: dict[str, str]) -> dict[str, str]:
@@ -128,14 +136,57 @@ def retired_entries(prefix: str, moved: dict[str, str], removed: dict[str, str])
     return out
 
 
-def retired_keys(cls: type, prefix: str = "") -> dict[str, str]:
-    """Every retired key of a config dataclass and its nested sections as `dotted.key -> what happened to it`."""
-    out = retired_entries(prefix, getattr(cls, MOVED_KEYS, {}), getattr(cls, REMOVED_KEYS, {}))
+def _retired_tables(cls: type, prefix: str = "") -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
+    """(prefix, MOVED_KEYS, REMOVED_KEYS) of a config dataclass and of each of its nested sections."""
+    yield prefix, getattr(cls, MOVED_KEYS, {}), getattr(cls, REMOVED_KEYS, {})
     defaults = cls()
     for name, tp in field_types(cls).items():
         sub = dataclass_of(tp)
         if sub is not None and getattr(defaults, name) is not None:
-            out.update(retired_keys(sub, f"{prefix}{name}."))
+            yield from _retired_tables(sub, f"{prefix}{name}.")
+
+
+def retired_keys(cls: type) -> dict[str, str]:
+    """Every retired key of a config dataclass and its nested sections as `dotted.key -> what happened to it`."""
+    out: dict[str, str] = {}
+    for prefix, moved, removed in _retired_tables(cls):
+        out.update(retired_entries(prefix, moved, removed))
+    return out
+
+
+def _moved_value(spec: str, old: Any) -> tuple[str, Any] | None:
+    """(new key, its value) of a moved key's value `old` by its MOVED_KEYS entry; None when that value has no
+    counterpart (a flag at the value that moved nowhere)."""
+    found = _MOVE.fullmatch(spec)
+    if found is None:
+        raise ValueError(
+            f"a MOVED_KEYS entry must read 'new.key', 'new.key=value' or 'new.key=value if it was X': {spec!r}"
+        )
+    if found["value"] is None:
+        return found["key"], old
+    when = yaml.safe_load(found["when"]) if found["when"] is not None else True
+    return (found["key"], yaml.safe_load(found["value"])) if old == when else None
+
+
+def translate_retired(leaves: dict[str, Any], cls: type) -> dict[str, Any]:
+    """A config's dotted leaves (`leaf_values`, e.g. of a run folder's config.yaml written before keys were retired)
+    as `cls` now spells them: each moved key's value at its new key (`_moved_value`), removed keys dropped, every
+    other key as it was."""
+    moved: dict[str, str] = {}
+    removed: set[str] = set()
+    for prefix, moves, removes in _retired_tables(cls):
+        moved.update({f"{prefix}{old}": f"{prefix}{new}" for old, new in moves.items()})
+        removed.update(f"{prefix}{old}" for old in removes)
+    out: dict[str, Any] = {}
+    for key, value in leaves.items():
+        if key in removed:
+            continue
+        if key not in moved:
+            out.setdefault(key, value)  # a key already moved into its place keeps the moved value
+            continue
+        new = _moved_value(moved[key], value)
+        if new is not None:
+            out[new[0]] = new[1]
     return out
 
 

@@ -99,12 +99,6 @@ def _find_class(module: str, name: str, depth: int = 0) -> tuple[ast.ClassDef, s
     """The class statement `name` of `module`, following `from x import name` (None: not a class there)."""
     if depth > 8:
         raise _Unresolved(name)
-
-
-def _find_class(module: str, name: str, depth: int = 0) -> tuple[ast.ClassDef, str] | None:
-    """The class statement `name` of `module`, following `from x import name` (None: not a class there)."""
-    if depth > 8:
-        raise _Unresolved(name)
     for node in _tree(module).body:
         if isinstance(node, ast.ClassDef) and node.name == name:
             return node, module

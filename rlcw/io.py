@@ -135,6 +135,16 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield lineno, obj
 
 
+def read_json(path: str | Path, what: str, hint: str | None = None) -> Any:
+    """The value of a JSON file rlcw wrote (a spec, manifest, summary, key): one that is not UTF-8 JSON is an error
+    naming the file (`what`: how the message calls it; `hint`: how to get a sound one)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RlcwError(f"corrupt {what}: {exc}", where=str(path), hint=hint) from None
+
+
 def read_jsonl(path: str | Path) -> list[dict]:
     """Read a jsonl file into a list of objects (strict; see `iter_jsonl`)."""
     return [obj for _, obj in iter_jsonl(path)]

@@ -254,3 +254,28 @@ def nonfinite_parameters(model) -> list[str]:
     import torch
 
     return [name for name, p in model.named_parameters() if not torch.isfinite(p.detach()).all()]
+
+
+def tiny_llama_config(
+    vocab_size: int,
+    *,
+    hidden_size: int = 32,
+    num_hidden_layers: int = 2,
+    num_attention_heads: int = 4,
+    num_key_value_heads: int = 2,
+    **extra,
+):
+    """A Llama shape small enough to build with random weights in a second on a CPU, for tests and benchmarks
+    (MLP width twice `hidden_size`, 1024 positions); `extra` sets any other `LlamaConfig` field (token ids,
+    `num_labels`, `tie_word_embeddings`, or another `intermediate_size` or `max_position_embeddings`)."""
+    from transformers import LlamaConfig
+
+    sizes = {"intermediate_size": 2 * hidden_size, "max_position_embeddings": 1024}
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_key_value_heads,
+        **{**sizes, **extra},
+    )

@@ -45,24 +45,14 @@ TOKEN_ENV = "RLCW_BENCH_RM_TOKEN"
 def tiny_rm(out: Path) -> Path:
     """A tiny random sequence-classification RM folder (model, RM tokenizer, rlcw_rm.json)."""
     import torch
-    from transformers import LlamaConfig, LlamaForSequenceClassification
+    from transformers import LlamaForSequenceClassification
 
-    from rlcw.models import EMBEDDED_ALIAS, load_tokenizer
+    from rlcw.models import EMBEDDED_ALIAS, load_tokenizer, tiny_llama_config
     from rlcw.rm.render import RMSpec, save_spec
 
     torch.manual_seed(0)
     tok = load_tokenizer(EMBEDDED_ALIAS, for_reward_model=True, padding_side="right")
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        num_labels=1,
-        pad_token_id=tok.pad_token_id,
-    )
+    config = tiny_llama_config(len(tok), hidden_size=64, num_labels=1, pad_token_id=tok.pad_token_id)
     LlamaForSequenceClassification(config).save_pretrained(out)
     tok.save_pretrained(out)
     save_spec(RMSpec(type="bt", base_model=EMBEDDED_ALIAS, input_template="plain", max_length=128), out)

@@ -66,17 +66,13 @@ def tokenizer():
 def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
     """A tiny random-weight Llama causal LM with the real tokenizer and chat template, saved to disk."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
+
+    from rlcw.models import tiny_llama_config
 
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
+    config = tiny_llama_config(
+        len(tokenizer),
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,

@@ -2,7 +2,7 @@
 
 - `policy_stories(model, tokenizer, prompts, variant=...)`: story records from the current policy
   weights (every agent is the policy; an adapter-per-agent model works too, via `LocalBackend`).
-- `make_rollout_func(tokenizer, ...)`: a TRL 1.16 `GRPOTrainer(rollout_func=...)` hook. TRL hands
+- `make_rollout_func(tokenizer, agents)`: a TRL 1.16 `GRPOTrainer(rollout_func=...)` hook. TRL hands
   it the per-process prompts already repeated `num_generations` times (its sampler repeats each
   prompt; only the vLLM path de-duplicates) and wants one completion per prompt entry back, with
   `prompt_ids`, `completion_ids` and `logprobs` (None: TRL recomputes them). Per entry it runs the
@@ -21,13 +21,14 @@ Cost: a plan_write story is 9 sequential agent calls, each re-reading a growing 
 one call for plain GRPO; the backward pass stays one agent's call. Measured per step on CPU: see
 `rlcw.recipes.grpo`'s docstring.
 
-    rollout = make_rollout_func(tokenizer, variant="plan_write", train_agent="climax")
+    rollout = make_rollout_func(tokenizer, AgentsRoomSettings("plan_write", train_agent="climax"))
     GRPOTrainer(..., reward_funcs=[story_reward(bt_scorer)], rollout_func=rollout)
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 
 import torch
 
@@ -38,6 +39,18 @@ from rlcw.errors import RlcwError
 from rlcw.generation import chat_messages
 
 POLICY_PLAYS = ("all", "train_agent")
+
+
+@dataclass(frozen=True)
+class AgentsRoomSettings:
+    """Who writes a story in Agents' Room RL (the `agents.*` keys of `rlcw grpo`; `variant` None = no Agents' Room):
+    the variant, the agent whose call is trained (or "cycle"), who else the policy plays, caps and context."""
+
+    variant: str | None = None
+    train_agent: str = "climax"
+    policy_plays: str = "all"
+    caps: AgentCaps = field(default_factory=AgentCaps)
+    context_tokens: int = 2048
 
 
 def policy_stories(
@@ -138,17 +151,10 @@ def trained_cap(variant: str, train_agent: str, caps: AgentCaps) -> int:
     return max(caps.for_agent(a) for a in trained_agents(variant, train_agent))
 
 
-def check_agents_rl(
-    variant: str,
-    train_agent: str,
-    policy_plays: str,
-    caps: AgentCaps,
-    context_tokens: int,
-    *,
-    lora_enabled: bool,
-    use_vllm: bool,
-) -> None:
+def check_agents_rl(agents: AgentsRoomSettings, *, lora_enabled: bool, use_vllm: bool) -> None:
     """Reject Agents' Room RL settings that cannot work together (errors name the `rlcw grpo` keys)."""
+    variant, train_agent, policy_plays = agents.variant, agents.train_agent, agents.policy_plays
+    caps, context_tokens = agents.caps, agents.context_tokens
     trained_agents(variant, train_agent)  # unknown variant or agent -> RlcwError
     if policy_plays not in POLICY_PLAYS:
         raise RlcwError(
@@ -185,38 +191,34 @@ def check_agents_rl(
 def agents_story_sampler(
     tokenizer,
     rows: list[dict],
+    agents: AgentsRoomSettings,
     *,
-    variant: str,
-    train_agent: str,
-    policy_plays: str,
-    caps: AgentCaps,
-    context_tokens: int,
     system_prompt: str | None,
     run_name: str,
     temperature: float,
     batch_size: int,
     seed: int,
 ):
-    """`sample(model, step)` of the held-out evaluation: stories written by `variant` on the current policy,
+    """`sample(model, step)` of the held-out evaluation: stories written by `agents.variant` on the current policy,
     named `<run>@<step>` (the Agents' Room counterpart of `rlcw.measure.periodic.story_sampler`)."""
 
     def sample(model, step: int) -> list[dict]:
-        record = trained_agents(variant, train_agent)[0]
+        record = trained_agents(agents.variant, agents.train_agent)[0]
         backend = PolicyBackend(
             model,
             tokenizer,
             system_prompt,
             record=record,
-            policy_plays=policy_plays,
+            policy_plays=agents.policy_plays,
             temperature=temperature,
             batch_size=batch_size,
         )
         recs = run_variant(
             rows,
             backend,
-            variant,
-            caps,
-            context_tokens=context_tokens,
+            agents.variant,
+            agents.caps,
+            context_tokens=agents.context_tokens,
             seed=seed,
             system_name=f"{run_name}@{step}",
         )
@@ -240,31 +242,27 @@ def _generation_model(trainer):
 
 def make_rollout_func(
     tokenizer,
+    agents: AgentsRoomSettings,
     *,
-    variant: str = "plan_write",
-    train_agent: str = "climax",
-    caps: AgentCaps | None = None,
-    context_tokens: int = 2048,
     system_prompt: str | None = None,
     temperature: float = 0.9,
     top_p: float = 0.95,
     batch_size: int = 8,
-    policy_plays: str = "all",
     seed: int = 0,
 ):
     """A TRL GRPO `rollout_func(prompts, trainer) -> dict` (see the module docstring)."""
-    agents = trained_agents(variant, train_agent)
+    variant, policy_plays = agents.variant, agents.policy_plays
+    trained = trained_agents(variant, agents.train_agent)
     if policy_plays not in POLICY_PLAYS:
         raise RlcwError(
             f"unknown policy_plays '{policy_plays}'",
             where="agents.policy_plays",
             hint=f"one of {', '.join(POLICY_PLAYS)}",
         )
-    caps = caps or AgentCaps()
 
     def rollout(prompts, trainer) -> dict:
         step = getattr(getattr(trainer, "state", None), "global_step", 0) or 0
-        agent = agents[step % len(agents)]
+        agent = trained[step % len(trained)]
         rows = [{"id": str(i), "prompt": _user_text(p)} for i, p in enumerate(prompts)]
         with _generation_model(trainer) as model:
             if policy_plays == "train_agent" and not hasattr(model, "disable_adapter"):
@@ -287,7 +285,12 @@ def make_rollout_func(
             model.eval()
             try:
                 recs = run_variant(
-                    rows, backend, variant, caps, context_tokens=context_tokens, seed=seed + 100_000 * step
+                    rows,
+                    backend,
+                    variant,
+                    agents.caps,
+                    context_tokens=agents.context_tokens,
+                    seed=seed + 100_000 * step,
                 )
             finally:
                 model.train(was_training)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlcw.config import leaf_values, to_yaml
+from rlcw.config import leaf_values, to_yaml, translate_retired
 from rlcw.io import atomic_write_json
 from rlcw.runs import last_checkpoint, move_aside, resume_mode
 
@@ -27,10 +27,12 @@ def config_drift(before: str, cfg) -> tuple[list[str], list[str]]:
     """(changed, added) dotted keys between a run folder's config YAML `before` and the config `cfg`: changed =
     a value that differs, a key `cfg` no longer has, or a key `before` lacks set away from its default; added =
     keys `before` lacks that hold their defaults (new in rlcw since the stage ran: the default is the code's
-    stand-in for running without them, as for any other code change)."""
+    stand-in for running without them, as for any other code change). Keys retired since are read in their new
+    places first (`rlcw.config.translate_retired`): a moved key is compared under its new name, a removed one
+    not at all."""
     from omegaconf import OmegaConf
 
-    old = leaf_values(OmegaConf.to_container(OmegaConf.create(before)) or {})
+    old = translate_retired(leaf_values(OmegaConf.to_container(OmegaConf.create(before)) or {}), type(cfg))
     new = leaf_values(OmegaConf.to_container(OmegaConf.structured(cfg)))
     default = leaf_values(OmegaConf.to_container(OmegaConf.structured(type(cfg))))
     added = sorted(k for k in new if k not in old)

@@ -28,6 +28,7 @@ from rlcw.data.pairs import build_corruption_pairs
 from rlcw.data.records import read_stories, write_preferences
 from rlcw.errors import RlcwError
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 
 
 @dataclass
@@ -46,15 +47,34 @@ class PairsDataConfig:
 
 
 @dataclass
-class BuildPairsConfig:
+class BuildPairsConfig(RunKeys):
     data: PairsDataConfig = field(default_factory=PairsDataConfig)
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "build_pairs"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
+
+
+def corruption(cfg: BuildPairsConfig, run) -> dict:
+    """Chunks of each story against their corrupted copies (`rlcw.data.pairs`), split by story."""
+    d = cfg.data
+    stories = read_stories(resolve_data_path(d.stories, "stories.jsonl"))
+    train, held, stats = build_corruption_pairs(
+        stories,
+        list(d.kinds),
+        chunk_sentences=d.chunk_sentences,
+        max_chunks_per_story=d.max_chunks_per_story,
+        match_length=d.match_length,
+        tolerance=d.tolerance,
+        eval_fraction=d.eval_fraction,
+        seed=cfg.seed,
+    )
+    require_pairs(train, d.stories, "use longer stories or a smaller data.chunk_sentences")
+    metrics = {"stories": stats.stories, "chunks": stats.chunks}
+    metrics.update({f"pairs/{k}": v for k, v in stats.per_kind.items()})
+    metrics.update({f"dropped/{k}": v for k, v in stats.dropped.items()})
+    return write_pairs(run, train, held, metrics, "Corruption pairs")
 
 
 def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
+    """The human story of a prompt against the model's, cut to one word budget (`rlcw.data.human_pairs`)."""
     d = cfg.data
     stories = read_model_stories(resolve_data_path(d.stories, "stories.jsonl"))
     train, held, stats = build_human_pairs(
@@ -65,17 +85,10 @@ def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
         eval_fraction=d.eval_fraction,
         seed=cfg.seed,
     )
-    if not train:
-        raise RlcwError(
-            "no training pairs were produced",
-            where=d.stories,
-            hint=f"dropped: {dict(stats.dropped)}; lower data.min_words or generate longer stories",
-        )
+    require_pairs(train, d.stories, f"dropped: {dict(stats.dropped)}; lower data.min_words or generate longer stories")
     metrics = {
         "stories": stats.stories,
         "pairs": stats.pairs,
-        "train_pairs": len(train),
-        "eval_pairs": len(held),
         "mean_words/chosen": sum(stats.chosen_words) / stats.pairs,
         "mean_words/rejected": sum(stats.rejected_words) / stats.pairs,
     }
@@ -83,9 +96,16 @@ def human_vs_model(cfg: BuildPairsConfig, run) -> dict:
     return write_pairs(run, train, held, metrics, "Human-vs-model pairs (chosen = human)")
 
 
+def require_pairs(train: list, stories: str, hint: str) -> None:
+    """An error naming the story file when it gave no training pair (`hint`: what to change)."""
+    if not train:
+        raise RlcwError("no training pairs were produced", where=stories, hint=hint)
+
+
 def write_pairs(run, train: list, held: list, metrics: dict, title: str) -> dict:
-    """pairs/train.jsonl (and pairs/eval.jsonl when there are held-out pairs), `metrics` logged and listed in the
-    report under `title`; the summary."""
+    """pairs/train.jsonl (and pairs/eval.jsonl when there are held-out pairs), `metrics` with the two splits' sizes
+    logged and listed in the report under `title`; the summary."""
+    metrics = {**metrics, "train_pairs": len(train), "eval_pairs": len(held)}
     paths = {"train": write_preferences(run.path / "pairs" / "train.jsonl", train)}
     if held:
         paths["eval"] = write_preferences(run.path / "pairs" / "eval.jsonl", held)
@@ -94,12 +114,15 @@ def write_pairs(run, train: list, held: list, metrics: dict, title: str) -> dict
     return run.write_summary("completed", metrics, paths)
 
 
+BUILDERS = {"corruption": corruption, "human_vs_model": human_vs_model}  # data.kind -> how its pairs are built
+
+
 def validate(cfg: BuildPairsConfig) -> None:
     """Every config check, before the run folder is written and before any file is read."""
     from rlcw.data.corrupt import CORRUPTIONS
 
     d = cfg.data
-    check_choice("data.kind", d.kind, ("corruption", "human_vs_model"))
+    check_choice("data.kind", d.kind, tuple(BUILDERS))
     if d.kind == "corruption":
         if not d.kinds:
             raise RlcwError("data.kinds is empty", where="data.kinds", hint=f"use some of {', '.join(CORRUPTIONS)}")
@@ -125,31 +148,5 @@ def validate(cfg: BuildPairsConfig) -> None:
 
 def main(cfg: BuildPairsConfig) -> dict:
     validate(cfg)
-    d = cfg.data
     with stage_run(cfg, "build-pairs") as run:
-        if d.kind == "human_vs_model":
-            return human_vs_model(cfg, run)
-        stories = read_stories(resolve_data_path(d.stories, "stories.jsonl"))
-        train, held, stats = build_corruption_pairs(
-            stories,
-            list(d.kinds),
-            chunk_sentences=d.chunk_sentences,
-            max_chunks_per_story=d.max_chunks_per_story,
-            match_length=d.match_length,
-            tolerance=d.tolerance,
-            eval_fraction=d.eval_fraction,
-            seed=cfg.seed,
-        )
-        if not train:
-            raise RlcwError(
-                "no training pairs were produced", hint="use longer stories or a smaller data.chunk_sentences"
-            )
-        metrics = {
-            "stories": stats.stories,
-            "chunks": stats.chunks,
-            "train_pairs": len(train),
-            "eval_pairs": len(held),
-        }
-        metrics.update({f"pairs/{k}": v for k, v in stats.per_kind.items()})
-        metrics.update({f"dropped/{k}": v for k, v in stats.dropped.items()})
-        return write_pairs(run, train, held, metrics, "Corruption pairs")
+        return BUILDERS[cfg.data.kind](cfg, run)

@@ -28,6 +28,7 @@ from rlcw.data.records import write_preferences
 from rlcw.errors import RlcwError
 from rlcw.io import TABLE_SUFFIXES, read_table
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 from rlcw.report import save_figure
 from rlcw.runs import done_line
 
@@ -56,14 +57,11 @@ class RulesSection:
 
 
 @dataclass
-class CurateConfig:
+class CurateConfig(RunKeys):
     train: SourceSection = field(default_factory=lambda: SourceSection(source="euclaise/WritingPrompts_preferences"))
     test: SourceSection = field(default_factory=SourceSection)  # source None: test comes from train.source (by date)
     rules: RulesSection = field(default_factory=RulesSection)
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "curate"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_rows(src: SourceSection) -> tuple[list[tuple[int, dict]], str]:

@@ -44,7 +44,7 @@ from rlcw.recipes.common.checks import check_bf16, validate_rl_sections, validat
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import eval_prompt_rows, eval_sampler
 from rlcw.recipes.common.run import stage_run, stage_tracker, trainer_basics
-from rlcw.recipes.common.sections import EvalSection, LoraSection, ModelConfig
+from rlcw.recipes.common.sections import EvalSection, LoraSection, ModelConfig, RunKeys
 from rlcw.runs import done_line, resume_checkpoint, resume_mode
 
 
@@ -80,16 +80,13 @@ def dpo_eval_section() -> EvalSection:
 
 
 @dataclass
-class DPORecipeConfig:
+class DPORecipeConfig(RunKeys):
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DPODataConfig = field(default_factory=DPODataConfig)
     lora: LoraSection = field(default_factory=LoraSection)
     train: DPOTrainSection = field(default_factory=DPOTrainSection)
     eval: EvalSection = field(default_factory=dpo_eval_section)  # eval.prompts None = the bundled prompts
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "dpo"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 # ---------------------------------------------------------------- data

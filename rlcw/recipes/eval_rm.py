@@ -53,7 +53,7 @@ from rlcw.metrics.bootstrap import small_sample_note
 from rlcw.metrics.ending import KEYS as ENDING_KEYS
 from rlcw.metrics.text import count_words
 from rlcw.recipes.common.run import stage_run
-from rlcw.recipes.common.sections import RubricSection
+from rlcw.recipes.common.sections import RubricSection, RunKeys
 from rlcw.report import save_figure
 from rlcw.rewards.scorers import is_pairwise, load_scorer
 from rlcw.rm.length_control import fit_length_control
@@ -101,16 +101,13 @@ class EndingSection:
 
 
 @dataclass
-class EvalRMConfig:
+class EvalRMConfig(RunKeys):
     scorer: ScorerSection = field(default_factory=ScorerSection)
     data: EvalDataSection = field(default_factory=EvalDataSection)
     length_control: LengthControlSection = field(default_factory=LengthControlSection)
     ending: EndingSection = field(default_factory=EndingSection)
     bootstrap_resamples: int = 1000  # bootstrap resamples of the accuracy intervals
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "eval_rm"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def validate(cfg: EvalRMConfig) -> None:

@@ -27,7 +27,7 @@ from rlcw.generation import apply_chat_template_file, chat_messages
 from rlcw.io import atomic_write_text
 from rlcw.models import EMBEDDED_ALIAS, is_lora_checkpoint, load_causal_lm, load_tokenizer, lora_base_spec, resolve
 from rlcw.recipes.common.run import stage_run
-from rlcw.recipes.common.sections import ModelConfig
+from rlcw.recipes.common.sections import ModelConfig, RunKeys
 
 # What rlcw knows about the data a run may name, for the card's attribution lines.
 KNOWN_DATA = {
@@ -56,16 +56,13 @@ class HubSection:
 
 
 @dataclass
-class ExportConfig:
+class ExportConfig(RunKeys):
     model: ModelConfig = field(default_factory=ModelConfig)
     generation: GenerationDefaults = field(default_factory=GenerationDefaults)
     hub: HubSection = field(default_factory=HubSection)
     atol: float = 1e-4  # max |logit difference| allowed between export and in-memory merged model
     card_notes: str = ""  # extra text for the model card
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "export"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 @torch.no_grad()

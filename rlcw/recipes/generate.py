@@ -50,7 +50,7 @@ from rlcw.metrics.text import count_words
 from rlcw.models import context_length, load_causal_lm, load_tokenizer
 from rlcw.recipes.common.prompts import fit_to_context
 from rlcw.recipes.common.run import stage_run
-from rlcw.recipes.common.sections import ModelConfig, RubricSection
+from rlcw.recipes.common.sections import ModelConfig, RubricSection, RunKeys
 from rlcw.rewards.best_of_n import best_index, check_sizes, default_sizes, kl_best_of
 
 
@@ -96,7 +96,7 @@ class BestOfSection:
 
 
 @dataclass
-class GenerateConfig:
+class GenerateConfig(RunKeys):
     model: ModelConfig = field(default_factory=ModelConfig)
     data: GenDataConfig = field(default_factory=GenDataConfig)
     sampling: SamplingSection = field(default_factory=SamplingSection)
@@ -105,10 +105,7 @@ class GenerateConfig:
     agents: AgentsSection = field(default_factory=AgentsSection)
     best_of: BestOfSection = field(default_factory=BestOfSection)
     system: str = "model"  # the story records' `system` field (who wrote them); agents_room default: ar_<variant>
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "generate"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_rows(data: GenDataConfig) -> list[dict]:

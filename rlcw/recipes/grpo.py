@@ -82,10 +82,7 @@ class GRPORecipeConfig(RLRecipeSections):
     monitor: MonitorSection = field(default_factory=MonitorSection)
     agents: AgentsRLSection = field(default_factory=AgentsRLSection)
     probe: ProbeSection = field(default_factory=ProbeSection)  # rlcw.measure.probe: log-prob change on held-out texts
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "grpo"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run (torch, sampling, data order)
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
     MOVED_KEYS: ClassVar[dict[str, str]] = GRPO_MOVED_KEYS  # old keys a config fails on, with their new place
     REMOVED_KEYS: ClassVar[dict[str, str]] = GRPO_REMOVED_KEYS
 

@@ -62,6 +62,7 @@ from rlcw.judges.report import DEFINITIONS, pairwise_table, plot_strengths
 from rlcw.judges.templates import load_template, load_ttcw_tests
 from rlcw.metrics.bootstrap import small_sample_note
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 from rlcw.runs import done_line
 
 
@@ -76,7 +77,7 @@ class JudgeDataConfig:
 
 
 @dataclass
-class JudgeConfig:
+class JudgeConfig(RunKeys):
     protocol: str = "litbench"  # agents_room | litbench | ttcw_baseline | ttcw_original | ttcw_reference | ttcw_hybrid
     # built-in name (e.g. writerly, reddit_verbose) or a YAML file; None = protocol default
     template: str | None = None
@@ -88,10 +89,7 @@ class JudgeConfig:
     data: JudgeDataConfig = field(default_factory=JudgeDataConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
     n_bootstrap: int = 200  # bootstrap resamples of the confidence intervals
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "judge"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 # --- inputs --------------------------------------------------------------------------------

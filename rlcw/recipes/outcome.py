@@ -84,7 +84,7 @@ from rlcw.recipes import dpo as dpo_recipe
 from rlcw.recipes import grpo as grpo_recipe
 from rlcw.recipes import ppo as ppo_recipe
 from rlcw.recipes.common.run import stage_run
-from rlcw.recipes.common.sections import ModelConfig
+from rlcw.recipes.common.sections import ModelConfig, RunKeys
 
 
 @dataclass
@@ -149,7 +149,7 @@ class MeasureSection:
 
 
 @dataclass
-class OutcomeConfig:
+class OutcomeConfig(RunKeys):
     model: ModelConfig = field(default_factory=ModelConfig)
     data: StudyData = field(default_factory=StudyData)
     gold: GoldSection = field(default_factory=GoldSection)
@@ -190,10 +190,7 @@ class OutcomeConfig:
     best_of_n: BestOfNSection = field(default_factory=BestOfNSection)
     measure: MeasureSection = field(default_factory=MeasureSection)
     resume: bool = True  # reuse stages already completed with the same settings
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "outcome"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def validate(cfg: OutcomeConfig) -> None:

@@ -89,10 +89,7 @@ class PPORecipeConfig(RLRecipeSections):
     train: PPOTrainSection = field(default_factory=PPOTrainSection)  # the library's settings + report_to, bf16
     eval: EvalSection = field(default_factory=lambda: EvalSection(max_new_tokens=64))
     monitor: MonitorSection = field(default_factory=MonitorSection)
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "ppo"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def validate(cfg: PPORecipeConfig) -> None:

@@ -14,17 +14,14 @@ from dataclasses import dataclass, field
 
 from rlcw.models import EMBEDDED_ALIAS, convert_embedded, load_causal_lm, load_tokenizer, resolve
 from rlcw.recipes.common.run import stage_run
-from rlcw.recipes.common.sections import ModelConfig
+from rlcw.recipes.common.sections import ModelConfig, RunKeys
 
 
 @dataclass
-class PrepareModelConfig:
+class PrepareModelConfig(RunKeys):
     model: ModelConfig = field(default_factory=ModelConfig)
     force: bool = False  # re-convert even when the cache exists
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "prepare_model"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def main(cfg: PrepareModelConfig) -> dict:

@@ -37,7 +37,7 @@ from rlcw.pipelines.stages import Stages
 from rlcw.recipes import build_pairs, export, generate, grpo, prepare_model, train_rm
 from rlcw.recipes.common.prompts import check_overlap
 from rlcw.recipes.common.run import stage_run
-from rlcw.recipes.common.sections import ModelConfig
+from rlcw.recipes.common.sections import ModelConfig, RunKeys
 
 
 @dataclass
@@ -89,7 +89,7 @@ class ReferencesSection:
 
 
 @dataclass
-class QuickstartConfig:
+class QuickstartConfig(RunKeys):
     model: ModelConfig = field(default_factory=ModelConfig)
     build_pairs: build_pairs.BuildPairsConfig = field(default_factory=build_pairs.BuildPairsConfig)
     train_rm: train_rm.TrainRMConfig = field(default_factory=train_rm.TrainRMConfig)
@@ -99,9 +99,7 @@ class QuickstartConfig:
     heldout: HeldoutSection = field(default_factory=HeldoutSection)
     references: ReferencesSection = field(default_factory=ReferencesSection)
     gates: Gates = field(default_factory=Gates)
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "quickstart"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
     # false: a stage completed under the same settings is reused; true: every stage runs again (old folders kept as
     # <stage>.replaced-<time>)
     overwrite: bool = False

@@ -59,10 +59,7 @@ class RLOORecipeConfig(RLRecipeSections):
     eval: EvalSection = field(default_factory=EvalSection)
     monitor: MonitorSection = field(default_factory=MonitorSection)
     probe: ProbeSection = field(default_factory=ProbeSection)  # rlcw.measure.probe: log-prob change on held-out texts
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "rloo"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
     MOVED_KEYS: ClassVar[dict[str, str]] = RL_MOVED_KEYS  # old keys a config fails on, with their new place
 
 

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 
 from rlcw.errors import RlcwError
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass
-class ServeRMConfig:
+class ServeRMConfig(RunKeys):
     rm_path: str = "runs/train_rm/model"  # BT RM folder to serve (rlcw train-rm output)
     host: str = "127.0.0.1"  # address to bind (127.0.0.1 = this machine only)
     port: int = 8000  # TCP port to listen on
@@ -44,10 +45,7 @@ class ServeRMConfig:
     head: str = "quality"  # an RM with a length head (rm.length_head=true): quality | length | sum
     device: str | None = None  # None = the model's default (cpu here, cuda when available)
     log_level: str = "info"  # server log level: debug | info | warning | error
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "serve_rm"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def read_token(token_env: str | None) -> str | None:

@@ -27,6 +27,7 @@ from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_text
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 from rlcw.study.packets import FORMATS, export_packet
 from rlcw.study.power import guidance
 from rlcw.study.selection import all_system_pairs, best_worst_pairs, system_pairs
@@ -62,15 +63,12 @@ class GuidanceSection:
 
 
 @dataclass
-class StudyExportConfig:
+class StudyExportConfig(RunKeys):
     data: StudyDataSection = field(default_factory=StudyDataSection)
     design: StudyDesignSection = field(default_factory=StudyDesignSection)
     guidance: GuidanceSection = field(default_factory=GuidanceSection)
     study: str = "rlcw-study"  # a name shown to raters and stored with the answers
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "study_export"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_records(paths: list[str]) -> list[dict]:

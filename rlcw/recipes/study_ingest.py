@@ -21,6 +21,7 @@ from pathlib import Path
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_write_json, atomic_write_jsonl
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 from rlcw.report import save_figure
 from rlcw.study.analysis import analyse
 from rlcw.study.blinding import read_key
@@ -29,17 +30,14 @@ from rlcw.study.verdicts import read_verdicts
 
 
 @dataclass
-class StudyIngestConfig:
+class StudyIngestConfig(RunKeys):
     key: str = ""  # key.json written by study-export
     answers: list[str] = field(default_factory=list)  # answers files or folders
     judges: list[str] = field(default_factory=list)  # judge verdict jsonl files (name = file stem)
     drop_failed_raters: bool = False  # drop raters who failed an attention check (false = error)
     n_bootstrap: int = 200  # bootstrap resamples of the confidence intervals
     alpha: float = 0.05  # confidence intervals at 1 - alpha
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "study_ingest"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def _fmt(x) -> str:

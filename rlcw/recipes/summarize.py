@@ -19,17 +19,14 @@ import math
 from pathlib import Path
 
 from rlcw.errors import RlcwError
-from rlcw.io import atomic_write_text
+from rlcw.io import atomic_write_text, read_json
 from rlcw.runs import SUMMARY_SCHEMA
 
 BASE_COLUMNS = ["run", "command", "status", "wall_time_s"]
 
 
 def read_summary(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RlcwError(f"broken summary.json: {exc}", where=str(path)) from None
+    data = read_json(path, "summary.json")
     if not isinstance(data, dict):
         raise RlcwError("summary.json must hold a JSON object", where=str(path))
     missing = [k for k in SUMMARY_SCHEMA if k not in data]

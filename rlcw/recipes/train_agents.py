@@ -45,7 +45,7 @@ from rlcw.models import EMBEDDED_ALIAS, load_causal_lm, load_tokenizer, save_lor
 from rlcw.recipes.common.checks import validate_train_keys
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.run import stage_run, stage_tracker
-from rlcw.recipes.common.sections import LoraSection, ModelConfig
+from rlcw.recipes.common.sections import LoraSection, ModelConfig, RunKeys
 from rlcw.runs import resume_checkpoint, resume_mode
 
 
@@ -88,17 +88,14 @@ class AgentTrainSection:
 
 
 @dataclass
-class TrainAgentsConfig:
+class TrainAgentsConfig(RunKeys):
     model: ModelConfig = field(default_factory=ModelConfig)  # the student base all adapters share
     data: AgentDataConfig = field(default_factory=AgentDataConfig)
     teacher: TeacherSection = field(default_factory=TeacherSection)
     split: SplitSection = field(default_factory=SplitSection)
     lora: LoraSection = field(default_factory=lambda: LoraSection(r=4, alpha=8))  # the paper: rank 4
     train: AgentTrainSection = field(default_factory=AgentTrainSection)
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "train_agents"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def load_pairs(data: AgentDataConfig) -> list[dict]:

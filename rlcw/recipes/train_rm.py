@@ -53,7 +53,7 @@ from rlcw.models import load_causal_lm, load_tokenizer, nonfinite_parameters, re
 from rlcw.recipes.common.checks import check_bf16, validate_train_keys
 from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.run import stage_run, stage_tracker
-from rlcw.recipes.common.sections import LoraSection, ModelConfig
+from rlcw.recipes.common.sections import LoraSection, ModelConfig, RunKeys
 from rlcw.recipes.rm_ensemble import EnsembleSection, SingleRM, train_bt_ensemble, validate_ensemble
 from rlcw.rm.odin import HEADS, OdinWeights
 from rlcw.rm.pair_eval import dead_rm, evaluate_genrm, evaluate_rm
@@ -120,16 +120,13 @@ class RMTrainSection:
 
 
 @dataclass
-class TrainRMConfig:
+class TrainRMConfig(RunKeys):
     model: ModelConfig = field(default_factory=ModelConfig)
     data: RMDataConfig = field(default_factory=RMDataConfig)
     rm: RMSection = field(default_factory=RMSection)
     lora: LoraSection = field(default_factory=LoraSection)
     train: RMTrainSection = field(default_factory=RMTrainSection)
-    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
     run_name: str = "train_rm"  # name of the run folder under output_dir
-    seed: int = 0  # random seed of the run
-    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 def validate(cfg: TrainRMConfig) -> None:

@@ -10,13 +10,11 @@ uninterrupted one would.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from transformers import TrainerCallback
 
-from rlcw.errors import RlcwError
-from rlcw.io import atomic_write_json
+from rlcw.io import atomic_write_json, read_json
 
 AUX_STATE_FILE = "rlcw_aux_state.json"
 
@@ -35,10 +33,7 @@ def load_aux_state(folder: Path, objects: dict[str, object], name: str = AUX_STA
     path = folder / name
     if not path.is_file():
         return False
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RlcwError(f"corrupt {AUX_STATE_FILE}: {exc}", where=str(path)) from None
+    saved = read_json(path, AUX_STATE_FILE)
     for key, obj in stateful(objects).items():
         if key in saved:
             obj.load_state_dict(saved[key])

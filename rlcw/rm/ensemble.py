@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
 import os
 import tempfile
@@ -40,7 +39,7 @@ import torch
 from torch import nn
 
 from rlcw.errors import RlcwError, location
-from rlcw.io import atomic_write_json
+from rlcw.io import atomic_write_json, read_json
 from rlcw.rm.aggregate import AGGREGATES, aggregate
 
 MANIFEST_FILE = "rlcw_ensemble.json"
@@ -85,14 +84,9 @@ def load_manifest(rm_dir: str | Path) -> EnsembleManifest:
     """The folder's manifest, checked: every error names the file and the key to fix."""
     rm_dir = Path(rm_dir)
     path = rm_dir / MANIFEST_FILE
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RlcwError(f"not an RM ensemble: {MANIFEST_FILE} is missing", where=str(rm_dir)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RlcwError(
-            f"corrupt {MANIFEST_FILE}: {exc}", where=str(path), hint="re-save with `rlcw train-rm`"
-        ) from None
+    if not path.is_file():
+        raise RlcwError(f"not an RM ensemble: {MANIFEST_FILE} is missing", where=str(rm_dir))
+    raw = read_json(path, MANIFEST_FILE, hint="re-save with `rlcw train-rm`")
     if not isinstance(raw, dict):
         raise RlcwError("the manifest must be a JSON object", where=str(path))
     members = raw.get("members")

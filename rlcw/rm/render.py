@@ -12,14 +12,13 @@ whether the prompt is included, system prompt, max length, truncation side, pad 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlcw.errors import RlcwError
-from rlcw.io import atomic_write_json
+from rlcw.io import atomic_write_json, read_json
 
 SPEC_FILE = "rlcw_rm.json"
 TEMPLATES = ("chat", "plain", "story")
@@ -78,12 +77,7 @@ def load_spec(rm_dir: str | Path) -> RMSpec:
             where=str(rm_dir),
             hint="train one with `rlcw train-rm`, or point at the folder it wrote (<run>/model)",
         )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RlcwError(
-            f"corrupt {SPEC_FILE}: {exc}", where=str(path), hint="re-save the RM with `rlcw train-rm`"
-        ) from None
+    data = read_json(path, SPEC_FILE, hint="re-save the RM with `rlcw train-rm`")
     known = {f.name for f in dataclasses.fields(RMSpec)}
     return RMSpec(**{k: v for k, v in data.items() if k in known}).check()
 

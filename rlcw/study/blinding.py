@@ -21,7 +21,7 @@ import secrets
 from pathlib import Path
 
 from rlcw.errors import RlcwError
-from rlcw.io import atomic_write_json
+from rlcw.io import atomic_write_json, read_json
 
 ATTENTION_TEXT = (
     "ATTENTION CHECK. This is not a story. To show you are reading carefully, please answer "
@@ -110,12 +110,7 @@ def read_key(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise RlcwError("key file not found", where=str(path), hint="pass the key.json written by `rlcw study-export`")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RlcwError(
-            f"key file is not valid JSON ({exc})", where=str(path), hint="restore the key from the export run"
-        ) from None
+    data = read_json(path, "key file", hint="restore the key from the export run")
     if not isinstance(data, dict) or not {"items", "packets", "sha256"} <= set(data):
         raise RlcwError(
             "key file lacks 'items', 'packets' or 'sha256'",

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlcw.agents.rl import make_rollout_func, policy_stories, story_reward
+from rlcw.agents.rl import AgentsRoomSettings, make_rollout_func, policy_stories, story_reward
 from rlcw.agents.variants import AgentCaps
 from rlcw.config import load_config
 from rlcw.data.records import read_stories
@@ -97,7 +97,7 @@ def test_bad_generator_and_variant(tmp_path, tiny_model_dir, tmas_file):
 def test_rollout_func_trains_one_agent_and_rewards_the_whole_story(tiny_model_dir, tokenizer):
     model = load_causal_lm(str(tiny_model_dir))
     caps = AgentCaps(planning=2, writing=3)
-    rollout = make_rollout_func(tokenizer, variant="write", train_agent="climax", caps=caps, context_tokens=1024)
+    rollout = make_rollout_func(tokenizer, AgentsRoomSettings("write", "climax", caps=caps, context_tokens=1024))
     lamp, door = (
         [{"role": "user", "content": "Write about a lamp."}],
         [{"role": "user", "content": "Write about a door."}],
@@ -120,7 +120,7 @@ def test_rollout_func_trains_one_agent_and_rewards_the_whole_story(tiny_model_di
     reward(prompts, ["c"] * 4, story=out["story"])
     assert seen == out["story"]
     with pytest.raises(RlcwError, match="not part of variant"):
-        make_rollout_func(tokenizer, variant="write", train_agent="plot")
+        make_rollout_func(tokenizer, AgentsRoomSettings("write", train_agent="plot"))
     assert (
         len(
             policy_stories(

@@ -163,18 +163,13 @@ def test_one_agents_adapter_and_agents_room_evaluation(runs_root, tiny_model_dir
 def test_cycle_trains_the_writers_in_turn(tiny_model_dir, tokenizer):
     from types import SimpleNamespace
 
-    from rlcw.agents.rl import make_rollout_func
+    from rlcw.agents.rl import AgentsRoomSettings, make_rollout_func
     from rlcw.agents.variants import AgentCaps
     from rlcw.models import load_causal_lm
 
     model = load_causal_lm(str(tiny_model_dir))
-    rollout = make_rollout_func(
-        tokenizer,
-        variant="plan_write",
-        train_agent="cycle",
-        caps=AgentCaps(planning=2, writing=2),
-        context_tokens=1024,
-    )
+    agents = AgentsRoomSettings("plan_write", "cycle", caps=AgentCaps(planning=2, writing=2), context_tokens=1024)
+    rollout = make_rollout_func(tokenizer, agents)
     prompts = [[{"role": "user", "content": "Write about a kite."}]] * 2
     trained = [
         rollout(prompts, SimpleNamespace(model=model, state=SimpleNamespace(global_step=s)))["agents_room"][0][

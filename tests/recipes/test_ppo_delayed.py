@@ -27,8 +27,9 @@ import statistics
 import torch
 from peft import LoraConfig, get_peft_model
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
+from rlcw.models import tiny_llama_config
 from rlcw.rl.ppo.trainer import PPOSettings, PPOTrainer
 from rlcw.rl.ppo.value import load_value_model
 from rlcw.runs import RunDir
@@ -49,13 +50,10 @@ def _tiny(tmp_path):
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>")
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        intermediate_size=64,
+    config = tiny_llama_config(
+        len(VOCAB),
         num_hidden_layers=1,
         num_attention_heads=2,
-        num_key_value_heads=2,
         max_position_embeddings=32,
         tie_word_embeddings=True,
         bos_token_id=2,

@@ -298,6 +298,31 @@ def test_retired_keys_walk_nested_sections_with_their_prefix():
     }
 
 
+def test_translate_retired_moves_nested_keys_to_their_new_places_and_drops_removed_ones():
+    from rlcw.config import translate_retired
+
+    old = {"inner.train.learning_rate": 0.1, "inner.train.fused": True, "inner.model.path": "x", "other": 1}
+    assert translate_retired(old, OuterConfig) == {"inner.train.lr": 0.1, "inner.model.name": "x", "other": 1}
+
+
+def test_every_moved_key_of_every_command_names_a_key_its_config_has():
+    """A MOVED_KEYS entry reads as a move (`rlcw.config._moved_value`) to a key of today's config, so a stage folder
+    written before the move can be compared with today's config (`rlcw.pipelines.stages.config_drift`)."""
+    import importlib
+
+    from rlcw import cli
+    from rlcw.config import _MOVE, _retired_tables
+
+    for name, (module, cls_name, _) in cli.COMMANDS.items():
+        if cls_name is None or not cli.is_built(name):
+            continue
+        cls = getattr(importlib.import_module(module), cls_name)
+        for prefix, moved, _ in _retired_tables(cls):
+            for old, spec in moved.items():
+                found = _MOVE.fullmatch(spec)
+                assert found is not None and f"{prefix}{found['key']}" in flat_keys(cls), (name, old, spec)
+
+
 def test_a_moved_key_in_a_yaml_file_names_the_key_its_new_place_and_the_file(tmp_path):
     path = _yaml(tmp_path, "train:\n  learning_rate: 0.1\n")
     with pytest.raises(RlcwError, match=r"config key 'train.learning_rate' moved: use train.lr") as err:

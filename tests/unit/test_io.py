@@ -13,6 +13,7 @@ from rlcw.io import (
     atomic_write_jsonl,
     atomic_write_text,
     iter_jsonl,
+    read_json,
     read_jsonl,
     read_table,
 )
@@ -130,6 +131,17 @@ def test_jsonl_round_trip_with_unicode_line_separators(tmp_path, char):
 
 
 # --- read_table ---
+
+
+@pytest.mark.parametrize("content", [b'{"a": 1', b"\xff\xfe{}"])
+def test_read_json_of_a_broken_file_names_it_what_and_how_to_repair(tmp_path, content):
+    good, bad = tmp_path / "good.json", tmp_path / "spec.json"
+    atomic_write_json(good, {"a": [1, 2]})
+    assert read_json(good, "spec") == {"a": [1, 2]}
+    bad.write_bytes(content)
+    with pytest.raises(RlcwError, match="corrupt the spec") as err:
+        read_json(bad, "the spec", hint="write it again")
+    assert err.value.where == str(bad) and err.value.hint == "write it again"
 
 
 def test_read_table_jsonl_uses_line_numbers(tmp_path):

@@ -41,13 +41,14 @@ def test_truncated_samplers_are_refused():
 
 
 def _tiny(seed: int):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
+
+    from rlcw.models import tiny_llama_config
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=16,
+    cfg = tiny_llama_config(
+        16,
         hidden_size=16,
-        intermediate_size=32,
         num_hidden_layers=1,
         num_attention_heads=2,
         num_key_value_heads=1,

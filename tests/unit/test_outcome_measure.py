@@ -70,16 +70,16 @@ def test_sampler_logprobs_equal_a_forward_so_kl_to_itself_is_zero(tiny, draw):
 
 def test_gold_from_any_sequence_classification_folder(tmp_path, tokenizer):
     import torch
-    from transformers import LlamaConfig, LlamaForSequenceClassification
+    from transformers import LlamaForSequenceClassification
 
     from rlcw.errors import RlcwError
+    from rlcw.models import tiny_llama_config
     from rlcw.outcome.measure import load_gold_scorer
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
+    cfg = tiny_llama_config(
+        len(tokenizer),
         hidden_size=16,
-        intermediate_size=32,
         num_hidden_layers=1,
         num_attention_heads=2,
         num_key_value_heads=1,

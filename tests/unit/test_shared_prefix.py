@@ -17,17 +17,15 @@ TEMP = 0.9  # the temperature of TRL's fused head on the policy, and of the shar
 
 def policy(seed: int = 0):
     from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
     from trl.trainer.grpo_trainer import add_fused_lm_head
 
+    from rlcw.models import tiny_llama_config
+
     torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
+    cfg = tiny_llama_config(
+        VOCAB,
         num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=128,
         tie_word_embeddings=True,
         eos_token_id=EOS,

@@ -1,5 +1,6 @@
-"""Config sections every recipe shares: `model.*`, `lora.*`, and for grpo, rloo, ppo and dpo `data.*` prompts,
-`reward.*`, `eval.*`, `monitor.*` (`RLRecipeSections`: the first four of grpo, rloo and ppo).
+"""Config sections every recipe shares: the run keys every config opens with (`RunKeys`), `model.*`, `lora.*`,
+and for grpo, rloo, ppo and dpo `data.*` prompts, `reward.*`, `eval.*`, `monitor.*` (`RLRecipeSections`: the
+run keys and the first four sections of grpo, rloo and ppo).
 
 The sections are plain dataclasses; recipes translate them into library arguments in their own builder
 functions. One meaning per key: held-out prompts are `eval.prompts` / `eval.split`, the RM is
@@ -20,6 +21,18 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are a skilled fiction writer. Write only the story the user asks for: no title, no preamble, "
     "no notes. Respect the requested length."
 )
+
+
+@dataclass
+class RunKeys:
+    """The top-level keys every recipe config opens with: its run folder <output_dir>/<run_name> (`rlcw.runs`), its
+    seed, and what becomes of a used folder. A recipe's config repeats `run_name` with its own default (a repeated
+    dataclass field keeps its base's place: these keys come first in every config, its dump and its help)."""
+
+    output_dir: str = "runs"  # parent folder of the run folder <output_dir>/<run_name>
+    run_name: str = "run"  # name of the run folder under output_dir
+    seed: int = 0  # random seed of the run (torch, sampling, data order)
+    overwrite: bool = False  # a used run folder is moved aside as <name>.replaced-<time>
 
 
 @dataclass
@@ -118,9 +131,9 @@ class EvalSection:
 
 
 @dataclass
-class RLRecipeSections:
-    """The sections the online RL recipes (grpo, rloo, ppo) open their config with, in this order; each recipe's
-    config adds its `train.*` section and the rest (grpo's `reward.*` adds `aggregation`)."""
+class RLRecipeSections(RunKeys):
+    """The sections the online RL recipes (grpo, rloo, ppo) open their config with, after the run keys, in this
+    order; each recipe's config adds its `train.*` section and the rest (grpo's `reward.*` adds `aggregation`)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     data: PromptSection = field(default_factory=PromptSection)
@@ -135,7 +148,7 @@ RL_MOVED_KEYS = {
     "train.vllm_mode": "rollout.vllm.mode",
     "train.vllm_server_base_url": "rollout.vllm.server_base_url",
     "train.vllm_gpu_memory_utilization": "rollout.vllm.gpu_memory_utilization",
-    "train.log_kl_to_start": "train.log_kl_every (0 = never, as log_kl_to_start=false was)",
+    "train.log_kl_to_start": "train.log_kl_every=0 if it was false (true was the default: delete the key)",
 }
 GRPO_MOVED_KEYS = {
     **RL_MOVED_KEYS,

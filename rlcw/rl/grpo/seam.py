@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rlcw.agents.rl import (
+    AgentsRoomSettings,
     agents_story_sampler,
     check_agents_rl,
     make_rollout_func,
@@ -30,7 +31,6 @@ from rlcw.agents.rl import (
     story_tokens,
     trained_cap,
 )
-from rlcw.agents.variants import AgentCaps
 from rlcw.config import check_choice
 from rlcw.errors import RlcwError
 from rlcw.rl.grpo.rollout import check_fast_rollout, make_fast_rollout_func
@@ -111,17 +111,6 @@ class RolloutSettings:
     system_prompt: str | None
     deepspeed: str | None
     lora_enabled: bool
-
-
-@dataclass(frozen=True)
-class AgentsRoomSettings:
-    """The `agents.*` keys of an Agents' Room run (rlcw.agents.rl); `variant` None = no Agents' Room."""
-
-    variant: str | None = None
-    train_agent: str = "climax"
-    policy_plays: str = "all"
-    caps: AgentCaps = field(default_factory=AgentCaps)
-    context_tokens: int = 2048
 
 
 def build_rollout(r: GRPORolloutSection, s: RolloutSettings, agents: AgentsRoomSettings | None = None) -> PlainRollout:
@@ -212,16 +201,7 @@ class AgentsRoomRollout(PlainRollout):
     rewarded and evaluated."""
 
     def __init__(self, r: GRPORolloutSection, s: RolloutSettings, agents: AgentsRoomSettings):
-        a = agents
-        check_agents_rl(
-            a.variant,
-            a.train_agent,
-            a.policy_plays,
-            a.caps,
-            a.context_tokens,
-            lora_enabled=s.lora_enabled,
-            use_vllm=r.kind == "vllm",
-        )
+        check_agents_rl(agents, lora_enabled=s.lora_enabled, use_vllm=r.kind == "vllm")
         super().__init__(r, s)
         self.agents = agents
 
@@ -241,18 +221,14 @@ class AgentsRoomRollout(PlainRollout):
         return [story_reward(f) for f in funcs]
 
     def trainer_kwargs(self, tokenizer) -> dict:
-        s, a = self.settings, self.agents
+        s = self.settings
         rollout = make_rollout_func(
             tokenizer,
-            variant=a.variant,
-            train_agent=a.train_agent,
-            caps=a.caps,
-            context_tokens=a.context_tokens,
+            self.agents,
             system_prompt=s.system_prompt,
             temperature=s.temperature,
             top_p=s.top_p,
             batch_size=s.batch_size,
-            policy_plays=a.policy_plays,
             seed=s.seed,
         )
         return {"rollout_func": rollout, "rollout_is_cap": 0.0}
@@ -260,15 +236,11 @@ class AgentsRoomRollout(PlainRollout):
     def eval_sampler(
         self, tokenizer, rows: list[dict], *, run_name: str, max_new_tokens: int, temperature: float, batch_size: int
     ) -> Callable:
-        s, a = self.settings, self.agents
+        s = self.settings
         return agents_story_sampler(
             tokenizer,
             rows,
-            variant=a.variant,
-            train_agent=a.train_agent,
-            policy_plays=a.policy_plays,
-            caps=a.caps,
-            context_tokens=a.context_tokens,
+            self.agents,
             system_prompt=s.system_prompt,
             run_name=run_name,
             temperature=temperature,
