@@ -79,6 +79,8 @@ class PPOTrainSection(PPOSettings):
     """`train.*`: the loop's settings (rlcw.rl.ppo.trainer.PPOSettings) and what the recipe does around the loop."""
 
     max_steps: int = at_least(1, 20)  # PPO steps (one rollout batch + its update each)
+    learning_rate: float = at_least(0, 1e-5)  # AdamW learning rate of the policy
+    value_learning_rate: float = at_least(0, 1e-4)  # AdamW learning rate of the value model
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # accelerate bf16 autocast of the prepared policy/value forwards (GPU configs)
 

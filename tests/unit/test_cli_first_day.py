@@ -98,7 +98,8 @@ def test_help_and_value_errors_answer_before_torch_is_imported():
         "for argv in (['grpo', 'train.max_steps=abc'], ['grpo', 'train.max_steps=0'], ['ppo', 'train.max_steps=-1'],"
         " ['rloo', 'train.num_generations=1'], ['dpo', 'train.max_steps=0'], ['train-rm', 'train.max_steps=0'],"
         " ['grpo', 'train.num_generations=0'], ['quickstart', 'grpo.train.max_steps=0'],"
-        " ['grpo', 'train.learning_rate=-1e-5'], ['train-rm', 'train.learning_rate=-1']):\n"
+        " ['grpo', 'train.learning_rate=-1e-5'], ['train-rm', 'train.learning_rate=-1'],"
+        " ['ppo', 'train.learning_rate=-1e-5'], ['ppo', 'train.value_learning_rate=-1']):\n"
         "    try:\n        cli.run(argv)\n        out['errors'].append(None)\n"
         "    except RlcwError as exc:\n        out['errors'].append(str(exc))\n"
     )
@@ -118,6 +119,8 @@ def test_help_and_value_errors_answer_before_torch_is_imported():
         "grpo.train.max_steps must be at least 1, got 0",
         "train.learning_rate must be at least 0, got -1e-05",
         "train.learning_rate must be at least 0, got -1",
+        "train.learning_rate must be at least 0, got -1e-05",
+        "train.value_learning_rate must be at least 0, got -1",
     ]
     for message, text in zip(bounds, expected, strict=True):
         assert message is not None and text in message and "command line" in message and "hint:" in message
@@ -137,6 +140,8 @@ def test_a_yaml_value_out_of_range_names_the_file(tmp_path):
         ("grpo", "GRPORecipeConfig", "train.num_generations=1", "train.num_generations must be at least 2"),
         ("rloo", "RLOORecipeConfig", "train.num_generations=0", "train.num_generations must be at least 2"),
         ("ppo", "PPORecipeConfig", "train.max_steps=-2", "train.max_steps must be at least 1"),
+        ("ppo", "PPORecipeConfig", "train.learning_rate=-1e-5", "train.learning_rate must be at least 0"),
+        ("ppo", "PPORecipeConfig", "train.value_learning_rate=-1", "train.value_learning_rate must be at least 0"),
         ("dpo", "DPORecipeConfig", "train.max_steps=0", "train.max_steps must be at least 1"),
         ("train_rm", "TrainRMConfig", "train.max_steps=0", "train.max_steps must be at least 1"),
     ],
