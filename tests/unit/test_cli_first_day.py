@@ -99,7 +99,10 @@ def test_help_and_value_errors_answer_before_torch_is_imported():
         " ['rloo', 'train.num_generations=1'], ['dpo', 'train.max_steps=0'], ['train-rm', 'train.max_steps=0'],"
         " ['grpo', 'train.num_generations=0'], ['quickstart', 'grpo.train.max_steps=0'],"
         " ['grpo', 'train.learning_rate=-1e-5'], ['train-rm', 'train.learning_rate=-1'],"
-        " ['ppo', 'train.learning_rate=-1e-5'], ['ppo', 'train.value_learning_rate=-1']):\n"
+        " ['ppo', 'train.learning_rate=-1e-5'], ['ppo', 'train.value_learning_rate=-1'],"
+        " ['ppo', 'train.minibatch_size=0'], ['ppo', 'train.save_steps=-1'], ['grpo', 'train.batch_size=0'],"
+        " ['grpo', 'eval.every_steps=-5'], ['ppo', 'train.temperature=0'], ['grpo', 'model.dtype=bf16'],"
+        " ['grpo', 'train.lr_scheduler_type=cosin']):\n"
         "    try:\n        cli.run(argv)\n        out['errors'].append(None)\n"
         "    except RlcwError as exc:\n        out['errors'].append(str(exc))\n"
     )
@@ -121,9 +124,24 @@ def test_help_and_value_errors_answer_before_torch_is_imported():
         "train.learning_rate must be at least 0, got -1",
         "train.learning_rate must be at least 0, got -1e-05",
         "train.value_learning_rate must be at least 0, got -1",
+        "train.minibatch_size must be at least 1, got 0",
+        "train.save_steps must be at least 0, got -1",
+        "train.batch_size must be at least 1, got 0",
+        "eval.every_steps must be at least 0, got -5",
+        "train.temperature must be above 0, got 0.0: log-probs divide by it",
+        "unknown model.dtype 'bf16'\n  hint: did you mean 'bfloat16'?",
+        "unknown train.lr_scheduler_type 'cosin'\n  hint: did you mean 'cosine'?",
     ]
     for message, text in zip(bounds, expected, strict=True):
         assert message is not None and text in message and "command line" in message and "hint:" in message
+
+
+def test_the_lr_schedulers_a_config_accepts_are_those_of_transformers():
+    from transformers.trainer_utils import SchedulerType
+
+    from rlcw.recipes.common.trl_stage import LR_SCHEDULERS
+
+    assert LR_SCHEDULERS == tuple(s.value for s in SchedulerType)
 
 
 def test_a_yaml_value_out_of_range_names_the_file(tmp_path):
@@ -142,6 +160,18 @@ def test_a_yaml_value_out_of_range_names_the_file(tmp_path):
         ("ppo", "PPORecipeConfig", "train.max_steps=-2", "train.max_steps must be at least 1"),
         ("ppo", "PPORecipeConfig", "train.learning_rate=-1e-5", "train.learning_rate must be at least 0"),
         ("ppo", "PPORecipeConfig", "train.value_learning_rate=-1", "train.value_learning_rate must be at least 0"),
+        ("ppo", "PPORecipeConfig", "train.micro_batch_size=0", "train.micro_batch_size must be at least 1"),
+        ("ppo", "PPORecipeConfig", "train.ppo_epochs=0", "train.ppo_epochs must be at least 1"),
+        ("ppo", "PPORecipeConfig", "train.temperature=0", "train.temperature must be above 0"),
+        (
+            "rloo",
+            "RLOORecipeConfig",
+            "train.max_completion_length=0",
+            "train.max_completion_length must be at least 1",
+        ),
+        ("grpo", "GRPORecipeConfig", "train.save_steps=-1", "train.save_steps must be at least 0"),
+        ("dpo", "DPORecipeConfig", "eval.every_steps=-1", "eval.every_steps must be at least 0"),
+        ("dpo", "DPORecipeConfig", "model.dtype=fp16", r"unknown model.dtype 'fp16'"),
         ("dpo", "DPORecipeConfig", "train.max_steps=0", "train.max_steps must be at least 1"),
         ("train_rm", "TrainRMConfig", "train.max_steps=0", "train.max_steps must be at least 1"),
     ],
