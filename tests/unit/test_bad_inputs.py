@@ -65,6 +65,7 @@ The test below checks that every row names a test that exists and that the total
 | 2 | config | `--check` with a config its validate() refuses; with a missing RM | the same error as a run, nothing written | tests/unit/test_cli_first_day.py::test_check_validates_and_writes_nothing |
 | 1 | data | a prompt whose tokens + the completion cap pass the model's context window | error naming the prompt, its length, the cap key; data.fit_to_cap=filter drops it | tests/unit/test_input_hygiene.py::test_a_prompt_past_the_context_window_is_named_or_filtered |
 | 2 | data | stories longer than the RM's max_length | counted (share), one warning above 5% | tests/unit/test_input_hygiene.py::test_inputs_cut_to_the_rm_max_length_are_counted_and_warned_once |
+| 1 | config | `rlcw ppo --help` piped into `head` (the reader leaves early) | no traceback, exit 141 | tests/unit/test_cli.py::test_help_into_a_closed_pipe_ends_quietly |
 | 1 | config | unknown YAML key | error: key, file, closest keys | tests/unit/test_config.py::test_unknown_yaml_key_names_key_file_and_suggestion |
 | 1 | config | unknown key=value override | error naming the command line | tests/unit/test_config.py::test_unknown_key_on_command_line_names_command_line |
 | 1 | config | misspelt section | error: full key + suggestion | tests/unit/test_config.py::test_misspelt_section_names_full_key_and_suggests |
