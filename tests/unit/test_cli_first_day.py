@@ -222,6 +222,21 @@ def test_check_of_train_rm_names_a_missing_pairs_file(tmp_path):
     assert not out_dir.exists()
 
 
+def test_a_pairs_folder_or_a_tab_separated_file_is_named_before_the_run(tmp_path):
+    from rlcw.data.preferences import check_pairs_file
+
+    (tmp_path / "pairs").mkdir()
+    for name in ("eval", "train"):
+        (tmp_path / "pairs" / f"{name}.jsonl").write_text("{}\n")
+    with pytest.raises(RlcwError, match="data.train_file: a folder, not a preference pairs file") as err:
+        check_pairs_file(str(tmp_path), "data.train_file")
+    assert f"did you mean {tmp_path / 'pairs' / 'train.jsonl'}?" in str(err.value)
+    (tmp_path / "pairs.tsv").write_text("prompt\tchosen\trejected\n")
+    with pytest.raises(RlcwError, match="data.eval_file: unsupported file type '.tsv'") as err:
+        check_pairs_file(str(tmp_path / "pairs.tsv"), "data.eval_file", optional=True)
+    assert "save it as CSV (comma-separated)" in str(err.value)
+
+
 def test_check_is_refused_by_commands_without_a_config():
     with pytest.raises(RlcwError, match="has no --check"):
         cli.run(["summarize", "--check", "runs"])
