@@ -160,6 +160,8 @@ def resolve(spec: str) -> str:
                 hint="point at a folder a save finished writing (save_pretrained: config, weights, tokenizer)",
             )
         return str(path)
+    if path.name == "final" and path.parent.name == "checkpoints" and path.parent.is_dir():
+        raise _unfinished_run(path)
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
         raise RlcwError("model path does not exist", where=spec, hint=f"use a folder, a hub id, or '{EMBEDDED_ALIAS}'")
     if looks_like_embedded(spec):
@@ -170,6 +172,30 @@ def resolve(spec: str) -> str:
             "HuggingFaceTB/SmolLM2-135M-Instruct",
         )
     return spec  # a hub id
+
+
+def _unfinished_run(final: Path) -> RlcwError:
+    """`<run>/checkpoints/final` of a run that has not written it: the run's status and the way to finish it."""
+    from rlcw.runs import last_checkpoint
+
+    try:
+        status = json.loads((final.parent.parent / "summary.json").read_text(encoding="utf-8"))["status"]
+    except (OSError, ValueError, KeyError, TypeError):
+        status = "unknown"
+    last = last_checkpoint(final.parent)
+    return RlcwError(
+        f"the run has not finished (status {status}): it wrote no checkpoints/final",
+        where=str(final),
+        hint="finish it: rerun its command with train.resume=true"
+        + (f" (it continues from {last.name})" if last else " (it saved no step checkpoint: train.save_steps was 0)"),
+    )
+
+
+def check_model_name(spec: str | None) -> None:
+    """`resolve`'s checks of a model name that need no download or conversion (a missing, unfinished or weightless
+    folder, a run folder, the embedded model misspelt): run before a run folder is written."""
+    if spec and spec != EMBEDDED_ALIAS:
+        resolve(spec)
 
 
 def is_model_folder(path: Path) -> bool:
