@@ -193,9 +193,39 @@ def _unfinished_run(final: Path) -> RlcwError:
 
 def check_model_name(spec: str | None) -> None:
     """`resolve`'s checks of a model name that need no download or conversion (a missing, unfinished or weightless
-    folder, a run folder, the embedded model misspelt): run before a run folder is written."""
-    if spec and spec != EMBEDDED_ALIAS:
-        resolve(spec)
+    folder, a run folder, the embedded model misspelt; a hub id absent from the local cache with $HF_HUB_OFFLINE
+    set): run before a run folder is written."""
+    if not spec or spec == EMBEDDED_ALIAS or resolve(spec) != spec or not hub_offline():
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(spec, "config.json"), str):
+        raise hub_error(spec, "not in the local Hugging Face cache")
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_error(spec: str, why: str) -> RlcwError:
+    """A hub id that cannot be loaded: offline and not cached, no network, or no such repository."""
+    offline = " ($HF_HUB_OFFLINE is set)" if hub_offline() else ""
+    return RlcwError(
+        f"cannot load the hub model '{spec}'{offline}: {why}",
+        hint=f"check the id (owner/name) and the network, download it once online (`hf download {spec}`) or give a "
+        f"local folder; '{EMBEDDED_ALIAS}' is the embedded model (no download)",
+    )
+
+
+@contextmanager
+def _hub_errors(src: str):
+    """transformers' OSError for a hub id it cannot fetch (several chained tracebacks) as one `hub_error`."""
+    try:
+        yield
+    except OSError as exc:
+        if Path(src).exists():
+            raise
+        raise hub_error(src, str(exc).strip().splitlines()[0]) from None
 
 
 def is_model_folder(path: Path) -> bool:
@@ -231,7 +261,8 @@ def load_tokenizer(spec: str, *, for_reward_model: bool = False, padding_side: s
     src = resolve(spec)
     if Path(src).is_dir() and is_lora_checkpoint(Path(src)) and not (Path(src) / "tokenizer_config.json").is_file():
         src = resolve(lora_base_spec(Path(src)))
-    tok = AutoTokenizer.from_pretrained(src)
+    with _hub_errors(src):
+        tok = AutoTokenizer.from_pretrained(src)
     tok.padding_side = padding_side
     if for_reward_model and (tok.pad_token is None or tok.pad_token == tok.eos_token):
         if RM_PAD_TOKEN in tok.get_vocab():
@@ -263,8 +294,8 @@ def load_causal_lm(spec: str, dtype: str = "float32", *, merge_lora: bool = Fals
         base = load_causal_lm(lora_base_spec(Path(src)), dtype)
         model = PeftModel.from_pretrained(base, src)
         return model.merge_and_unload() if merge_lora else model
-    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype(dtype))
-    return model
+    with _hub_errors(src):
+        return AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype(dtype))
 
 
 def save_lora_checkpoint(model, tokenizer, path: Path, base_spec: str) -> Path:

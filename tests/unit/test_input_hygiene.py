@@ -249,3 +249,9 @@ def test_a_split_the_prompts_file_lacks_lists_the_splits_it_has():
     with pytest.raises(RlcwError, match="no prompts for split 'validation'") as err:
         load_prompts("bundled", split="validation")
     assert "the file's splits: eval, heldout, study, train" in str(err.value)
+
+
+def test_a_home_folder_tilde_in_a_data_path_is_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "p.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a story."}) + "\n", encoding="utf-8")
+    assert [r["id"] for r in load_prompts("~/p.jsonl")] == ["a"]
