@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import signal
 import sys
 from pathlib import Path
@@ -253,6 +254,9 @@ def main(argv: list[str] | None = None) -> None:
     except RlcwError as exc:
         print(f"rlcw: error: {exc}", file=sys.stderr)
         code = 2
+    except BrokenPipeError:  # `rlcw grpo --help | head`: the reader stopped reading; no traceback, as `cat | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit flush must not raise again
+        code = 128 + signal.SIGPIPE
     except KeyboardInterrupt as exc:  # outside a command's main: while loading, or a command without a run
         what = signal.Signals(int(getattr(exc, "signum", signal.SIGINT))).name
         print(f"rlcw: interrupted ({what})", file=sys.stderr)

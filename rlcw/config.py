@@ -252,7 +252,7 @@ def check_keys_early(
 
 def _check_value_early(key: str, value: Any, leaf: Any, source: str) -> None:
     """A value against its static `Leaf`: converted as OmegaConf converts it for a plain int/float/bool/str key
-    (optional with `| None`), then held to the key's `at_least` bound."""
+    (optional with `| None`), then held to the key's `at_least` / `above` bound or `one_of` choices."""
     from omegaconf.nodes import BooleanNode, FloatNode, IntegerNode, StringNode
 
     nodes = {"int": IntegerNode, "float": FloatNode, "bool": BooleanNode, "str": StringNode}
@@ -263,9 +263,11 @@ def _check_value_early(key: str, value: Any, leaf: Any, source: str) -> None:
             value = nodes[base[0]](value=value, is_optional="None" in parts)._value()
         except OmegaConfBaseException:
             raise RlcwError(f"wrong type for '{key}': expected {leaf.type}, got {value!r}", where=source) from None
+    if leaf.choices is not None and isinstance(value, str) and value not in leaf.choices:
+        raise choice_error(key, value, leaf.choices, where=source)
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    if leaf.low is not None and number and not value >= leaf.low:
-        raise bound_error(key, value, leaf.low, leaf.why, where=source)
+    if leaf.low is not None and number and out_of_bound(value, leaf.low, leaf.above):
+        raise bound_error(key, value, leaf.low, leaf.why, where=source, strict=leaf.above)
 
 
 def _raise_bad_keys(unknown: list[str], scalars: list[str], all_keys: list[str], source: str) -> None:
@@ -483,20 +485,55 @@ def at_least(low: float, default: Any, why: str = "") -> Any:
     return dataclasses.field(default=default, metadata={"min": low, "why": why})
 
 
-def bound_error(key: str, value: Any, low: float, why: str = "", where: str | None = None) -> RlcwError:
-    """The error of a value below its `at_least` bound, naming the key."""
+def above(low: float, default: Any, why: str = "") -> Any:
+    """A dataclass field whose value must be > `low` (a sampling temperature: 0 itself breaks it); checked as
+    `at_least` is."""
+    return dataclasses.field(default=default, metadata={"min": low, "above": True, "why": why})
+
+
+def one_of(choices: tuple[str, ...], default: Any) -> Any:
+    """A dataclass field whose value must be one of `choices` (a misspelt value gets the closest one); checked as
+    `at_least` is, so `model.dtype=bf16` is refused before torch is imported, not after the model loads."""
+    return dataclasses.field(default=default, metadata={"choices": tuple(choices)})
+
+
+def out_of_bound(value: float, low: float, strict: bool = False) -> bool:
+    """True when `value` breaks an `at_least(low)` bound (`above(low)` with `strict`); nan breaks both."""
+    return not (value > low if strict else value >= low)
+
+
+def bound_error(
+    key: str, value: Any, low: float, why: str = "", where: str | None = None, strict: bool = False
+) -> RlcwError:
+    """The error of a value below its `at_least` (or `above`) bound, naming the key."""
+    word, more = ("above", "above") if strict else ("at least", "of")
     return RlcwError(
-        f"{key} must be at least {low}, got {value!r}" + (f": {why}" if why else ""),
+        f"{key} must be {word} {low}, got {value!r}" + (f": {why}" if why else ""),
         where=where,
-        hint=f"give {key} a value of {low} or more",
+        hint=f"give {key} a value {more} {low}" + ("" if strict else " or more"),
+    )
+
+
+def choice_error(key: str, value: Any, choices: tuple, where: str | None = None) -> RlcwError:
+    """The error of a value that is not one of a `one_of` field's choices, with the closest one."""
+    close = difflib.get_close_matches(str(value).lower(), [str(c) for c in choices], n=1, cutoff=0.5)
+    return RlcwError(
+        f"unknown {key} {value!r}",
+        where=where,
+        hint=(f"did you mean {close[0]!r}? " if close else "") + f"use one of {', '.join(map(str, choices))}",
     )
 
 
 def check_bounds(cfg: Any, prefix: str = "") -> None:
-    """Every `at_least` field of a config (nested sections too) holds a value >= its bound (None is unset)."""
+    """Every `at_least` / `above` / `one_of` field of a config (nested sections too) holds a value inside its bound
+    (None is unset)."""
     for f in dataclasses.fields(cfg):
         value, key = getattr(cfg, f.name), f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             check_bounds(value, key + ".")
-        elif "min" in f.metadata and value is not None and not value >= f.metadata["min"]:
-            raise bound_error(key, value, f.metadata["min"], f.metadata.get("why", ""))
+        elif value is not None and "choices" in f.metadata and value not in f.metadata["choices"]:
+            raise choice_error(key, value, f.metadata["choices"])
+        elif value is not None and "min" in f.metadata:
+            low, strict = f.metadata["min"], f.metadata.get("above", False)
+            if out_of_bound(value, low, strict):
+                raise bound_error(key, value, low, f.metadata.get("why", ""), strict=strict)

@@ -1,13 +1,13 @@
 """A config dataclass read from its source code, without importing its module.
 
 A recipe module imports torch and TRL (seconds); its config is plain dataclass fields. The CLI answers from
-what is read here before any heavy import: a misspelt key, a value of the wrong type or out of its bounds
-(`rlcw.config.at_least`) in a YAML file or a `key=value` override, and `rlcw <command> --help`. Fields are
-followed through `from x import Name` statements, base classes and nested dataclass sections; defaults are
-evaluated when they are literals, module constants, `field(default=...)`/`field(default_factory=...)` or
-`at_least(...)`. Anything this reader cannot follow makes it return None and the CLI answers after the import
-as before (tests hold these keys equal to `rlcw.config.flat_keys`, and this help equal to
-`rlcw.config.describe`, for every command).
+what is read here before any heavy import: a misspelt key, a value of the wrong type, out of its bounds or not one
+of its choices (`rlcw.config.at_least`, `above`, `one_of`) in a YAML file or a `key=value` override, and
+`rlcw <command> --help`. Fields are followed through `from x import Name` statements, base classes and nested
+dataclass sections; defaults are evaluated when they are literals, module constants,
+`field(default=...)`/`field(default_factory=...)` or `at_least(...)`/`above(...)`/`one_of(...)`. Anything this
+reader cannot follow makes it return None and the CLI answers after the import as before (tests hold these keys
+equal to `rlcw.config.flat_keys`, and this help equal to `rlcw.config.describe`, for every command).
 
     keys = static_keys("rlcw.recipes.grpo", "GRPORecipeConfig")   # {"train.max_steps": False, "train": True, ...}
     leaves = static_leaves("rlcw.recipes.grpo", "GRPORecipeConfig")  # key -> Leaf(type "int", low 1, ...)
@@ -30,6 +30,7 @@ from rlcw.config import MOVED_KEYS, REMOVED_KEYS, retired_entries
 _BUILTIN_LEAVES = {"str", "int", "float", "bool", "list", "dict", "tuple", "Any", "Path", "None"}
 _EMPTY_FACTORIES = {"list": list, "dict": dict, "set": set, "tuple": tuple}
 _NO_DEFAULT = object()
+_BOUNDED = ("at_least", "above", "one_of")  # rlcw.config's field helpers: the default is their second argument
 
 
 class _Unresolved(Exception):
@@ -39,12 +40,15 @@ class _Unresolved(Exception):
 @dataclass(frozen=True)
 class Leaf:
     """A leaf key as read from source: its type as `rlcw.config.describe` prints it, its default, the bound of
-    an `at_least(low, default, why)` field, and its comment."""
+    an `at_least(low, default, why)` / `above(...)` field or the choices of a `one_of(choices, default)` field,
+    and its comment."""
 
     type: str
     default: Any = _NO_DEFAULT  # _NO_DEFAULT: not evaluated (help falls back to the import)
     low: float | None = None
     why: str = ""
+    above: bool = False  # the bound is strict (`above`): `low` itself is out
+    choices: tuple | None = None
     comment: str = ""
 
 
@@ -216,12 +220,12 @@ def _call_name(node: ast.Call) -> str:
 
 def _value(node: ast.expr | None, module: str, depth: int = 0) -> Any:
     """A default's value: literals and containers of them (`{**NAME, ...}` too), module constants, `field(...)`,
-    `at_least(...)`."""
+    `at_least(...)`, `above(...)`, `one_of(...)`."""
     if node is None:
         raise _Unresolved("a field without a default")
-    if isinstance(node, ast.Call) and _call_name(node) in ("field", "at_least"):
+    if isinstance(node, ast.Call) and _call_name(node) in ("field", *_BOUNDED):
         kw = {k.arg: k.value for k in node.keywords}
-        if _call_name(node) == "at_least":
+        if _call_name(node) in _BOUNDED:
             return _value(node.args[1] if len(node.args) > 1 else kw.get("default"), module, depth)
         if "default" in kw:
             return _value(kw["default"], module, depth)
@@ -249,14 +253,18 @@ def _value(node: ast.expr | None, module: str, depth: int = 0) -> Any:
         raise _Unresolved(ast.unparse(node)) from None
 
 
-def _bound(node: ast.expr | None) -> tuple[float | None, str]:
-    """(low, why) of an `at_least(low, default, why)` default; (None, "") for any other."""
-    if not (isinstance(node, ast.Call) and _call_name(node) == "at_least"):
-        return None, ""
+def _bound(node: ast.expr | None, module: str) -> tuple[float | None, str, bool, tuple | None]:
+    """(low, why, strict, choices) of an `at_least(low, default, why)`, `above(...)` or `one_of(choices, default)`
+    default; (None, "", False, None) for any other."""
+    name = _call_name(node) if isinstance(node, ast.Call) else ""
+    if name not in _BOUNDED:
+        return None, "", False, None
     kw = {k.arg: k.value for k in node.keywords}
+    if name == "one_of":
+        return None, "", False, tuple(_value(node.args[0] if node.args else kw["choices"], module))
     low = ast.literal_eval(node.args[0] if node.args else kw["low"])
     why = node.args[2] if len(node.args) > 2 else kw.get("why")
-    return low, ast.literal_eval(why) if why is not None else ""
+    return low, ast.literal_eval(why) if why is not None else "", name == "above", None
 
 
 def _leaf(f: _Field) -> Leaf:
@@ -265,7 +273,7 @@ def _leaf(f: _Field) -> Leaf:
         text, default = _type_text(f.annotation, f.module), _value(f.default, f.module)
     except _Unresolved:
         text, default = "", _NO_DEFAULT
-    return Leaf(text, default, *_bound(f.default), comment=f.comment)
+    return Leaf(text, default, *_bound(f.default, f.module), comment=f.comment)
 
 
 def _walk(node: ast.ClassDef, module: str, prefix: str, out: dict[str, Leaf | None]) -> None:

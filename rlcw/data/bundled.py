@@ -18,5 +18,6 @@ def bundled_path(name: str) -> Path:
 
 
 def resolve_data_path(value: str, default_name: str) -> Path:
-    """'bundled' -> the bundled file of that kind; anything else is a path."""
-    return bundled_path(default_name) if value == BUNDLED else Path(value)
+    """'bundled' -> the bundled file of that kind; anything else is a path (`~` is the home folder, also when a
+    YAML file or a quoted override keeps it from the shell)."""
+    return bundled_path(default_name) if value == BUNDLED else Path(value).expanduser()

@@ -17,7 +17,7 @@ from typing import Any
 
 from rlcw.data.records import message_text, validate_preference
 from rlcw.errors import RlcwError, location
-from rlcw.io import TABLE_SUFFIXES, read_table
+from rlcw.io import TABLE_SUFFIXES, read_table, suffix_hint
 
 
 def _message_text(value: Any, role: str) -> Any:
@@ -84,6 +84,17 @@ def check_pairs_file(value: str | None, key: str, optional: bool = False) -> Non
     folder is written; a hub id passes. `optional`: the key may be null (no held-out pairs)."""
     path = Path(value).expanduser() if value else None
     local = path is not None and (path.suffix.lower() in TABLE_SUFFIXES or value.startswith((".", "/", "~")))
+    if local and path.is_dir():
+        want = key.rsplit(".", 1)[-1].removesuffix("_file")  # data.train_file -> train.jsonl first
+        found = [p for p in path.glob("**/*.jsonl") if len(p.relative_to(path).parts) <= 2]
+        found.sort(key=lambda p: (p.stem != want, str(p)))
+        raise RlcwError(
+            f"a folder, not a preference pairs file: {value}",
+            where=key,
+            hint=f"did you mean {found[0]}?" if found else f"point {key} at a .jsonl/.csv/.parquet file",
+        )
+    if local and path.is_file() and path.suffix.lower() not in TABLE_SUFFIXES:
+        raise RlcwError(f"unsupported file type '{path.suffix}': {value}", where=key, hint=suffix_hint(path.suffix))
     if local and not path.is_file():
         raise RlcwError(
             f"preference pairs file not found: {value}",

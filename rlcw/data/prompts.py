@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from rlcw.data.bundled import resolve_data_path
 from rlcw.errors import RlcwError, location
@@ -101,9 +102,11 @@ def load_prompts(
                 )
         if not isinstance(row[names["prompt"]], str):
             raise RlcwError("expected text", where=location(path, line, names["prompt"]))
-        meta = row.get("meta") or {}
+        meta = _meta(row)
         stated = parse_word_range(row[names["prompt"]])
-        lo, hi = row.get("min_words"), row.get("max_words")
+        lo, hi = (_word_cell(row.get(key), location(path, line, key)) for key in ("min_words", "max_words"))
+        if lo is not None and hi is not None and lo > hi:
+            raise RlcwError(f"min_words {lo} is larger than max_words {hi}", where=location(path, line, "min_words"))
         if lo is None and hi is None and stated:
             lo, hi = stated
         item = {
@@ -118,8 +121,39 @@ def load_prompts(
         if split is None or item["split"] in (split, None):
             out.append(item)
     if not out:
-        raise RlcwError(f"no prompts{' for split ' + repr(split) if split else ''}", where=str(path))
+        found = sorted({str(_meta(r).get("split") or r.get("split")) for _, r in table} - {"None"})
+        raise RlcwError(
+            f"no prompts{' for split ' + repr(split) if split else ''}",
+            where=str(path),
+            hint=f"the file's splits: {', '.join(found)}" if found else "the file's rows have no split",
+        )
     return out
+
+
+def _meta(row: dict) -> dict:
+    return row["meta"] if isinstance(row.get("meta"), dict) else {}
+
+
+def _word_cell(value: Any, where: str) -> int | None:
+    """A `min_words`/`max_words` cell as a number of words: a CSV cell's digits ("300") are read, a blank (or a
+    parquet NaN) is unset; anything else is an error naming the file, row and field."""
+    if (
+        value is None
+        or (isinstance(value, str) and not value.strip())
+        or (isinstance(value, float) and value != value)
+    ):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise RlcwError(
+        f"expected a whole number of words, got {value!r}",
+        where=where,
+        hint="write it as a number (e.g. 300), or leave it out to read the range from the prompt's text",
+    )
 
 
 # --- any prompt column (style: column) --------------------------------------------------------

@@ -66,7 +66,7 @@ class GenDataConfig:
 @dataclass
 class SamplingSection:
     max_new_tokens: int = 96  # new-token cap of each story
-    temperature: float = 0.8  # sampling temperature
+    temperature: float = 0.8  # sampling temperature (0 = greedy decoding)
     top_p: float = 0.95  # nucleus-sampling p (1.0 = off)
     batch_size: int = 8  # prompts generated per batch
 

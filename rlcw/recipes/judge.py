@@ -33,6 +33,7 @@ Not here: agreement with human scores (`rlcw agreement`), human studies (`rlcw s
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -43,6 +44,7 @@ from rlcw.data.records import read_stories
 from rlcw.errors import RlcwError, location
 from rlcw.io import atomic_write_json, atomic_write_jsonl
 from rlcw.judges.aggregate import invalid_counts, order_consistency, summarize_judgments
+from rlcw.judges.cache import CACHE_FILE, ReplyCache
 from rlcw.judges.clients.base import ClientConfig
 from rlcw.judges.clients.factory import describe_client, make_client
 from rlcw.judges.position import logprob_summary, position_bias
@@ -371,6 +373,16 @@ def validate(cfg: JudgeConfig) -> None:
         )
     if cfg.client.kind == "replay" and not cfg.client.replies:
         raise RlcwError("a replay judge needs stored replies", where="client.replies", hint="client.replies=FILE")
+    key, path = {"scripted": ("script", cfg.client.script), "replay": ("replies", cfg.client.replies)}.get(
+        cfg.client.kind, (None, None)
+    )
+    if isinstance(path, str) and not Path(path).expanduser().is_file():
+        raise RlcwError(
+            f"file not found: {path}",
+            where=f"client.{key}",
+            hint="a relative path is read from the current folder (the shipped ones are under configs/judge/ of the "
+            "clone: run from its root, or give the full path)",
+        )
     c = cfg.client
     for key, value, low in (
         ("timeout_s", c.timeout_s, 1e-3),
@@ -408,27 +420,43 @@ def check_server(client: ClientConfig, cache_dir: Path) -> None:
         ) from None
 
 
+def drop_empty_cache(folder: Path) -> None:
+    """Remove a reply cache this run opened that holds no reply yet: a user error before the first reply then
+    leaves a run folder of start files only, which `stage_run` removes."""
+    if not (folder / CACHE_FILE).is_file():
+        return
+    cache = ReplyCache(folder)
+    empty = len(cache) == 0
+    cache.close()
+    if empty:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(cfg: JudgeConfig) -> dict:
     validate(cfg)
     systems, prompts = load_systems(cfg.data.stories)  # story files only: before the run folder
+    keys = list(prompts)[: cfg.data.max_prompts or None]
+    pairs = build_pairs(systems, prompts, keys, cfg.data.baseline) if cfg.protocol in PAIRWISE_DIMENSIONS else None
     check_server(cfg.client, Path(cfg.client.cache_dir or Path(cfg.output_dir) / cfg.run_name / "cache"))
     with stage_run(cfg, "judge") as run:
-        keys = list(prompts)[: cfg.data.max_prompts or None]
         client_cfg = cfg.client
         if client_cfg.cache_dir is None:
             from dataclasses import replace
 
             client_cfg = replace(client_cfg, cache_dir=str(run.path / "cache"))
-        client = make_client(client_cfg)
         try:
-            if cfg.protocol in PAIRWISE_DIMENSIONS:
-                rows, results, panels = run_pairwise(
-                    cfg, client, build_pairs(systems, prompts, keys, cfg.data.baseline)
-                )
-            else:
-                rows, results, panels = run_ttcw(cfg, client, systems, prompts, keys)
-        finally:
-            client.close()
+            client = make_client(client_cfg)
+            try:
+                if pairs is not None:
+                    rows, results, panels = run_pairwise(cfg, client, pairs)
+                else:
+                    rows, results, panels = run_ttcw(cfg, client, systems, prompts, keys)
+            finally:
+                client.close()
+        except RlcwError:
+            if cfg.client.cache_dir is None:
+                drop_empty_cache(run.path / "cache")
+            raise
         verdicts = atomic_write_jsonl(run.path / "verdicts.jsonl", rows)
         rankings = atomic_write_json(run.path / "rankings.json", results)
         plot = plot_strengths(panels, run.path / "rankings.png")

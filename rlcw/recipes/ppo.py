@@ -34,7 +34,6 @@ from __future__ import annotations
 from contextlib import closing
 from dataclasses import dataclass, field
 
-from rlcw.config import at_least
 from rlcw.errors import RlcwError
 from rlcw.generation import apply_chat_template_file
 from rlcw.measure.evaluation import build_evaluators
@@ -78,7 +77,6 @@ class ValueSection:
 class PPOTrainSection(PPOSettings):
     """`train.*`: the loop's settings (rlcw.rl.ppo.trainer.PPOSettings) and what the recipe does around the loop."""
 
-    max_steps: int = at_least(1, 20)  # PPO steps (one rollout batch + its update each)
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # accelerate bf16 autocast of the prepared policy/value forwards (GPU configs)
 

@@ -84,6 +84,8 @@ def check_port_free(host: str, port: int) -> None:
     the run folder or the model, instead of uvicorn's log line and an exit that looked completed."""
     import socket
 
+    if not 0 <= port <= 65535:  # socket.bind's OverflowError otherwise
+        raise RlcwError(f"port must be 0-65535, got {port}", where="port", hint="e.g. port=8000 (0: any free port)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -113,6 +115,7 @@ def main(cfg: ServeRMConfig) -> dict:
             "serving on %s without a token: anyone who can reach the port can use it", cfg.host
         )
     check_port_free(cfg.host, cfg.port)
+    read_token(cfg.token_env)  # before the run folder (build_app reads it again)
     with stage_run(cfg, "serve-rm") as run:
         app = build_app(cfg)
         print(

@@ -27,6 +27,9 @@ raised inside the run and the folder it created is removed (rlcw.recipes.common.
 | judge_timeout | judge | a server that accepts and never answers | did not answer within |
 | judge_negative_timeout | judge | client.timeout_s=-5 | client.timeout_s must be >= |
 | judge_missing_stories | judge | data.stories naming a missing file | not found |
+| judge_one_system | judge | a pairwise protocol over the stories of one system (found before the server is asked) | need at least two systems |
+| judge_script_missing | judge | configs/judge/scripted.yaml run from another folder (its relative client.script) | client.script: file not found |
+| judge_template_typo | judge | template=litbnech (found after the reply cache opens: the empty cache goes too) | unknown judge template |
 """
 
 from __future__ import annotations
@@ -190,6 +193,36 @@ CASES = {
             f"data.stories=[{t}/a.jsonl,{t}/b.jsonl]",
         ],
         "not found",
+    ),
+    "judge_one_system": (
+        lambda t, out: [
+            "judge",
+            "--config",
+            str(ROOT / "configs/judge/local_server.yaml"),
+            f"client.base_url=http://127.0.0.1:{_free_port()}/v1",
+            f"data.stories=[{_stories(t)[0]}]",
+        ],
+        "need at least two systems",
+    ),
+    "judge_script_missing": (
+        lambda t, out: [
+            "judge",
+            "--config",
+            str(ROOT / "configs/judge/scripted.yaml"),
+            f"data.stories=[{_stories(t)[0]}]",
+        ],
+        "client.script: file not found",
+    ),
+    "judge_template_typo": (
+        lambda t, out: [
+            "judge",
+            "--config",
+            str(ROOT / "configs/judge/scripted.yaml"),
+            f"client.script={ROOT / 'configs/judge/scripted_replies.jsonl'}",
+            "template=litbnech",
+            f"data.stories=[{','.join(_stories(t))}]",
+        ],
+        "unknown judge template 'litbnech'",
     ),
 }
 

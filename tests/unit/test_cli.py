@@ -117,3 +117,18 @@ def test_commands_table_is_well_formed():
             assert callable(module.cli), name
         else:
             assert cls_name.endswith("Config") and hasattr(module, cls_name) and callable(module.main), name
+
+
+def test_help_into_a_closed_pipe_ends_quietly():
+    """`rlcw ppo --help | head -3`: the reader leaves before the help is written; no traceback (exit 141, as a
+    command killed by SIGPIPE)."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "rlcw", "ppo", "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141
+    assert err == ""

@@ -98,7 +98,11 @@ def test_help_and_value_errors_answer_before_torch_is_imported():
         "for argv in (['grpo', 'train.max_steps=abc'], ['grpo', 'train.max_steps=0'], ['ppo', 'train.max_steps=-1'],"
         " ['rloo', 'train.num_generations=1'], ['dpo', 'train.max_steps=0'], ['train-rm', 'train.max_steps=0'],"
         " ['grpo', 'train.num_generations=0'], ['quickstart', 'grpo.train.max_steps=0'],"
-        " ['grpo', 'train.learning_rate=-1e-5'], ['train-rm', 'train.learning_rate=-1']):\n"
+        " ['grpo', 'train.learning_rate=-1e-5'], ['train-rm', 'train.learning_rate=-1'],"
+        " ['ppo', 'train.learning_rate=-1e-5'], ['ppo', 'train.value_learning_rate=-1'],"
+        " ['ppo', 'train.minibatch_size=0'], ['ppo', 'train.save_steps=-1'], ['grpo', 'train.batch_size=0'],"
+        " ['grpo', 'eval.every_steps=-5'], ['ppo', 'train.temperature=0'], ['grpo', 'model.dtype=bf16'],"
+        " ['grpo', 'train.lr_scheduler_type=cosin']):\n"
         "    try:\n        cli.run(argv)\n        out['errors'].append(None)\n"
         "    except RlcwError as exc:\n        out['errors'].append(str(exc))\n"
     )
@@ -118,9 +122,26 @@ def test_help_and_value_errors_answer_before_torch_is_imported():
         "grpo.train.max_steps must be at least 1, got 0",
         "train.learning_rate must be at least 0, got -1e-05",
         "train.learning_rate must be at least 0, got -1",
+        "train.learning_rate must be at least 0, got -1e-05",
+        "train.value_learning_rate must be at least 0, got -1",
+        "train.minibatch_size must be at least 1, got 0",
+        "train.save_steps must be at least 0, got -1",
+        "train.batch_size must be at least 1, got 0",
+        "eval.every_steps must be at least 0, got -5",
+        "train.temperature must be above 0, got 0.0: log-probs divide by it",
+        "unknown model.dtype 'bf16'\n  hint: did you mean 'bfloat16'?",
+        "unknown train.lr_scheduler_type 'cosin'\n  hint: did you mean 'cosine'?",
     ]
     for message, text in zip(bounds, expected, strict=True):
         assert message is not None and text in message and "command line" in message and "hint:" in message
+
+
+def test_the_lr_schedulers_a_config_accepts_are_those_of_transformers():
+    from transformers.trainer_utils import SchedulerType
+
+    from rlcw.recipes.common.trl_stage import LR_SCHEDULERS
+
+    assert LR_SCHEDULERS == tuple(s.value for s in SchedulerType)
 
 
 def test_a_yaml_value_out_of_range_names_the_file(tmp_path):
@@ -137,6 +158,20 @@ def test_a_yaml_value_out_of_range_names_the_file(tmp_path):
         ("grpo", "GRPORecipeConfig", "train.num_generations=1", "train.num_generations must be at least 2"),
         ("rloo", "RLOORecipeConfig", "train.num_generations=0", "train.num_generations must be at least 2"),
         ("ppo", "PPORecipeConfig", "train.max_steps=-2", "train.max_steps must be at least 1"),
+        ("ppo", "PPORecipeConfig", "train.learning_rate=-1e-5", "train.learning_rate must be at least 0"),
+        ("ppo", "PPORecipeConfig", "train.value_learning_rate=-1", "train.value_learning_rate must be at least 0"),
+        ("ppo", "PPORecipeConfig", "train.micro_batch_size=0", "train.micro_batch_size must be at least 1"),
+        ("ppo", "PPORecipeConfig", "train.ppo_epochs=0", "train.ppo_epochs must be at least 1"),
+        ("ppo", "PPORecipeConfig", "train.temperature=0", "train.temperature must be above 0"),
+        (
+            "rloo",
+            "RLOORecipeConfig",
+            "train.max_completion_length=0",
+            "train.max_completion_length must be at least 1",
+        ),
+        ("grpo", "GRPORecipeConfig", "train.save_steps=-1", "train.save_steps must be at least 0"),
+        ("dpo", "DPORecipeConfig", "eval.every_steps=-1", "eval.every_steps must be at least 0"),
+        ("dpo", "DPORecipeConfig", "model.dtype=fp16", r"unknown model.dtype 'fp16'"),
         ("dpo", "DPORecipeConfig", "train.max_steps=0", "train.max_steps must be at least 1"),
         ("train_rm", "TrainRMConfig", "train.max_steps=0", "train.max_steps must be at least 1"),
     ],
@@ -185,6 +220,21 @@ def test_check_of_train_rm_names_a_missing_pairs_file(tmp_path):
     with pytest.raises(RlcwError, match="data.eval_file: preference pairs file not found: missing.csv"):
         cli.run(["train-rm", "--check", *args[:-1], "data.eval_file=missing.csv"])
     assert not out_dir.exists()
+
+
+def test_a_pairs_folder_or_a_tab_separated_file_is_named_before_the_run(tmp_path):
+    from rlcw.data.preferences import check_pairs_file
+
+    (tmp_path / "pairs").mkdir()
+    for name in ("eval", "train"):
+        (tmp_path / "pairs" / f"{name}.jsonl").write_text("{}\n")
+    with pytest.raises(RlcwError, match="data.train_file: a folder, not a preference pairs file") as err:
+        check_pairs_file(str(tmp_path), "data.train_file")
+    assert f"did you mean {tmp_path / 'pairs' / 'train.jsonl'}?" in str(err.value)
+    (tmp_path / "pairs.tsv").write_text("prompt\tchosen\trejected\n")
+    with pytest.raises(RlcwError, match="data.eval_file: unsupported file type '.tsv'") as err:
+        check_pairs_file(str(tmp_path / "pairs.tsv"), "data.eval_file", optional=True)
+    assert "save it as CSV (comma-separated)" in str(err.value)
 
 
 def test_check_is_refused_by_commands_without_a_config():

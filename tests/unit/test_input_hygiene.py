@@ -227,3 +227,31 @@ def test_a_prompt_past_the_context_window_is_named_or_filtered(tokenizer, capsys
     assert fit_to_context(rows, *args, "filter", "training", "k") == rows[:1]
     assert "1 of 2 training prompts do not fit" in capsys.readouterr().out
     assert fit_to_context(rows, tokenizer, None, 100, None, "error", "training", "k") == rows  # no window known
+
+
+def test_word_ranges_of_a_prompts_csv_are_numbers_and_a_bad_cell_names_the_prompts_file(tmp_path):
+    csv_file = tmp_path / "p.csv"
+    csv_file.write_text(
+        "id,prompt,min_words,max_words\na,Write a story.,30,50\nb,Write another.,,\n", encoding="utf-8"
+    )
+    rows = load_prompts(str(csv_file))
+    assert [(r["min_words"], r["max_words"]) for r in rows] == [(30, 50), (None, None)]
+    bad = tmp_path / "p.jsonl"
+    bad.write_text(json.dumps({"id": "a", "prompt": "Write.", "max_words": "about 300"}) + "\n", encoding="utf-8")
+    with pytest.raises(RlcwError, match=r"p.jsonl:1 field 'max_words'.*: expected a whole number of words"):
+        load_prompts(str(bad))
+    bad.write_text(json.dumps({"id": "a", "prompt": "Write.", "min_words": 90, "max_words": 30}) + "\n")
+    with pytest.raises(RlcwError, match=r"p.jsonl:1 field 'min_words'.*min_words 90 is larger than max_words 30"):
+        load_prompts(str(bad))
+
+
+def test_a_split_the_prompts_file_lacks_lists_the_splits_it_has():
+    with pytest.raises(RlcwError, match="no prompts for split 'validation'") as err:
+        load_prompts("bundled", split="validation")
+    assert "the file's splits: eval, heldout, study, train" in str(err.value)
+
+
+def test_a_home_folder_tilde_in_a_data_path_is_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "p.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a story."}) + "\n", encoding="utf-8")
+    assert [r["id"] for r in load_prompts("~/p.jsonl")] == ["a"]

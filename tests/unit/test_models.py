@@ -67,3 +67,25 @@ def test_a_model_folder_without_weights_is_named_before_loading(tmp_path):
     with pytest.raises(RlcwError, match="a model folder without weights") as err:
         resolve(str(tmp_path))
     assert err.value.where == str(tmp_path)
+
+
+def test_a_hub_model_that_cannot_be_fetched_is_one_named_error(monkeypatch):
+    import transformers
+
+    from rlcw.models import check_model_name, load_tokenizer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(RlcwError, match=r"'rlcw-test/no-such-model' \(\$HF_HUB_OFFLINE is set\): not in the local"):
+        check_model_name("rlcw-test/no-such-model")  # before any run folder
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    check_model_name("rlcw-test/no-such-model")  # online: left to the hub
+
+    def unreachable(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheckout your connection")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", unreachable)
+    with pytest.raises(
+        RlcwError, match="cannot load the hub model 'rlcw-test/no-such-model': We couldn't connect"
+    ) as err:
+        load_tokenizer("rlcw-test/no-such-model")
+    assert "hf download rlcw-test/no-such-model" in str(err.value)

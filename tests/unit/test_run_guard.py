@@ -149,3 +149,29 @@ def test_a_folder_refused_after_locking_is_removed_when_this_run_made_it(tmp_pat
     lock = lock_run_folder(tmp_path / "r")  # released: this process may take it again, and a nested stage too
     assert lock_run_folder(tmp_path / "r").fd is None
     lock.release()
+
+
+@dataclass
+class _Model:
+    name: str = "some/model"
+
+
+@dataclass
+class _CfgWithModel:
+    output_dir: str = "runs"
+    run_name: str = "export"
+    seed: int = 0
+    overwrite: bool = False
+    model: _Model = field(default_factory=_Model)
+
+
+def test_an_unfinished_run_given_as_the_model_names_its_status_and_the_resume_before_a_run_folder(tmp_path):
+    run = tmp_path / "grpo"
+    (run / "checkpoints" / "checkpoint-2").mkdir(parents=True)
+    (run / "checkpoints" / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    (run / "summary.json").write_text('{"status": "interrupted"}')
+    runs = tmp_path / "runs"
+    cfg = _CfgWithModel(output_dir=str(runs), model=_Model(name=str(run / "checkpoints" / "final")))
+    err = _refused(cfg, r"checkpoints/final: the run has not finished \(status interrupted\)")
+    assert "rerun its command with train.resume=true (it continues from checkpoint-2)" in str(err)
+    assert not runs.exists()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rlcw.config import check_bounds, leaf_values, to_dict, to_yaml
 from rlcw.errors import RlcwError
+from rlcw.models import check_model_name
 from rlcw.run_guard import changed_lines, check_cache, check_writable, experiment_changes
 from rlcw.runs import (
     RunDir,
@@ -64,7 +65,8 @@ def check_only() -> Iterator[None]:
 def check_machine(cfg, path: Path) -> None:
     """What this machine must allow before a run folder is written: bounds of the config's numbers (also for a
     config built in code), the resume target, the trackers (installed; wandb logged in), a writable output_dir
-    and, when the embedded model must be converted first, a writable $RLCW_CACHE."""
+    and, when the embedded model must be converted first, a writable $RLCW_CACHE; a `model.name` path that exists
+    and holds a model (`rlcw.models.check_model_name`)."""
     check_bounds(cfg)
     resume = getattr(getattr(cfg, "train", None), "resume", False)
     check_resume_target(resume, path)
@@ -72,6 +74,7 @@ def check_machine(cfg, path: Path) -> None:
     check_trackers(getattr(getattr(cfg, "train", None), "report_to", None))
     check_writable(path, "output_dir")
     check_cache(leaf_values(cfg).values())
+    check_model_name(getattr(getattr(cfg, "model", None), "name", None))
 
 
 def check_same_experiment(resume: str | bool, path: Path, config_yaml: str) -> None:

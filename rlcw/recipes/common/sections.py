@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlcw.models import EMBEDDED_ALIAS
+from rlcw.config import at_least, one_of
+from rlcw.models import DTYPES, EMBEDDED_ALIAS
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a skilled fiction writer. Write only the story the user asks for: no title, no preamble, "
@@ -40,7 +41,7 @@ class ModelConfig:
     """The model a stage loads: alias, hub id, local folder, or an rlcw LoRA checkpoint."""
 
     name: str = EMBEDDED_ALIAS  # model alias, HF hub id, local folder or an rlcw LoRA checkpoint
-    dtype: str = "float32"  # weights dtype: float32 | bfloat16 | float16
+    dtype: str = one_of(DTYPES, "float32")  # weights dtype: float32 | bfloat16 | float16
     system_prompt: str = DEFAULT_SYSTEM_PROMPT  # sent as the system message for generation
     chat_template: str | None = None  # path to a Jinja template file; None = the tokenizer's own
 
@@ -118,14 +119,14 @@ class RewardSection:
 class EvalSection:
     """`eval.*` of grpo, ppo and dpo: held-out prompts sampled every `every_steps` and scored by the evaluators."""
 
-    every_steps: int = 10  # 0 disables periodic evaluation
+    every_steps: int = at_least(0, 10)  # 0 disables periodic evaluation
     prompts: str | None = None  # held-out prompt file; None = data.prompts (grpo, ppo) or the bundled prompts (dpo)
     split: str | None = "eval"  # split of the held-out prompt file; None = every row
     column: str | None = None  # read eval.prompts as any table/HF dataset with this prompt column (split ignored)
-    num_prompts: int = 8  # held-out prompts sampled at each evaluation
-    max_new_tokens: int = 96  # completion cap of the evaluation samples (tokens)
+    num_prompts: int = at_least(1, 8)  # held-out prompts sampled at each evaluation
+    max_new_tokens: int = at_least(1, 96)  # completion cap of the evaluation samples (tokens)
     temperature: float = 0.8  # sampling temperature of the evaluation samples
-    batch_size: int = 8  # prompts generated per batch during evaluation
+    batch_size: int = at_least(1, 8)  # prompts generated per batch during evaluation
     # evaluator name -> its options (rlcw.measure.evaluation), e.g. rm: {rm_path}, judge: {judge}
     evaluators: dict[str, dict[str, Any]] = field(default_factory=lambda: {"rm": {}, "length": {}, "repetition": {}})
 

@@ -21,7 +21,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlcw.config import at_least
+from rlcw.config import above, at_least, one_of
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
 from rlcw.logs import quiet_progress
@@ -43,13 +43,29 @@ from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, r
 from rlcw.rl.grpo.seam import check_vllm_installed
 from rlcw.runs import done_line, resume_checkpoint
 
+# transformers' SchedulerType values (a test holds them equal), so a misspelt scheduler is refused before torch
+LR_SCHEDULERS = (
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+    "constant",
+    "constant_with_warmup",
+    "inverse_sqrt",
+    "reduce_lr_on_plateau",
+    "cosine_with_min_lr",
+    "cosine_warmup_with_min_lr",
+    "warmup_stable_decay",
+    "greedy",
+)
+
 
 @dataclass
 class TRLTrainSection:
     """`train.*` keys grpo and rloo share; each recipe's own section adds the rest."""
 
     learning_rate: float = at_least(0, 1e-5)  # peak AdamW learning rate
-    lr_scheduler_type: str = "linear"  # any transformers SchedulerType: constant_with_warmup, cosine, ...
+    lr_scheduler_type: str = one_of(LR_SCHEDULERS, "linear")  # any transformers SchedulerType: cosine, ...
     # the scheduler's own arguments (transformers `lr_scheduler_kwargs`), e.g. warmup_stable_decay's
     # {num_decay_steps: 8} (hold the peak, then decay to 0 over the last 8 steps)
     lr_scheduler_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -59,25 +75,25 @@ class TRLTrainSection:
     epsilon: float = 0.2  # clip range of the importance ratio (TRL `epsilon`; grpo per token, rloo per sequence)
     epsilon_high: float | None = None  # upper clip (DAPO: 0.28); None = epsilon
     max_steps: int = at_least(1, 20)  # optimizer steps of the run
-    batch_size: int = 8  # completions per step per device (multiple of num_generations)
-    gradient_accumulation_steps: int = 1  # batches accumulated per optimizer step
+    batch_size: int = at_least(1, 8)  # completions per step per device (multiple of num_generations)
+    gradient_accumulation_steps: int = at_least(1, 1)  # batches accumulated per optimizer step
     # completions per prompt (the group size)
     num_generations: int = at_least(2, 4, "each completion is compared with the others of its prompt")
-    num_iterations: int = 1  # optimization passes over each generated batch (TRL num_iterations, mu)
-    max_completion_length: int = 96  # new-token cap of each completion
-    temperature: float = 0.9  # sampling temperature of the rollouts
+    num_iterations: int = at_least(1, 1)  # optimization passes over each generated batch (TRL num_iterations, mu)
+    max_completion_length: int = at_least(1, 96)  # new-token cap of each completion
+    temperature: float = above(0, 0.9, "log-probs divide by it")  # sampling temperature of the rollouts
     top_p: float = 1.0  # nucleus-sampling p of the rollouts (1.0 = off)
-    top_k: int = 0  # 0 = the whole vocabulary (transformers would otherwise default to 50)
+    top_k: int = at_least(0, 0)  # 0 = the whole vocabulary (transformers would otherwise default to 50)
     beta: float = 0.0  # KL coefficient to the start (grpo: in the loss; rloo: a penalty in the reward)
     mask_truncated_completions: bool = False  # drop completions cut at the cap from the loss
-    logging_steps: int = 1  # log metrics every N steps
-    save_steps: int = 0  # 0 = only the final adapter (then a killed run cannot resume)
+    logging_steps: int = at_least(1, 1)  # log metrics every N steps
+    save_steps: int = at_least(0, 0)  # 0 = only the final adapter (then a killed run cannot resume)
     save_total_limit: int | None = 2  # checkpoints kept (older ones deleted); None = all
     resume: str = "false"  # false | true (the last complete checkpoint; error if none) | auto (it if any)
     # KL to the start on step 1 and every N-th step (one start-model forward each; monitors wait for it); 0 = never
     log_kl_every: int = at_least(0, 1)
-    samples_every: int = 1  # top/bottom scored stories every N steps (0 = never)
-    samples_k: int = 2  # stories logged from each end (top and bottom) at a samples step
+    samples_every: int = at_least(0, 1)  # top/bottom scored stories every N steps (0 = never)
+    samples_k: int = at_least(1, 2)  # stories logged from each end (top and bottom) at a samples step
     # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json (launch with torchrun; see slurm/README.md)
     deepspeed: str | None = None
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
+from rlcw.config import above, at_least
 from rlcw.measure.monitors import PREFIX, monitor_stats, step_stats
 from rlcw.rl.aux_state import load_aux_state, save_aux_state
 from rlcw.rl.ppo.checkpoint import (
@@ -54,18 +55,19 @@ from rlcw.sampling import kl_per_token
 class PPOSettings:
     """Hyperparameters of the loop; also `rlcw ppo`'s `train.*` config section, as is."""
 
-    max_steps: int = 20  # PPO steps (one rollout batch + its update each)
-    batch_size: int = 8  # prompts (= responses) per step per process
-    ppo_epochs: int = 2  # passes over each rollout batch in the update
-    minibatch_size: int = 4  # responses per optimizer step
-    micro_batch_size: int = 4  # responses per forward/backward (memory)
-    learning_rate: float = 1e-5  # AdamW learning rate of the policy
-    value_learning_rate: float = 1e-4  # AdamW learning rate of the value model
+    max_steps: int = at_least(1, 20)  # PPO steps (one rollout batch + its update each)
+    batch_size: int = at_least(1, 8)  # prompts (= responses) per step per process
+    ppo_epochs: int = at_least(1, 2)  # passes over each rollout batch in the update
+    minibatch_size: int = at_least(1, 4)  # responses per optimizer step
+    micro_batch_size: int = at_least(1, 4)  # responses per forward/backward (memory)
+    learning_rate: float = at_least(0, 1e-5)  # AdamW learning rate of the policy
+    value_learning_rate: float = at_least(0, 1e-4)  # AdamW learning rate of the value model
     max_grad_norm: float = 1.0  # gradient-norm clipping threshold
-    max_new_tokens: int = 64  # new-token cap of each response
-    temperature: float = 1.0  # sampling temperature of the rollouts (also used to score log-probs)
+    max_new_tokens: int = at_least(1, 64)  # new-token cap of each response
+    # sampling temperature of the rollouts (also used to score log-probs)
+    temperature: float = above(0, 1.0, "log-probs divide by it")
     top_p: float = 1.0  # nucleus-sampling p of the rollouts (1.0 = off)
-    top_k: int = 0  # top-k of the rollouts (0 = the whole vocabulary)
+    top_k: int = at_least(0, 0)  # top-k of the rollouts (0 = the whole vocabulary)
     gamma: float = 1.0  # GAE discount factor
     lam: float = 0.95  # GAE lambda
     clip: float = 0.2  # clip range of the policy importance ratio
@@ -80,7 +82,7 @@ class PPOSettings:
     # update are skipped; None = every epoch runs (PPO's clip alone does not bound the move)
     target_kl: float | None = None
     missing_eos_penalty: float | None = None  # added to the score of responses cut at the cap
-    save_steps: int = 0  # 0 = only the final checkpoint
+    save_steps: int = at_least(0, 0)  # 0 = only the final checkpoint
     resume: str = (
         "false"  # `rlcw ppo`'s train.resume (false | true | auto, rlcw.runs.resume_checkpoint); train() takes its own
     )
