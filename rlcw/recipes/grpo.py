@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlcw.agents.variants import AgentCaps
-from rlcw.config import at_least, check_choice
+from rlcw.config import at_least, one_of
 from rlcw.errors import RlcwError
 from rlcw.measure.probe import ProbeSection
 from rlcw.recipes.common.checks import validate_rl_sections, validate_train_keys
@@ -58,7 +58,7 @@ class GRPOTrainSection(TRLTrainSection):
     scale_rewards: str = "group"  # group | batch | none
     # whose LM head the loss's log-prob forward uses: rlcw's keeps what backward needs instead of recomputing the
     # logits (rlcw.rl.fused_logprobs; equal to TRL's to float rounding); auto = rlcw's on CPU, TRL's elsewhere
-    lm_head: str = "auto"  # auto | trl | rlcw
+    lm_head: str = one_of(("auto", "trl", "rlcw"), "auto")
 
 
 @dataclass
@@ -105,7 +105,6 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
     rollout = rollout_seam(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16)
-    check_choice("train.lm_head", t.lm_head, ("auto", "trl", "rlcw"))
     return rollout
 
 
