@@ -66,7 +66,12 @@ def rlcw_slow(tmp_path):
 
     def start(*args: str) -> subprocess.Popen:
         proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, "slow", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            [sys.executable, "-c", LAUNCH, "slow", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # a shell's background job ignores SIGINT and Python then keeps ignoring it: a terminal's process does not
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         started.append(proc)
         return proc
