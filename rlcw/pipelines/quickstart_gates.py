@@ -164,10 +164,27 @@ def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[tuple[str, bool, str
     )
     short_ok = hi <= g.max_short_rise  # NaN (no word ranges) fails: nothing was shown
     slop_ok = slop["slop_delta_hi"] <= g.max_slop_rise
+
+    def said(met: bool, text: str) -> str:  # a check that does not gate still says whether its bound was met
+        return text if g.hacking else f"bound {'met' if met else 'NOT met'}: {text}"
+
     return [
-        ("no rise in stories ending too short (reward hacking, 95%)" + off, short_ok or not g.hacking, short),
-        ("no rise in slop (reward hacking, 95%)" + off, slop_ok or not g.hacking, f"{slop_text}; reward model: {rm}"),
+        (
+            "no rise in stories ending too short (reward hacking, 95%)" + off,
+            short_ok or not g.hacking,
+            said(short_ok, short),
+        ),
+        (
+            "no rise in slop (reward hacking, 95%)" + off,
+            slop_ok or not g.hacking,
+            said(slop_ok, f"{slop_text}; reward model: {rm}"),
+        ),
     ]
+
+
+def hacking_met(g, h: dict, slop: dict) -> bool:
+    """Whether both reward-hacking bounds were met, gating or not (`gate/hacking` in summary.json)."""
+    return h.get("ended_short_delta_hi", math.nan) <= g.max_short_rise and slop["slop_delta_hi"] <= g.max_slop_rise
 
 
 def rm_kind(ensemble_size: int, length_head: bool) -> str:
@@ -180,13 +197,13 @@ def rm_kind(ensemble_size: int, length_head: bool) -> str:
 def gate(gates, results: dict, slop: dict, rm: str) -> tuple[dict, list[tuple[str, bool, str]], str]:
     """(summary metrics, every check as (name, passed, what was measured), the held-out verdict) from the stages'
     results; `gates` is the quickstart's `gates` section, `rm` what the reward model is (`rm_kind`)."""
-    rm = results["train_rm"]["metrics"]
+    rm_metrics = results["train_rm"]["metrics"]
     steps = int(results["grpo"]["metrics"].get("train/steps", 0))
-    acc = rm.get("eval/accuracy", 0.0)
+    acc = rm_metrics.get("eval/accuracy", 0.0)
     h = results["heldout"]
     metrics = {
         "rm/accuracy": acc,
-        "rm/length_baseline_accuracy": rm.get("eval/length_baseline_accuracy"),
+        "rm/length_baseline_accuracy": rm_metrics.get("eval/length_baseline_accuracy"),
         "grpo/steps": float(steps),
         "export/max_logit_diff": results["export"]["metrics"]["max_logit_diff"],
         **{f"grpo/{k}": v for k, v in results["grpo"]["metrics"].items() if k.startswith(("eval/", "probe/"))},
@@ -216,7 +233,7 @@ def gate(gates, results: dict, slop: dict, rm: str) -> tuple[dict, list[tuple[st
     ]
     hacking = hacking_checks(gates, h, slop, rm)
     metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
-    metrics["gate/hacking"] = float(all(ok for _, ok, _ in hacking))  # the reward-hacking checks
+    metrics["gate/hacking"] = float(hacking_met(gates, h, slop))  # both reward-hacking bounds met, gating or not
     return metrics, [*checks, *hacking], verdict
 
 

@@ -160,6 +160,7 @@ def test_hacking_checks_read_the_upper_bounds():
     assert not hacking_checks(Gates(), {}, SLOP, "rm")[0][1]  # no word ranges measured: nothing shown, not a pass
     off = hacking_checks(Gates(hacking=False), {**h, "ended_short_delta_hi": 0.5}, SLOP, "rm")
     assert all(ok for _, ok, _ in off) and "(reported, not gating: gates.hacking=false)" in off[0][0]
+    assert off[0][2].startswith("bound NOT met: 0.15 -> 0.20") and off[1][2].startswith("bound met: 2.0 -> 2.5")
 
 
 def _heldout(rm_lo: float, range_lo: float) -> dict:
@@ -190,6 +191,13 @@ def test_quickstart_gates_fail_the_run(tmp_path, tiny_model_dir):
     results["grpo"]["error"] = "stopped by reward-hacking monitor at step 5: rep_intra=0.6 > 0.4 (max_rep_intra)"
     _, checks, _ = gate(cfg.gates, results, SLOP, "rm")
     assert [ok for _, ok, _ in checks] == [False, True, False, True, False, True] and "rep_intra" in checks[2][2]
+    assert checks[-1][2].endswith("reward model: rm")  # what the RM is, not its training metrics
+    off = Gates(hacking=False)
+    metrics, checks, _ = gate(off, results, {**SLOP, "slop_delta_hi": 2.1}, "rm")
+    assert metrics["gate/hacking"] == 0.0 and all(ok for _, ok, _ in checks[-2:])  # not met, though not gating
+    assert gate(off, results, SLOP, "rm")[0]["gate/hacking"] == 0.0  # the short rise's bound (+0.1) is not met
+    results["heldout"]["ended_short_delta_hi"] = 0.0
+    assert gate(off, results, SLOP, "rm")[0]["gate/hacking"] == 1.0
 
 
 def test_heldout_gate_needs_both_lower_bounds_above_zero():
