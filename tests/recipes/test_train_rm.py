@@ -223,6 +223,7 @@ def _absurd_lr_args(runs_root, name, pairs_run, tiny_model_dir, lr, steps):
         "rm.max_length=48",
         "lora.r=4",
         f"train.learning_rate={lr}",
+        "train.cpu_precision=fp32",  # on every CPU: under bf16 autocast lr 1e8 leaves a dead RM, not nan weights
     ]
 
 
