@@ -365,10 +365,11 @@ def train_bt(
         set_seed(member_seed)
         torch.nn.init.normal_(model.score.weight, std=model.config.initializer_range)
     odin = {"odin_weights": cfg.rm.odin} if cfg.rm.length_head else {}
+    bucketed = not cfg.rm.length_head and BucketedRewardTrainer.max_padding is not None
     trainer = (OdinRewardTrainer if cfg.rm.length_head else BucketedRewardTrainer)(
         **odin,
         model=model,
-        args=build_args(cfg, run, bool(eval_pairs), cpu_bf16(cfg.train, not cfg.rm.length_head)),
+        args=build_args(cfg, run, bool(eval_pairs), cpu_bf16(cfg.train, bucketed)),
         processing_class=tokenizer,
         train_dataset=build_bt_dataset(train_pairs, spec, tokenizer, margins),
         eval_dataset=build_bt_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,
