@@ -149,6 +149,7 @@ def sample_with_logprobs(
     draw: str = "multinomial",
     compact: bool | None = None,
     uniforms: torch.Tensor | None = None,
+    compact_after: int = 1,
 ) -> tuple[list[list[int]], list[list[float]]]:
     """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
     the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
@@ -165,6 +166,8 @@ def sample_with_logprobs(
     uncompacted batch (up to float rounding of batch-size-dependent kernels; common random numbers hold); the
     multinomial draw's are other samples of the same distribution once a row has ended (and rows no longer read
     fixed noise: no common random numbers). None = on for the dynamic cache with the inverse-CDF draw.
+    compact_after: compact once at least this many ended rows are in the batch (each compaction copies the cache of
+    the rows kept; at a large batch, waiting for a few rows to end costs less than copying at every ending).
     uniforms: (B, max_new_tokens) the inverse-CDF draw's uniforms, row b's at step t (None: `torch.rand` of the
     global generator, (B, 1) a step); given, a row's sample depends only on its own prompt and uniforms, so rows
     of several seeds can share one batch (`rlcw.measure.heldout.crn_completions`)."""
@@ -230,7 +233,7 @@ def sample_with_logprobs(
             break
         if history is not None:
             history = torch.cat([history, nxt[:, None]], 1)
-        if compact and bool(done.any()):  # ended rows leave the batch: later steps cost the rows left
+        if compact and int(done.sum()) >= compact_after:  # ended rows leave the batch: later steps cost the rows left
             keep = (~done).nonzero().squeeze(1)
             kv.batch_select_indices(keep)
             rows, nxt, pos, full, done = rows[keep], nxt[keep], pos[keep], full[keep], done[keep]

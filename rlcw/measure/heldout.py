@@ -9,8 +9,9 @@ prompt in a fixed order; on CPU each row's multinomial draw then depends only on
 start and the tuned policy read the same noise at (prompt, k), and different k read different noise. With
 `draw="inverse_cdf"` each row reads one uniform a step from a generator seeded `seed + k` (`crn_uniforms`, the
 same numbers), so the sample indices share one batch (up to `CRN_BATCH_ROWS` rows; faster than per-index batches
-at the quickstart's 32 prompts x 4). Sampling is at temperature 1, top_k 0, top_p 1
-(the policies' own distributions). Start samples are cached in `out_dir/start.jsonl` keyed by the
+at the quickstart's 32 prompts x 4); such a batch drops its ended rows a few at a time (`COMPACT_SHARE`). Sampling
+is at temperature 1, top_k 0, top_p 1 (the policies' own distributions), on the policies in fp32 or on bf16 copies
+(`precision`; auto: bf16 where AMX runs bf16 matmuls, `rlcw.cpu_isa`), whose linears run from packed weights. Start samples are cached in `out_dir/start.jsonl` keyed by the
 settings, so re-measuring another policy against the same start costs one policy's sampling.
 
 Scores use the RM exactly as RL does (`rlcw.rm.scoring.load_rm`; its length-controlled residual when the RM folder
@@ -23,7 +24,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,9 +32,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from rlcw.cpu_isa import CPU_PRECISIONS, resolve_cpu_precision
 from rlcw.errors import RlcwError
 from rlcw.generation import prompt_token_ids
 from rlcw.io import atomic_write_json
+from rlcw.logs import say
 from rlcw.metrics.heldout import paired_bootstrap
 from rlcw.metrics.text import count_words, repetition_rate
 
@@ -46,13 +49,17 @@ class HeldoutSettings:
     n_resamples: int = 2000
     system_prompt: str | None = None  # the RL run's (recipes pass cfg.model.system_prompt)
     # the sampler, the same for the start and the tuned policy: fp32 + multinomial (as `generate`), or the fast
-    # path bf16 + inverse_cdf (bf16 copies of both policies, one random number a row a step; scripts/bench_rollout.py)
+    # path bf16 + inverse_cdf (bf16 copies of both policies, one random number a row a step; scripts/bench_rollout.py);
+    # precision auto: bf16 where AMX runs bf16 matmuls, fp32 elsewhere (rlcw.cpu_isa.resolve_cpu_precision)
     precision: str = "fp32"
     draw: str = "multinomial"
 
 
 CHUNK_SEED_STRIDE = 100_003  # chunk c of sample k seeds seed + k + stride * c (chunk 0: seed + k)
 CRN_BATCH_ROWS = 192  # the inverse-CDF draw puts sample indices of a chunk in one batch, up to this many rows
+# such a batch drops its ended rows once this share of it has ended (rlcw.sampling's compact_after), not at every
+# ending: each compaction copies every layer's cache of the rows kept
+COMPACT_SHARE = 1 / 16
 
 
 def crn_uniforms(seed: int, n_rows: int, steps: int) -> torch.Tensor:
@@ -108,9 +115,11 @@ def crn_completions(
             else:
                 torch.manual_seed(seeds[0])
                 u = None
+            rows_in = len(chunk) * len(kg)
             comps, logps = sample_with_logprobs(
-                model, chunk * len(kg), cfg, eos_ids=eos, pad_id=pad, draw=draw, uniforms=u
-            )
+                model, chunk * len(kg), cfg, eos_ids=eos, pad_id=pad, draw=draw, uniforms=u,
+                compact_after=max(1, int(COMPACT_SHARE * rows_in)),
+            )  # fmt: skip
             for j, k in enumerate(kg):
                 got[k][0].extend(comps[j * len(chunk) : (j + 1) * len(chunk)])
                 got[k][1].extend(logps[j * len(chunk) : (j + 1) * len(chunk)])
@@ -204,10 +213,35 @@ def check_sampler(s: HeldoutSettings) -> None:
     """Reject an unknown held-out sampler before any sampling (errors name the quickstart's `heldout.*` keys)."""
     from rlcw.sampling import DRAWS
 
-    if s.precision not in ("fp32", "bf16"):
-        raise RlcwError(f"unknown held-out precision {s.precision!r}", where="heldout.precision", hint="fp32 or bf16")
+    if s.precision not in CPU_PRECISIONS:
+        raise RlcwError(
+            f"unknown held-out precision {s.precision!r}", where="heldout.precision", hint="fp32, bf16 or auto"
+        )
     if s.draw not in DRAWS:
         raise RlcwError(f"unknown held-out draw {s.draw!r}", where="heldout.draw", hint=" or ".join(DRAWS))
+
+
+def sampling_model(model, precision: str):
+    """The model to sample from: fp32 as it is; bf16 as a bf16 model whose linears run from weights packed once for
+    oneDNN, attention's q/k/v and the MLP's gate/up fused (rlcw.prepack: the same products as unpacked bf16)."""
+    from rlcw.prepack import can_prepack, fuse_projections, prepack_linears
+
+    if precision != "bf16":
+        return model
+    model = model.to(torch.bfloat16)
+    if can_prepack(model):
+        prepack_linears(model, batch_hint=CRN_BATCH_ROWS)
+        fuse_projections(model)
+    return model
+
+
+def resolved(s: HeldoutSettings, stage: str = "heldout") -> HeldoutSettings:
+    """`s` with precision auto made fp32 or bf16 for this machine (the log says which and why)."""
+    if s.precision != "auto":
+        return s
+    precision, why = resolve_cpu_precision(s.precision)
+    say(stage, f"sampling in {precision} ({why})")
+    return replace(s, precision=precision)
 
 
 def policy_samples(
@@ -223,8 +257,8 @@ def policy_samples(
             return [json.loads(x) for x in lines[1:]], 0.0
     start = time.time()
     check_sampler(s)
-    model = load_causal_lm(spec, merge_lora=True)
-    model = model.to(torch.bfloat16) if s.precision == "bf16" else model  # a sampling copy, dropped below
+    s = resolved(s)
+    model = sampling_model(load_causal_lm(spec, merge_lora=True), s.precision)  # dropped below
     recs = sample_crn(model, tokenizer, rows, s)
     del model
     if cache is not None:
@@ -248,6 +282,8 @@ def measure_policies(
     from rlcw.rm.scoring import load_rm
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    check_sampler(s)
+    s = resolved(s)  # the start cache's key names the precision sampled
     tok = load_tokenizer(start_spec, padding_side="left")
     key = {"start": start_spec, "prompts": [r["id"] for r in rows], **asdict(s)}
     start, t_start = policy_samples(start_spec, tok, rows, s, start_cache or out_dir / "start_cache.jsonl", key)

@@ -70,7 +70,8 @@ class HeldoutSection:
     seed: int = 1234  # sample k of every prompt uses seed + k, for the start and the tuned policy alike
     n_resamples: int = 2000  # paired bootstrap resamples over prompts
     fit_to_cap: bool = True  # leave out prompts whose range the completion cap cannot hold
-    precision: str = "fp32"  # fp32 | bf16: both policies sampled on bf16 copies (the fast path)
+    # fp32 | bf16 (both policies sampled on bf16 copies) | auto: bf16 where AMX runs bf16 matmuls (the log says which)
+    precision: str = "auto"
     draw: str = "multinomial"  # multinomial | inverse_cdf: one random number a row a step (same distribution)
     # more scorers of the start and tuned samples, name -> reward spec (bt, genrm, remote, rubric, slop, python;
     # weight ignored; a bt spec without rm_path is the run's RM): each one's change with a CI over prompts, per

@@ -27,7 +27,9 @@ Trackers: `train.report_to` (tensorboard | wandb | trackio | none; default [tens
 gets the trainer's metrics and the before/final evaluation rows through rlcw.tracking (checked for secrets; HF's
 own `report_to` is "none"). Precision: both RM types load their weights as `model.dtype`; `train.bf16` (default
 false = fp32) is the HF bf16 mixed-precision flag (the cluster configs set it; a GPU without bf16 is an error,
-a CPU a warning).
+a CPU a warning). On a CPU a BT step's precision is `train.cpu_precision` (auto: bf16 autocast where AMX runs bf16
+matmuls, fp32 elsewhere; rlcw.cpu_isa), and its forward runs the batch in length buckets
+(rlcw.rm.bt_trainer; the same scores up to float rounding); the log says which path was taken.
 
     rlcw train-rm --config configs/train_rm/cpu.yaml          # BT on corruption pairs
     rlcw train-rm --config configs/train_rm/genrm_cpu.yaml    # GenRM (A/B verdict)
@@ -44,10 +46,11 @@ from typing import Any
 import torch
 
 from rlcw.config import at_least, check_at_least, check_choice
+from rlcw.cpu_isa import CPU_PRECISIONS, resolve_cpu_precision
 from rlcw.data.preferences import check_pairs_file, load_preferences
 from rlcw.data.rationales import RationaleSource, make_rationales, write_rationales
 from rlcw.errors import RlcwError, RunFailed
-from rlcw.logs import quiet_progress
+from rlcw.logs import quiet_progress, say
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.models import load_causal_lm, load_tokenizer, nonfinite_parameters, resolve, torch_dtype
 from rlcw.recipes.common.checks import check_bf16, validate_train_keys
@@ -117,6 +120,8 @@ class RMTrainSection:
     deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # HF bf16 mixed precision (GPU configs); weights load as model.dtype
+    # bt on a CPU: auto | fp32 | bf16 (autocast; the weights stay fp32); auto takes bf16 where AMX runs it (the log says)
+    cpu_precision: str = "auto"
 
 
 @dataclass
@@ -164,6 +169,7 @@ def validate(cfg: TrainRMConfig) -> None:
     check_at_least("train.save_steps", t.save_steps, 0)
     resume_mode(t.resume)
     validate_train_keys(t.report_to, t.bf16)
+    check_choice("train.cpu_precision", t.cpu_precision, CPU_PRECISIONS)
     if t.deepspeed is not None and not Path(t.deepspeed).is_file():
         raise RlcwError(
             "DeepSpeed config not found",
@@ -268,12 +274,15 @@ def common_args(cfg: TrainRMConfig, run) -> dict:
     )
 
 
-def build_args(cfg: TrainRMConfig, run, has_eval: bool):
+def build_args(cfg: TrainRMConfig, run, has_eval: bool, bf16: bool = False):
+    """TRL's RewardConfig; `bf16` turns the trainer's bf16 autocast on whatever train.bf16 says."""
     from trl import RewardConfig
 
     t = cfg.train
+    args = common_args(cfg, run)
+    args["bf16"] = args["bf16"] or bf16
     return RewardConfig(
-        **common_args(cfg, run),
+        **args,
         eval_strategy="steps" if has_eval and t.eval_steps else "no",
         eval_steps=t.eval_steps or None,
         center_rewards_coefficient=cfg.rm.center_rewards_coefficient,
@@ -318,6 +327,17 @@ def bt_parts(cfg: TrainRMConfig, train_pairs: list[dict], eval_pairs: list[dict]
     )
 
 
+def cpu_bf16(t: RMTrainSection, bucketed: bool) -> bool:
+    """Whether a BT training step autocasts to bf16 on this CPU (`train.cpu_precision`), said in the log with
+    whether the batches run in length buckets."""
+    if torch.cuda.is_available() or t.bf16:
+        return False  # train.bf16 decides
+    precision, why = resolve_cpu_precision(t.cpu_precision)
+    buckets = ", batches run in length buckets" if bucketed else ""
+    say("train-rm", f"training step in {precision} on the CPU ({why}){buckets}")
+    return precision == "bf16"
+
+
 def train_bt(
     cfg: TrainRMConfig,
     run,
@@ -329,8 +349,8 @@ def train_bt(
     """`member_seed` (an ensemble member): the score head and LoRA are initialised from it, after the base model
     (and any resized embedding row) was built from the caller's RNG state, so members share their frozen trunk."""
     from transformers import set_seed
-    from trl import RewardTrainer
 
+    from rlcw.rm.bt_trainer import BucketedRewardTrainer
     from rlcw.rm.odin_trainer import OdinRewardTrainer
 
     margins = build_margins(cfg, train_pairs)  # bad margins fail before any model loads
@@ -342,10 +362,11 @@ def train_bt(
         set_seed(member_seed)
         torch.nn.init.normal_(model.score.weight, std=model.config.initializer_range)
     odin = {"odin_weights": cfg.rm.odin} if cfg.rm.length_head else {}
-    trainer = (OdinRewardTrainer if cfg.rm.length_head else RewardTrainer)(
+    bucketed = not cfg.rm.length_head and BucketedRewardTrainer.max_padding is not None
+    trainer = (OdinRewardTrainer if cfg.rm.length_head else BucketedRewardTrainer)(
         **odin,
         model=model,
-        args=build_args(cfg, run, bool(eval_pairs)),
+        args=build_args(cfg, run, bool(eval_pairs), cpu_bf16(cfg.train, bucketed)),
         processing_class=tokenizer,
         train_dataset=build_bt_dataset(train_pairs, spec, tokenizer, margins),
         eval_dataset=build_bt_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,

@@ -84,3 +84,54 @@ def test_uniforms_need_the_inverse_cdf_draw_and_one_per_row_and_step():
         sample_with_logprobs(None, rows, cfg, eos_ids=[0], pad_id=0, uniforms=torch.rand(2, 4))
     with pytest.raises(ValueError, match=r"\(2, 4\)"):
         sample_with_logprobs(None, rows, cfg, eos_ids=[0], pad_id=0, draw="inverse_cdf", uniforms=torch.rand(2, 3))
+
+
+def test_compacting_after_several_endings_gives_the_samples_of_compacting_at_each(tiny_model_dir, tokenizer):
+    """`compact_after` (the held-out batch waits for a share of its rows to end before dropping them) moves when
+    rows leave the batch, not what they draw: the same tokens, the same log-probs to float rounding."""
+    import torch
+    from transformers import GenerationConfig
+
+    from rlcw.generation import prompt_token_ids
+    from rlcw.models import load_causal_lm
+    from rlcw.sampling import sample_with_logprobs
+
+    model = load_causal_lm(str(tiny_model_dir)).eval()
+    rows = [{"prompt": f"Story {i}: a fox and {'a key ' * i}."} for i in range(8)]
+    ids = prompt_token_ids(tokenizer, rows, None)
+    eos = list(range(0, len(tokenizer), 25))  # a random model seldom draws EOS: many tokens end a row here
+    cfg = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=24)
+    u = torch.rand((8, 24), generator=torch.Generator().manual_seed(3))
+    batch_rows: list[int] = []
+    hook = model.register_forward_pre_hook(
+        lambda m, a, kw: batch_rows.append(kw["input_ids"].size(0)), with_kwargs=True
+    )
+
+    def sample(after: int):
+        batch_rows.clear()
+        got = sample_with_logprobs(
+            model, ids, cfg, eos_ids=eos, pad_id=tokenizer.pad_token_id, draw="inverse_cdf", uniforms=u,
+            compact_after=after,
+        )  # fmt: skip
+        return got, sorted(set(batch_rows[1:]), reverse=True)
+
+    (each, logp_each), sizes_each = sample(1)
+    (later, logp_later), sizes_later = sample(4)
+    hook.remove()
+    lengths = sorted(map(len, each))
+    assert len(set(lengths)) > 3 and lengths[0] < 24  # rows end at different steps
+    assert later == each
+    for a, b in zip(logp_later, logp_each, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    assert len(sizes_later) < len(sizes_each)  # fewer compactions
+    assert all(x - y >= 4 for x, y in zip(sizes_later, sizes_later[1:], strict=False))
+
+
+def test_auto_precision_is_a_held_out_sampler_resolved_for_this_machine(monkeypatch):
+    import rlcw.measure.heldout as heldout
+
+    check_sampler(HeldoutSettings(precision="auto"))
+    for resolved in ("fp32", "bf16"):
+        monkeypatch.setattr(heldout, "resolve_cpu_precision", lambda p, r=resolved: (r, "auto: test"))
+        assert heldout.resolved(HeldoutSettings(precision="auto")).precision == resolved
+    assert heldout.resolved(HeldoutSettings(precision="fp32")).precision == "fp32"

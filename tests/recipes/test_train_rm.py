@@ -139,6 +139,55 @@ def test_bt_resume_continues_from_the_last_checkpoint(runs_root, pairs_run, tiny
     assert loss_steps == [1, 2, 3, 4]  # the second run trained steps 3-4 only
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_cpu_precision_sets_the_step_says_so_and_saves_fp32(
+    runs_root, pairs_run, tiny_model_dir, precision, monkeypatch
+):
+    """train.cpu_precision=bf16: the BT step runs under bf16 autocast with the frozen linears held in bf16
+    (rlcw.rm.bt_trainer), fp32 runs neither; both log the path taken, run in length buckets, save fp32 weights."""
+    import contextlib
+    import io
+
+    import torch
+    from safetensors.torch import load_file
+
+    import rlcw.rm.bt_trainer as bt
+    from rlcw.recipes.train_rm import main
+
+    seen = []  # (autocast on, weight dtype, output dtype) of a frozen linear, inside the prepared model's forward
+
+    def spy(model, *args, **kwargs):
+        layer = next(m for n, m in model.named_modules() if n.endswith("base_layer"))
+        hook = layer.register_forward_hook(
+            lambda m, a, out: seen.append((torch.is_autocast_enabled("cpu"), m.weight.dtype, out.dtype))
+        )
+        try:
+            return real(model, *args, **kwargs)
+        finally:
+            hook.remove()
+
+    real = bt.bucketed_logits
+    monkeypatch.setattr(bt, "bucketed_logits", spy)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        summary = main(
+            _cfg(
+                f"output_dir={runs_root}", f"run_name=bt_cpu_{precision}", f"model.name={tiny_model_dir}",
+                "data.eval_file=null", f"data.train_file={pairs_run['artifacts']['train']}", "data.max_train_pairs=8",
+                "train.batch_size=4", "train.max_steps=2", "rm.max_length=48", "lora.r=4",
+                f"train.cpu_precision={precision}",
+            )
+        )  # fmt: skip
+    bf16 = precision == "bf16"
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    assert len(seen) >= 2 and set(seen) == {(bf16, dtype, dtype)}
+    assert (
+        f"training step in {precision} on the CPU (set in the config), batches run in length buckets" in out.getvalue()
+    )
+    weights = load_file(Path(summary["artifacts"]["model"]) / "model.safetensors")
+    assert {t.dtype for t in weights.values()} == {torch.float32}
+
+
 def test_resume_auto_without_checkpoint_starts_at_zero_and_true_is_an_error(tmp_path):
     from rlcw.recipes.train_rm import resume_point
 
@@ -174,6 +223,7 @@ def _absurd_lr_args(runs_root, name, pairs_run, tiny_model_dir, lr, steps):
         "rm.max_length=48",
         "lora.r=4",
         f"train.learning_rate={lr}",
+        "train.cpu_precision=fp32",  # on every CPU: under bf16 autocast lr 1e8 leaves a dead RM, not nan weights
     ]
 
 

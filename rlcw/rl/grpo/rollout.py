@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from rlcw.cpu_isa import native_bf16
 from rlcw.errors import RlcwError
 from rlcw.prepack import can_prepack, fuse_projections, prepack_linears
 from rlcw.sampling import DRAWS, sample_with_logprobs
@@ -220,35 +221,6 @@ def check_fast_rollout(
             where="rollout.kind",
             hint="rollout.kind=trl (the fast sampler needs whole weights and plain rollouts)",
         )
-
-
-# ISA limits (oneDNN's ONEDNN_MAX_CPU_ISA, ATen's ATEN_CPU_CAPABILITY) under which bf16 matmuls are emulated
-_NO_BF16_ISA = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
-
-
-def native_bf16() -> tuple[bool, str]:
-    """(bf16 matmuls run natively here, why): a CUDA device with bf16, or a CPU with AVX512-BF16 or AMX that
-    neither oneDNN nor ATen is told to ignore (ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY, e.g. the AVX2 path)."""
-    import os
-
-    import torch
-
-    if torch.cuda.is_available():
-        ok = torch.cuda.is_bf16_supported()
-        return ok, f"{torch.cuda.get_device_name()} {'has' if ok else 'lacks'} bf16"
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
-    aten = os.environ.get("ATEN_CPU_CAPABILITY", "").lower()
-    if isa in _NO_BF16_ISA or aten in ("default", "avx2"):
-        return False, f"bf16 limited away (ONEDNN_MAX_CPU_ISA={isa or '-'}, ATEN_CPU_CAPABILITY={aten or '-'})"
-    found = [
-        n
-        for n, ok in (
-            ("amx_bf16", torch.cpu._is_amx_tile_supported()),
-            ("avx512_bf16", torch.cpu._is_avx512_bf16_supported()),
-        )
-        if ok
-    ]
-    return (True, f"the CPU has {found[0]}") if found else (False, "the CPU has neither avx512_bf16 nor amx_bf16")
 
 
 def resolve_precision(precision: str) -> tuple[str, str]:

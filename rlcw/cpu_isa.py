@@ -1,0 +1,100 @@
+"""Which kernels this process's CPU matmuls run on, for choosing a precision at run time.
+
+    from rlcw.cpu_isa import describe, native_bf16, amx_bf16, resolve_cpu_precision
+    describe()                        # "torch ISA path AVX512, avx512_bf16 yes, AMX yes, oneDNN limit -, ..."
+    resolve_cpu_precision("auto")     # ("bf16", "auto: AMX runs bf16 matmuls here") or ("fp32", why)
+
+torch picks its CPU kernels by instruction set: ATen's vectorised operators by `ATEN_CPU_CAPABILITY` (what
+`torch.backends.cpu.get_cpu_capability()` reports), oneDNN's matmuls (bf16 ones among them) up to
+`ONEDNN_MAX_CPU_ISA`, MKL's fp32 ones up to `MKL_ENABLE_INSTRUCTIONS`. Setting all three to the AVX2 level on an
+AVX-512 box runs the AVX2 path of an older CPU. bf16 matmuls are native with AVX512-BF16 or AMX and emulated
+otherwise (slower than fp32 by orders of magnitude); with AVX512-BF16 alone they stream half the bytes of fp32 but
+compute at about half its rate, so they win only where memory binds (decoding a few rows); AMX's tiles compute
+them many times faster than fp32, so there bf16 wins at every size. Measured rates on each path:
+`scripts/bench_stages.py` and docs/results/speed.md.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+# oneDNN ISA limits (ONEDNN_MAX_CPU_ISA) under which bf16 matmuls are emulated
+NO_BF16_ISA = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+CPU_PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def isa_limits() -> tuple[str, str]:
+    """(ONEDNN_MAX_CPU_ISA upper-cased, ATEN_CPU_CAPABILITY lower-cased), "" where unset."""
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper(), os.environ.get("ATEN_CPU_CAPABILITY", "").lower()
+
+
+def _limited_away() -> str | None:
+    """Why bf16 is emulated under this process's ISA limits (e.g. the AVX2 path), or None."""
+    isa, aten = isa_limits()
+    if isa in NO_BF16_ISA or aten in ("default", "avx2"):
+        return f"bf16 limited away (ONEDNN_MAX_CPU_ISA={isa or '-'}, ATEN_CPU_CAPABILITY={aten or '-'})"
+    return None
+
+
+def native_bf16() -> tuple[bool, str]:
+    """(bf16 matmuls run natively here, why): a CUDA device with bf16, or a CPU with AVX512-BF16 or AMX that
+    neither oneDNN nor ATen is told to ignore (ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY, e.g. the AVX2 path)."""
+    if torch.cuda.is_available():
+        ok = torch.cuda.is_bf16_supported()
+        return ok, f"{torch.cuda.get_device_name()} {'has' if ok else 'lacks'} bf16"
+    limited = _limited_away()
+    if limited:
+        return False, limited
+    found = [
+        n
+        for n, ok in (
+            ("amx_bf16", torch.cpu._is_amx_tile_supported()),
+            ("avx512_bf16", torch.cpu._is_avx512_bf16_supported()),
+        )
+        if ok
+    ]
+    return (True, f"the CPU has {found[0]}") if found else (False, "the CPU has neither avx512_bf16 nor amx_bf16")
+
+
+def amx_bf16() -> tuple[bool, str]:
+    """(AMX runs this process's bf16 matmuls, why): the CPU has AMX tiles and ONEDNN_MAX_CPU_ISA, if set, still
+    allows them (a limit naming AMX, or ALL), and ATen is not held to the AVX2 path."""
+    limited = _limited_away()
+    if limited:
+        return False, limited
+    if not torch.cpu._is_amx_tile_supported():
+        why = "avx512_bf16 without AMX" if torch.cpu._is_avx512_bf16_supported() else "no native bf16"
+        return False, f"the CPU has {why}"
+    isa, _ = isa_limits()
+    if isa and isa != "ALL" and "AMX" not in isa:
+        return False, f"AMX limited away (ONEDNN_MAX_CPU_ISA={isa})"
+    return True, "AMX runs bf16 matmuls here"
+
+
+def resolve_cpu_precision(precision: str) -> tuple[str, str]:
+    """A CPU compute precision (auto | fp32 | bf16) -> (fp32 | bf16, why). auto takes bf16 only where AMX runs it
+    (at a training step's or a 128-row batch's sizes fp32 is faster on every other CPU path); on a GPU auto is
+    fp32 (its precision is the trainer's `bf16` flag)."""
+    if precision not in CPU_PRECISIONS:
+        raise ValueError(f"precision must be one of {CPU_PRECISIONS}, got {precision!r}")
+    if precision != "auto":
+        return precision, "set in the config"
+    if torch.cuda.is_available():
+        return "fp32", "auto: a GPU (its precision is train.bf16)"
+    ok, why = amx_bf16()
+    return ("bf16" if ok else "fp32"), f"auto: {why}"
+
+
+def describe() -> str:
+    """One line for logs and benchmarks: torch's ISA path, the CPU's bf16 hardware, the limits set."""
+    isa, aten = isa_limits()
+    mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "")
+    amx, why = amx_bf16()
+    return (
+        f"torch ISA path {torch.backends.cpu.get_cpu_capability()}, "
+        f"avx512_bf16 {'yes' if torch.cpu._is_avx512_bf16_supported() else 'no'}, "
+        f"AMX {'yes' if torch.cpu._is_amx_tile_supported() else 'no'} ({'in use' if amx else why}), "
+        f"limits ONEDNN_MAX_CPU_ISA={isa or '-'} ATEN_CPU_CAPABILITY={aten or '-'} MKL_ENABLE_INSTRUCTIONS={mkl or '-'}"
+    )
