@@ -45,12 +45,12 @@ from typing import Any
 
 import torch
 
-from rlcw.config import at_least, check_at_least, check_choice
-from rlcw.cpu_isa import CPU_PRECISIONS, resolve_cpu_precision
+from rlcw.config import at_least, check_at_least, check_choice, one_of
+from rlcw.cpu_isa import CPU_PRECISIONS
 from rlcw.data.preferences import check_pairs_file, load_preferences
 from rlcw.data.rationales import RationaleSource, make_rationales, write_rationales
 from rlcw.errors import RlcwError, RunFailed
-from rlcw.logs import quiet_progress, say
+from rlcw.logs import quiet_progress
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.models import load_causal_lm, load_tokenizer, nonfinite_parameters, resolve, torch_dtype
 from rlcw.recipes.common.checks import check_bf16, validate_train_keys
@@ -121,7 +121,7 @@ class RMTrainSection:
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # HF bf16 mixed precision (GPU configs); weights load as model.dtype
     # bt on a CPU: auto | fp32 | bf16 (autocast; the weights stay fp32); auto takes bf16 where AMX runs it (the log says)
-    cpu_precision: str = "auto"
+    cpu_precision: str = one_of(CPU_PRECISIONS, "auto")
 
 
 @dataclass
@@ -169,7 +169,6 @@ def validate(cfg: TrainRMConfig) -> None:
     check_at_least("train.save_steps", t.save_steps, 0)
     resume_mode(t.resume)
     validate_train_keys(t.report_to, t.bf16)
-    check_choice("train.cpu_precision", t.cpu_precision, CPU_PRECISIONS)
     if t.deepspeed is not None and not Path(t.deepspeed).is_file():
         raise RlcwError(
             "DeepSpeed config not found",
@@ -327,17 +326,6 @@ def bt_parts(cfg: TrainRMConfig, train_pairs: list[dict], eval_pairs: list[dict]
     )
 
 
-def cpu_bf16(t: RMTrainSection, bucketed: bool) -> bool:
-    """Whether a BT training step autocasts to bf16 on this CPU (`train.cpu_precision`), said in the log with
-    whether the batches run in length buckets."""
-    if torch.cuda.is_available() or t.bf16:
-        return False  # train.bf16 decides
-    precision, why = resolve_cpu_precision(t.cpu_precision)
-    buckets = ", batches run in length buckets" if bucketed else ""
-    say("train-rm", f"training step in {precision} on the CPU ({why}){buckets}")
-    return precision == "bf16"
-
-
 def train_bt(
     cfg: TrainRMConfig,
     run,
@@ -350,7 +338,7 @@ def train_bt(
     (and any resized embedding row) was built from the caller's RNG state, so members share their frozen trunk."""
     from transformers import set_seed
 
-    from rlcw.rm.bt_trainer import BucketedRewardTrainer
+    from rlcw.rm.bt_trainer import BucketedRewardTrainer, cpu_bf16
     from rlcw.rm.odin_trainer import OdinRewardTrainer
 
     margins = build_margins(cfg, train_pairs)  # bad margins fail before any model loads
@@ -366,7 +354,7 @@ def train_bt(
     trainer = (OdinRewardTrainer if cfg.rm.length_head else BucketedRewardTrainer)(
         **odin,
         model=model,
-        args=build_args(cfg, run, bool(eval_pairs), cpu_bf16(cfg.train, bucketed)),
+        args=build_args(cfg, run, bool(eval_pairs), cpu_bf16(cfg.train.cpu_precision, cfg.train.bf16, bucketed)),
         processing_class=tokenizer,
         train_dataset=build_bt_dataset(train_pairs, spec, tokenizer, margins),
         eval_dataset=build_bt_dataset(eval_pairs, spec, tokenizer) if eval_pairs else None,
