@@ -9,33 +9,19 @@ import torch
 from rlcw.cpu_isa import describe, native_bf16, resolve_cpu_precision
 
 
-@pytest.fixture
-def cpu(monkeypatch):
-    """A CPU box whose bf16 flags the test sets, no ISA limits."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    for name in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS"):
-        monkeypatch.delenv(name, raising=False)
-
-    def flags(avx512_bf16: bool, amx: bool) -> None:
-        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
-        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
-
-    return flags
-
-
-def test_auto_takes_bf16_only_where_amx_runs_it(cpu):
-    cpu(avx512_bf16=True, amx=True)
+def test_auto_takes_bf16_only_where_amx_runs_it(cpu_flags):
+    cpu_flags(avx512_bf16=True, amx=True)
     assert resolve_cpu_precision("auto") == ("bf16", "auto: AMX runs bf16 matmuls here")
-    cpu(avx512_bf16=True, amx=False)  # native bf16, but at half fp32's matmul rate
+    cpu_flags(avx512_bf16=True, amx=False)  # native bf16, but at half fp32's matmul rate
     precision, why = resolve_cpu_precision("auto")
     assert precision == "fp32" and "avx512_bf16 without AMX" in why
     assert native_bf16()[0]  # a decode of a few rows still takes bf16 there (rollout.precision=auto)
-    cpu(avx512_bf16=False, amx=False)
+    cpu_flags(avx512_bf16=False, amx=False)
     assert resolve_cpu_precision("auto")[0] == "fp32"
 
 
-def test_isa_limits_take_amx_or_bf16_away(cpu, monkeypatch):
-    cpu(avx512_bf16=True, amx=True)
+def test_isa_limits_take_amx_or_bf16_away(cpu_flags, monkeypatch):
+    cpu_flags(avx512_bf16=True, amx=True)
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")  # bf16 without AMX
     precision, why = resolve_cpu_precision("auto")
     assert precision == "fp32" and "AMX limited away" in why and native_bf16()[0]
@@ -49,8 +35,8 @@ def test_isa_limits_take_amx_or_bf16_away(cpu, monkeypatch):
     assert resolve_cpu_precision("auto")[0] == "fp32"
 
 
-def test_a_set_precision_is_kept_a_gpu_leaves_it_to_the_trainer_and_a_bad_one_is_refused(cpu, monkeypatch):
-    cpu(avx512_bf16=False, amx=False)
+def test_a_set_precision_is_kept_a_gpu_leaves_it_to_the_trainer_and_a_bad_one_is_refused(cpu_flags, monkeypatch):
+    cpu_flags(avx512_bf16=False, amx=False)
     assert resolve_cpu_precision("bf16") == ("bf16", "set in the config")
     assert resolve_cpu_precision("fp32") == ("fp32", "set in the config")
     with pytest.raises(ValueError, match="auto"):
@@ -59,8 +45,8 @@ def test_a_set_precision_is_kept_a_gpu_leaves_it_to_the_trainer_and_a_bad_one_is
     assert resolve_cpu_precision("auto")[0] == "fp32"
 
 
-def test_describe_names_the_isa_path_the_hardware_and_the_limits(cpu, monkeypatch):
-    cpu(avx512_bf16=True, amx=True)
+def test_describe_names_the_isa_path_the_hardware_and_the_limits(cpu_flags, monkeypatch):
+    cpu_flags(avx512_bf16=True, amx=True)
     assert "AMX yes (in use)" in describe()
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")

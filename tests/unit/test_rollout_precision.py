@@ -3,37 +3,22 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from rlcw.errors import RlcwError
 from rlcw.rl.grpo.rollout import check_fast_rollout, resolve_precision
 
 
-@pytest.fixture
-def cpu(monkeypatch):
-    """A CPU box whose bf16 flags the test sets."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    for name in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
-        monkeypatch.delenv(name, raising=False)
-
-    def flags(avx512_bf16: bool, amx: bool) -> None:
-        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
-        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
-
-    return flags
-
-
-def test_auto_takes_bf16_where_the_cpu_has_it(cpu):
-    cpu(avx512_bf16=True, amx=False)
+def test_auto_takes_bf16_where_the_cpu_has_it(cpu_flags):
+    cpu_flags(avx512_bf16=True, amx=False)
     assert resolve_precision("auto") == ("bf16", "auto: the CPU has avx512_bf16")
-    cpu(avx512_bf16=True, amx=True)
+    cpu_flags(avx512_bf16=True, amx=True)
     assert resolve_precision("auto") == ("bf16", "auto: the CPU has amx_bf16")
 
 
-def test_auto_takes_fp32_without_native_bf16_or_on_the_avx2_path(cpu, monkeypatch):
-    cpu(avx512_bf16=False, amx=False)
+def test_auto_takes_fp32_without_native_bf16_or_on_the_avx2_path(cpu_flags, monkeypatch):
+    cpu_flags(avx512_bf16=False, amx=False)
     assert resolve_precision("auto")[0] == "fp32"
-    cpu(avx512_bf16=True, amx=True)
+    cpu_flags(avx512_bf16=True, amx=True)
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     precision, why = resolve_precision("auto")
     assert precision == "fp32" and "ONEDNN_MAX_CPU_ISA=AVX2" in why
@@ -42,8 +27,8 @@ def test_auto_takes_fp32_without_native_bf16_or_on_the_avx2_path(cpu, monkeypatc
     assert resolve_precision("auto")[0] == "fp32"
 
 
-def test_a_set_precision_is_kept_and_auto_is_a_valid_key(cpu):
-    cpu(avx512_bf16=False, amx=False)
+def test_a_set_precision_is_kept_and_auto_is_a_valid_key(cpu_flags):
+    cpu_flags(avx512_bf16=False, amx=False)
     assert resolve_precision("bf16") == ("bf16", "set in the config")
     check_fast_rollout("fast", "auto", 3.0, deepspeed=None, agents_variant=None)
     with pytest.raises(RlcwError, match="fp32, bf16 or auto"):
