@@ -11,6 +11,7 @@ import pytest
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_folder
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 from rlcw.run_guard import experiment_changes
 from rlcw.runs import drop_rows_after, prepare_run_folder, purge_tensorboard
 
@@ -25,11 +26,8 @@ class _Train:
 
 
 @dataclass
-class _Cfg:
-    output_dir: str = "runs"
+class _Cfg(RunKeys):
     run_name: str = "r"
-    seed: int = 0
-    overwrite: bool = False
     train: _Train = field(default_factory=_Train)
 
 

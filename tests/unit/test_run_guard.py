@@ -13,6 +13,7 @@ import pytest
 from rlcw.config import at_least
 from rlcw.errors import RlcwError
 from rlcw.recipes.common.run import stage_run
+from rlcw.recipes.common.sections import RunKeys
 from rlcw.run_guard import LOCK_FILE, check_writable, lock_run_folder
 from rlcw.tracking import check_trackers, wandb_logged_in
 
@@ -25,11 +26,8 @@ class _Train:
 
 
 @dataclass
-class _Cfg:
-    output_dir: str = "runs"
+class _Cfg(RunKeys):
     run_name: str = "r"
-    seed: int = 0
-    overwrite: bool = False
     model: str = "some/model"
     train: _Train = field(default_factory=_Train)
 
@@ -157,11 +155,8 @@ class _Model:
 
 
 @dataclass
-class _CfgWithModel:
-    output_dir: str = "runs"
+class _CfgWithModel(RunKeys):
     run_name: str = "export"
-    seed: int = 0
-    overwrite: bool = False
     model: _Model = field(default_factory=_Model)
 
 
