@@ -74,3 +74,26 @@ def grpo_run(runs_root, rm_run, tiny_model_dir):
         ],
     )
     return main(cfg)
+
+
+@pytest.fixture
+def tiny_grpo_overrides(runs_root, rm_run, tiny_model_dir):
+    """`overrides(run_name, *more)`: a one-step grpo run on the tiny model with the session's RM (4 prompts, 2
+    completions of 8 tokens each), then `more`."""
+
+    def overrides(name: str, *more: str) -> list[str]:
+        return [
+            f"output_dir={runs_root}",
+            f"run_name={name}",
+            f"model.name={tiny_model_dir}",
+            f"reward.rm_path={rm_run['artifacts']['model']}",
+            "train.max_steps=1",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=8",
+            "lora.r=4",
+            "data.max_train_prompts=4",
+            *more,
+        ]
+
+    return overrides

@@ -262,29 +262,13 @@ def test_kl_to_start_takes_the_policy_side_from_the_loss_forward(runs_root, rm_r
     assert train[1]["monitor/kl_to_start"] > 1e-6
 
 
-def test_lm_head_choices_train_alike_and_say_which_head_ran(runs_root, rm_run, tiny_model_dir, capsys):
+def test_lm_head_choices_train_alike_and_say_which_head_ran(runs_root, tiny_grpo_overrides, capsys):
     """train.lm_head: rlcw's head (the CPU default) and TRL's give the same first step to float rounding, and the
     log names the head each run used; an unknown value is refused before the run folder exists."""
     from rlcw.recipes.grpo import main
 
     def run(head: str) -> dict:
-        cfg = _cfg(
-            [
-                f"output_dir={runs_root}",
-                f"run_name=grpo_head_{head}",
-                f"model.name={tiny_model_dir}",
-                f"reward.rm_path={rm_run['artifacts']['model']}",
-                "train.max_steps=1",
-                "train.batch_size=4",
-                "train.num_generations=2",
-                "train.max_completion_length=8",
-                "lora.r=4",
-                "data.max_train_prompts=4",
-                "eval.every_steps=0",
-                f"train.lm_head={head}",
-            ]
-        )
-        main(cfg)
+        main(_cfg(tiny_grpo_overrides(f"grpo_head_{head}", "eval.every_steps=0", f"train.lm_head={head}")))
         return _rows(runs_root / f"grpo_head_{head}")[0]
 
     own, trl = run("auto"), run("trl")

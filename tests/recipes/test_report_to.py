@@ -45,30 +45,21 @@ def jsonl(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_grpo_report_to_wandb_offline(offline_wandb, runs_root, rm_run, tiny_model_dir):
+def test_grpo_report_to_wandb_offline(offline_wandb, tiny_grpo_overrides):
     from rlcw.recipes.grpo import GRPORecipeConfig, main
 
     cfg = load_config(
         GRPORecipeConfig,
         None,
-        [
-            f"output_dir={runs_root}",
-            "run_name=grpo_wandb",
-            f"model.name={tiny_model_dir}",
-            f"reward.rm_path={rm_run['artifacts']['model']}",
-            "train.max_steps=1",
-            "train.batch_size=4",
-            "train.num_generations=2",
-            "train.max_completion_length=8",
+        tiny_grpo_overrides(
+            "grpo_wandb",
             "train.log_kl_every=0",
             "train.report_to=[wandb]",
             "eval.every_steps=1",
             "eval.num_prompts=2",
             "eval.max_new_tokens=8",
             "eval.evaluators={length: {}}",
-            "lora.r=4",
-            "data.max_train_prompts=4",
-        ],
+        ),
     )
     run_dir = Path(main(cfg)["artifacts"]["metrics"]).parent
     history, logged = wandb_history(run_dir), jsonl(run_dir)
