@@ -162,8 +162,7 @@ def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[tuple[str, bool, str
         f"{slop['slop_start']:.1f} -> {slop['slop_final']:.1f} points, change {slop['slop_delta']:+.1f} "
         f"[{slop['slop_delta_lo']:+.1f}, {slop['slop_delta_hi']:+.1f}] (upper bound needs <= {g.max_slop_rise:+.1f})"
     )
-    short_ok = hi <= g.max_short_rise  # NaN (no word ranges) fails: nothing was shown
-    slop_ok = slop["slop_delta_hi"] <= g.max_slop_rise
+    short_ok, slop_ok = bounds_met(g, h, slop)
 
     def said(met: bool, text: str) -> str:  # a check that does not gate still says whether its bound was met
         return text if g.hacking else f"bound {'met' if met else 'NOT met'}: {text}"
@@ -182,9 +181,10 @@ def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[tuple[str, bool, str
     ]
 
 
-def hacking_met(g, h: dict, slop: dict) -> bool:
-    """Whether both reward-hacking bounds were met, gating or not (`gate/hacking` in summary.json)."""
-    return h.get("ended_short_delta_hi", math.nan) <= g.max_short_rise and slop["slop_delta_hi"] <= g.max_slop_rise
+def bounds_met(g, h: dict, slop: dict) -> tuple[bool, bool]:
+    """Whether the reward-hacking bounds were met, gating or not: (ending too short, slop), each 95% upper bound
+    against the gates' limit; NaN (no word ranges) is not met: nothing was shown."""
+    return h.get("ended_short_delta_hi", math.nan) <= g.max_short_rise, slop["slop_delta_hi"] <= g.max_slop_rise
 
 
 def rm_kind(ensemble_size: int, length_head: bool) -> str:
@@ -233,7 +233,7 @@ def gate(gates, results: dict, slop: dict, rm: str) -> tuple[dict, list[tuple[st
     ]
     hacking = hacking_checks(gates, h, slop, rm)
     metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
-    metrics["gate/hacking"] = float(hacking_met(gates, h, slop))  # both reward-hacking bounds met, gating or not
+    metrics["gate/hacking"] = float(all(bounds_met(gates, h, slop)))  # both reward-hacking bounds met, gating or not
     return metrics, [*checks, *hacking], verdict
 
 

@@ -92,8 +92,8 @@ class BucketedRewardTrainer(RewardTrainer):
     max_padding: float | None = 0.1
 
     def train(self, *args, **kwargs):
-        cpu_bf16 = self.args.bf16 and self.args.use_cpu
-        with bf16_frozen_linears(self.model) if cpu_bf16 else nullcontext():
+        bf16_on_cpu = self.args.bf16 and self.args.use_cpu
+        with bf16_frozen_linears(self.model) if bf16_on_cpu else nullcontext():
             return super().train(*args, **kwargs)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
