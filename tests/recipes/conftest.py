@@ -78,7 +78,7 @@ def grpo_run(runs_root, rm_run, tiny_model_dir):
 
 @pytest.fixture
 def tiny_grpo_overrides(runs_root, rm_run, tiny_model_dir):
-    """`overrides(run_name, *more)`: a one-step grpo run on the tiny model with the session's RM (4 prompts, 2
+    """`overrides(run_name, *more)`: a one-step grpo run on the tiny model with the rm_run fixture's RM (4 prompts, 2
     completions of 8 tokens each), then `more`."""
 
     def overrides(name: str, *more: str) -> list[str]:
