@@ -113,7 +113,8 @@ class Stages:
         changed, added = config_drift(before, stage_cfg)
         same = not changed or (resumed is not None and not config_drift(before, resumed)[0])
         if same:
-            self.say(f"{name}: its config lacks keys added since ({', '.join(added)}); taken as the same")
+            why = f"lacks keys added since ({', '.join(added)})" if added else "differs only in retired or reordered keys"
+            self.say(f"{name}: its config {why}; taken as the same")
         return same
 
     def _fresh(self, name: str, started_at: float | None) -> bool:

@@ -58,6 +58,10 @@ def test_stage_reused_across_an_added_key_and_rerun_on_a_change(tmp_path, capsys
     got = Stages(resume=True, label="outcome").run("grpo", lambda c: ran.append(c) or {"status": "completed"}, cfg)
     assert ran == [] and got["wall_time_s"] == 5.0
     assert "lacks keys added since (train.shared_prefix)" in capsys.readouterr().out
+    reordered = yaml.safe_dump(yaml.safe_load(to_yaml(cfg)), sort_keys=True)  # same values, another text
+    finished(cfg, "run_name: grpo\n" + reordered.replace("run_name: grpo\n", ""))
+    Stages(resume=True, label="outcome").run("grpo", lambda c: ran.append(c) or {"status": "completed"}, cfg)
+    assert ran == [] and "differs only in retired or reordered keys" in capsys.readouterr().out
     changed = Stage(train=Train(learning_rate=2e-3), output_dir=str(tmp_path))
     Stages(resume=True, label="outcome").run("grpo", lambda c: ran.append(c) or {"status": "completed"}, changed)
     assert ran == [changed] and "config changed" in capsys.readouterr().out
