@@ -113,7 +113,11 @@ class Stages:
         changed, added = config_drift(before, stage_cfg)
         same = not changed or (resumed is not None and not config_drift(before, resumed)[0])
         if same:
-            why = f"lacks keys added since ({', '.join(added)})" if added else "differs only in retired or reordered keys"
+            why = (
+                f"lacks keys added since ({', '.join(added)})"
+                if added
+                else "differs only in retired or reordered keys"
+            )
             self.say(f"{name}: its config {why}; taken as the same")
         return same
 
