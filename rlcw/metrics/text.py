@@ -1,4 +1,5 @@
-"""Text statistics every stage shares: words, sentences, n-gram repetition and diversity.
+"""Text statistics every stage shares: words, sentences, n-gram repetition and diversity, and whether a text is
+prose at all (`is_junk`).
 
 Word = whitespace-separated token (what `len(text.split())` counts), so "word ranges" in
 prompts, length rewards, reports and monitors all agree.
@@ -55,3 +56,12 @@ def distinct_n(texts: list[str], n: int = 3) -> float:
         counts.update(ngrams(tokens(t), n))
     total = sum(counts.values())
     return len(counts) / total if total else 0.0
+
+
+def is_junk(text: str) -> bool:
+    """No prose: fewer letters than other visible characters, or nothing visible (a policy that collapsed into
+    bracket or symbol runs such as "[[[[..." or "# \\n[ \\n[ ..."; prose in any alphabet is ~95% letters).
+
+    is_junk("[[[[[[[[")  # -> True        is_junk("She left at dawn.")  # -> False"""
+    visible = [c for c in text if not c.isspace()]
+    return sum(c.isalpha() for c in visible) * 2 < len(visible) or not visible

@@ -8,6 +8,12 @@ and the share of the read stories outside the start stories' range (no residual 
 each arm minus `base` at the same points. A conclusion is stated only where every gold agrees: a change whose
 intervals are above 0 (or below) under each gold; otherwise the section says the golds disagree or the change is
 null.
+
+    lines, flat = junk_section({"grpo": [(6, records), (12, records)], ...})   # per run: (step, measured records)
+
+`junk_section` gives each run's share of measured stories that are no prose at all (`rlcw.metrics.text.is_junk`)
+at every checkpoint, and the first step where most are: a collapse the golds may pay for (RMs score text unlike
+their training data arbitrarily), which neither the residual's cells nor a gold "fall" can show.
 """
 
 from __future__ import annotations
@@ -129,3 +135,26 @@ def _conclusions(read: dict, golds: list[str], arms: list[str], base: str | None
             parts.append("no residual change that every gold measures (null)")
         out.append(f"- **{a}**: " + "; ".join(parts) + ".")
     return [*out, ""]
+
+
+def junk_section(measured: dict[str, list[tuple[int, list[dict]]]]) -> tuple[list[str], dict[str, float]]:
+    """Report lines (a table: run, the junk share at each checkpoint, the first step where it passes one half) and
+    flat metrics `junk/<run>/step<k>`; ([], {}) when there is nothing measured."""
+    from rlcw.metrics.text import is_junk
+
+    if not any(measured.values()):
+        return [], {}
+    lines = [
+        "Stories that are no prose at all (fewer letters than other visible characters, `rlcw.metrics.text.is_junk`), "
+        "share per checkpoint. A run whose stories turned to junk collapsed, whatever a gold scores them.",
+        "",
+        "| run | junk share by step | most junk from step |",
+        "|---|---|---|",
+    ]
+    flat: dict[str, float] = {}
+    for run, points in measured.items():
+        shares = [(step, sum(is_junk(r["story"]) for r in recs) / max(1, len(recs))) for step, recs in points]
+        flat.update({f"junk/{run}/step{step}": share for step, share in shares})
+        first = next((str(step) for step, share in shares if share > 0.5), "-")
+        lines.append(f"| {run} | " + ", ".join(f"{step}: {share:.2f}" for step, share in shares) + f" | {first} |")
+    return [*lines, ""], flat

@@ -106,8 +106,8 @@ def arms_reading(
 ) -> tuple[list[str], dict[str, float]]:
     """The report's arms section (`rlcw.outcome.arms`): every trained run with seeds read over its seeds at
     `measure.matched_d` and at its peaks, by every gold: each checkpoint's measured records at its curve point's d;
-    ([], {}) when no run has seeds."""
-    from rlcw.outcome.arms import arms_section
+    then the junk share of every seeded run's checkpoints (`junk_section`); ([], {}) when no run has seeds."""
+    from rlcw.outcome.arms import arms_section, junk_section
     from rlcw.outcome.seeds import Baseline, Cells, SeedReading, arm_seed, cell_sums
 
     if not any(cfg.seeds.values()):
@@ -126,7 +126,10 @@ def arms_reading(
         readings[gold] = SeedReading(runs, base, prompts, n_resamples=m.n_resamples, seed=cfg.seed)
     base_arm = "grpo" if cfg.seeds.get("grpo") else None
     note = f"Cells: {len(cells.edges) - 1} word bins (edges {', '.join(f'{e:g}' for e in cells.edges)}) x ended."
-    return arms_section(readings, list(m.matched_d), base_arm, notes=[note, ""])
+    lines, flat = arms_section(readings, list(m.matched_d), base_arm, notes=[note, ""])
+    seeded = {c.run: measured[c.run] for c in curves if cfg.seeds.get(arm_of(cfg, c.run)[0])}
+    junk_lines, junk_flat = junk_section(seeded)
+    return lines + junk_lines, flat | junk_flat
 
 
 def add_slop(pool: list[dict], start: list[dict], measured: dict[str, list]) -> list[str]:

@@ -119,3 +119,16 @@ def test_baseline_refit_inside_the_bootstrap_widens_the_residual_interval():
     assert est.delta == pytest.approx(-1.0)  # the short cell's mean is 1: moving there costs 1 of residual
     assert est.ci_high - est.ci_low > 0.2
     assert np.isfinite(est.ci_low)
+
+
+def test_junk_section_shares_and_first_collapsed_step():
+    from rlcw.outcome.arms import junk_section
+
+    prose, junk = {"story": "The lighthouse keeper read the letter twice."}, {"story": "[[[[[[[[[["}
+    lines, flat = junk_section(
+        {"grpo": [(6, [prose, prose, prose, junk]), (12, [prose, junk, junk, junk])], "grpo_kl": [(6, [prose, prose])]}
+    )
+    assert flat == {"junk/grpo/step6": 0.25, "junk/grpo/step12": 0.75, "junk/grpo_kl/step6": 0.0}
+    assert "| grpo | 6: 0.25, 12: 0.75 | 12 |" in lines
+    assert "| grpo_kl | 6: 0.00 | - |" in lines
+    assert junk_section({}) == ([], {})

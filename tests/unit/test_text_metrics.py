@@ -96,3 +96,13 @@ def test_length_baseline_accuracy_hand_worked():
     ]
     assert length_baseline_accuracy(pairs) == pytest.approx(0.5)
     assert length_baseline_accuracy(pairs[:1]) == 1.0
+
+
+def test_is_junk_tells_collapsed_output_from_prose():
+    from rlcw.metrics.text import is_junk
+
+    collapsed = ["[[[[[[[[[[[[", "# \n[ \n[ \n[ \n[", "*\n* * *\n* * * * *", "[[[[[[[[[[[[column_2: [[[[[[[[", "", "  \n"]
+    prose = ['"Go!" he said, and left at dawn.', "Это короткая история.", "She counted 1, 2, 3 and ran."]
+    assert [is_junk(t) for t in collapsed] == [True] * len(collapsed)
+    assert [is_junk(t) for t in prose] == [False] * len(prose)
+    assert is_junk("ab[[[") and not is_junk("abc[[")  # the line: letters against the other visible characters
