@@ -101,7 +101,14 @@ def test_length_baseline_accuracy_hand_worked():
 def test_is_junk_tells_collapsed_output_from_prose():
     from rlcw.metrics.text import is_junk
 
-    collapsed = ["[[[[[[[[[[[[", "# \n[ \n[ \n[ \n[", "*\n* * *\n* * * * *", "[[[[[[[[[[[[column_2: [[[[[[[[", "", "  \n"]
+    collapsed = [
+        "[[[[[[[[[[[[",
+        "# \n[ \n[ \n[ \n[",
+        "*\n* * *\n* * * * *",
+        "[[[[[[[[[[[[column_2: [[[[[[[[",
+        "",
+        "  \n",
+    ]
     prose = ['"Go!" he said, and left at dawn.', "Это короткая история.", "She counted 1, 2, 3 and ran."]
     assert [is_junk(t) for t in collapsed] == [True] * len(collapsed)
     assert [is_junk(t) for t in prose] == [False] * len(prose)
