@@ -377,7 +377,9 @@ def test_seeds_two_golds_and_the_anchored_arm(tmp_path, tiny_model_dir):
     ]
     study = [
         "runs=[grpo,grpo_par,grpo_kl,best_of_n]",
-        "seeds={grpo: [1], grpo_par: [1], grpo_kl: []}",
+        "seeds={grpo: [1], grpo_par: [1], grpo_kl: [], grpo_odin: []}",
+        "proxies.odin=0",  # the config's ODIN arm has tests of its own; its proxy is dropped here
+        "proxy_length_heads=[]",
         "grpo_par.reward.specs.rm.anchor.per_prompt=2",
         "measure.matched_d=[0.01]",
         "proxy_data.max_prompts=null",  # every RL prompt: the anchor's references cover whatever grpo_par draws
