@@ -137,9 +137,12 @@ def _conclusions(read: dict, golds: list[str], arms: list[str], base: str | None
     return [*out, ""]
 
 
-def junk_section(measured: dict[str, list[tuple[int, list[dict]]]]) -> tuple[list[str], dict[str, float]]:
-    """Report lines (a table: run, the junk share at each checkpoint, the first step where it passes one half) and
-    flat metrics `junk/<run>/step<k>`; ([], {}) when there is nothing measured."""
+def junk_section(
+    measured: dict[str, list[tuple[int, list[dict]]]], arm_of: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, float]]:
+    """Report lines (a table: run, the junk share at each checkpoint, the first step where it passes one half; then,
+    given each run's arm, how many of each arm's seeds collapsed and from which step) and flat metrics
+    `junk/<run>/step<k>`; ([], {}) when there is nothing measured."""
     from rlcw.metrics.text import is_junk
 
     if not any(measured.values()):
@@ -152,9 +155,25 @@ def junk_section(measured: dict[str, list[tuple[int, list[dict]]]]) -> tuple[lis
         "|---|---|---|",
     ]
     flat: dict[str, float] = {}
+    collapsed: dict[str, list[str]] = {}
     for run, points in measured.items():
         shares = [(step, sum(is_junk(r["story"]) for r in recs) / max(1, len(recs))) for step, recs in points]
         flat.update({f"junk/{run}/step{step}": share for step, share in shares})
         first = next((str(step) for step, share in shares if share > 0.5), "-")
         lines.append(f"| {run} | " + ", ".join(f"{step}: {share:.2f}" for step, share in shares) + f" | {first} |")
+        collapsed.setdefault((arm_of or {}).get(run, run), []).append(first)
+    if arm_of:
+        said = [
+            f"{arm} {sum(f != '-' for f in firsts)} of {len(firsts)} (from step "
+            + ", ".join(f for f in firsts if f != "-")
+            + ")"
+            for arm, firsts in collapsed.items()
+            if any(f != "-" for f in firsts)
+        ]
+        lines += [
+            "",
+            "Seeds whose stories turned to junk, by arm (gold readings from that step on score junk): "
+            + ("; ".join(said) if said else "none")
+            + ".",
+        ]
     return [*lines, ""], flat

@@ -128,7 +128,7 @@ def arms_reading(
     note = f"Cells: {len(cells.edges) - 1} word bins (edges {', '.join(f'{e:g}' for e in cells.edges)}) x ended."
     lines, flat = arms_section(readings, list(m.matched_d), base_arm, notes=[note, ""])
     seeded = {c.run: measured[c.run] for c in curves if cfg.seeds.get(arm_of(cfg, c.run)[0])}
-    junk_lines, junk_flat = junk_section(seeded)
+    junk_lines, junk_flat = junk_section(seeded, {run: arm_of(cfg, run)[0] for run in seeded})
     return lines + junk_lines, flat | junk_flat
 
 

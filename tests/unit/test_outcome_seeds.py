@@ -132,3 +132,12 @@ def test_junk_section_shares_and_first_collapsed_step():
     assert "| grpo | 6: 0.25, 12: 0.75 | 12 |" in lines
     assert "| grpo_kl | 6: 0.00 | - |" in lines
     assert junk_section({}) == ([], {})
+    by_arm = {"grpo": "grpo", "grpo_seed1": "grpo", "grpo_kl": "grpo_kl"}
+    runs = {"grpo": [(6, [junk])], "grpo_seed1": [(6, [prose]), (12, [junk, junk])], "grpo_kl": [(6, [prose])]}
+    lines, _ = junk_section(runs, by_arm)
+    assert (
+        lines[-2]
+        == "Seeds whose stories turned to junk, by arm (gold readings from that step on score junk): grpo 2 of 2 (from step 6, 12)."
+    )
+    lines, _ = junk_section({"grpo_kl": [(6, [prose])]}, {"grpo_kl": "grpo_kl"})
+    assert lines[-2].endswith("score junk): none.")
