@@ -155,20 +155,23 @@ def junk_section(
         "|---|---|---|",
     ]
     flat: dict[str, float] = {}
-    collapsed: dict[str, list[str]] = {}
+    collapsed: dict[str, list[int | None]] = {}  # arm -> each seed's first step with most stories junk
     for run, points in measured.items():
         shares = [(step, sum(is_junk(r["story"]) for r in recs) / max(1, len(recs))) for step, recs in points]
         flat.update({f"junk/{run}/step{step}": share for step, share in shares})
-        first = next((str(step) for step, share in shares if share > 0.5), "-")
-        lines.append(f"| {run} | " + ", ".join(f"{step}: {share:.2f}" for step, share in shares) + f" | {first} |")
-        collapsed.setdefault((arm_of or {}).get(run, run), []).append(first)
+        first = next((step for step, share in shares if share > 0.5), None)
+        lines.append(
+            f"| {run} | "
+            + ", ".join(f"{step}: {share:.2f}" for step, share in shares)
+            + f" | {'-' if first is None else first} |"
+        )
+        if arm_of:
+            collapsed.setdefault(arm_of[run], []).append(first)
     if arm_of:
         said = [
-            f"{arm} {sum(f != '-' for f in firsts)} of {len(firsts)} (from step "
-            + ", ".join(f for f in firsts if f != "-")
-            + ")"
+            f"{arm} {len(steps)} of {len(firsts)} (from step {', '.join(map(str, steps))})"
             for arm, firsts in collapsed.items()
-            if any(f != "-" for f in firsts)
+            if (steps := [f for f in firsts if f is not None])
         ]
         lines += [
             "",
