@@ -416,6 +416,9 @@ def test_seeds_two_golds_and_the_anchored_arm(tmp_path, tiny_model_dir):
     text = (out / "report.md").read_text()
     assert "## Arms over seeds at matched KL" in text and "second gold (measures only)" in text
     assert "| gold raw | gold residual | gold2 raw | gold2 residual | outside |" in text
+    assert "| run | junk share by step | most junk from step |" in text  # every seeded run's checkpoints
+    assert any(line.startswith("| grpo_par_seed1 | 1: ") for line in text.splitlines())
+    assert "Seeds whose stories turned to junk, by arm" in text and "junk/grpo/step2" in summary["metrics"]
     for arm in ("grpo", "grpo_par"):
         assert any(line.startswith(f"| {arm} | 2 | d = 0.01 |") for line in text.splitlines()), arm
         assert any(line.startswith(f"| {arm} | 2 | peak (d = ") for line in text.splitlines()), arm
