@@ -8,7 +8,11 @@ win by measuring length, and `corrupt` closes a corrupted text the way the origi
 splices and repeats stop at a word count, mid-sentence, and an RM trained on them learned
 "a story that stops mid-sentence is the worse one" (58% of the quickstart's pairs carried that
 cue), which it then paid GRPO ~2 RM units for ending at any length. `truncate` is the
-one kind whose point is the unfinished ending. All functions are pure given the `random.Random` passed in; each
+one kind whose point is the unfinished ending. `stop_early` is the one kind that is never length-matched: the
+rejected side is the chunk's first sentences, ended cleanly, so an RM learns that a story which stops after a
+sentence or two is worse than the whole one (a policy otherwise collects the RM's ending bonus by ending early;
+the pair builder keeps these pairs out of the eval split, so held-out accuracy stays a length-matched figure).
+All functions are pure given the `random.Random` passed in; each
 returns the corrupted text or None when the text is too short for that corruption.
 """
 
@@ -19,7 +23,8 @@ from collections.abc import Callable
 
 from rlcw.metrics.text import count_words, split_sentences
 
-CORRUPTIONS = ("shuffle", "splice", "substitute", "repeat", "truncate")
+CORRUPTIONS = ("shuffle", "splice", "substitute", "repeat", "truncate", "stop_early")
+UNMATCHED = frozenset({"stop_early"})  # kinds whose point is the length gap: never length-matched
 
 
 def _join(sents: list[str]) -> str:
@@ -109,6 +114,19 @@ def truncate_pair(text: str, rng: random.Random) -> tuple[str, str] | None:
     return chosen, rejected
 
 
+def stop_early(text: str, other: str, rng: random.Random, match_length: bool, keep: float = 0.5) -> str | None:
+    """The longest run of whole first sentences with at most `keep` of the words (at least one sentence, fewer
+    than all): the story stopped early but ended cleanly. None when even the first sentence is longer."""
+    sents = split_sentences(text)
+    total, words, out = count_words(text), 0, []
+    for sent in sents[:-1]:
+        words += count_words(sent)
+        if words > keep * total:
+            break
+        out.append(sent)
+    return _join(out) if out else None
+
+
 _CLOSERS = "\"'\u201d\u2019)]"
 
 
@@ -135,6 +153,7 @@ FUNCS: dict[str, Callable[..., str | None]] = {
     "substitute": substitute,
     "repeat": repeat,
     "truncate": truncate,
+    "stop_early": stop_early,
 }
 
 

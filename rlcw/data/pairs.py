@@ -4,7 +4,9 @@ Stories are cut into chunks of `chunk_sentences` sentences (short texts train fa
 each chunk is corrupted by every requested kind, with a chunk of a different story as donor
 for splices and substitutions. The split is by story, so evaluation pairs come from stories
 the RM never saw. With `match_length`, pairs whose word counts differ by more than
-`tolerance` (a share of the chosen length, at least one word) are dropped and counted.
+`tolerance` (a share of the chosen length, at least one word) are dropped and counted; the kinds whose point is
+the length gap (`rlcw.data.corrupt.UNMATCHED`: `stop_early`) are kept unmatched and go to the training split
+only, so held-out accuracy stays a figure on length-matched pairs.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rlcw.data.corrupt import corrupt
+from rlcw.data.corrupt import UNMATCHED, corrupt
 from rlcw.metrics.text import count_words, split_sentences
 
 
@@ -73,15 +75,26 @@ def build_corruption_pairs(
         for ci, chunk in enumerate(chunks):
             stats.chunks += 1
             for kind in kinds:
-                pair = corrupt(kind, chunk, rng.choice(donors) if donors else "", rng, match_length)
+                # stop_early takes no donor and no random draw: adding it leaves every other pair as it was
+                donor = rng.choice(donors) if donors and kind not in UNMATCHED else ""
+                pair = corrupt(kind, chunk, donor, rng, match_length)
                 if pair is None:
                     stats.dropped[f"{kind}: text too short"] += 1
                     continue
                 chosen, rejected = pair
-                if match_length and not length_matched(chosen, rejected, tolerance):
+                unmatched = kind in UNMATCHED
+                if match_length and not unmatched and not length_matched(chosen, rejected, tolerance):
                     stats.dropped[f"{kind}: length not matched"] += 1
                     continue
-                meta = {"kind": kind, "story_id": str(story["id"]), "chunk": ci, "length_matched": match_length}
+                if unmatched and split is held:
+                    stats.dropped[f"{kind}: eval split (length-matched only)"] += 1
+                    continue
+                meta = {
+                    "kind": kind,
+                    "story_id": str(story["id"]),
+                    "chunk": ci,
+                    "length_matched": match_length and not unmatched,
+                }
                 split.append(
                     {
                         "prompt": story["prompt"],

@@ -1,7 +1,8 @@
 """Build preference pairs by controlled corruption of stories (chosen = original).
 
-Kinds: shuffle, splice, substitute, repeat, truncate (UNION-style); `match_length=true`
-(default) keeps each pair's word counts within `tolerance`, so an RM cannot win by length.
+Kinds: shuffle, splice, substitute, repeat, truncate (UNION-style), stop_early; `match_length=true`
+(default) keeps each pair's word counts within `tolerance`, so an RM cannot win by length (`stop_early`, the whole
+chunk against its first sentences, is unmatched by design and training-only).
 Writes `<run>/pairs/train.jsonl` and `<run>/pairs/eval.jsonl` (preference records; the split
 is by story).
 
@@ -35,7 +36,7 @@ from rlcw.recipes.common.sections import RunKeys
 class PairsDataConfig:
     kind: str = "corruption"  # corruption | human_vs_model
     stories: str = "bundled"  # "bundled" or a story-record jsonl (human_vs_model: records with `reference`)
-    # corruptions used: shuffle | splice | substitute | repeat | truncate
+    # corruptions used: shuffle | splice | substitute | repeat | truncate | stop_early
     kinds: list[str] = field(default_factory=lambda: ["shuffle", "splice", "substitute", "repeat", "truncate"])
     chunk_sentences: int = 4  # sentences per story chunk (each chunk is one chosen text)
     max_chunks_per_story: int | None = None  # at most N chunks per story (None = all)

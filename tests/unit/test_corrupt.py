@@ -9,12 +9,14 @@ import pytest
 
 from rlcw.data.corrupt import (
     CORRUPTIONS,
+    UNMATCHED,
     corrupt,
     ending,
     match_ending,
     repeat,
     shuffle,
     splice,
+    stop_early,
     substitute,
     truncate,
     truncate_pair,
@@ -68,7 +70,7 @@ def test_every_kind_changes_the_text(kind, match_length):
         assert rejected.strip() and chosen.strip()
 
 
-@pytest.mark.parametrize("kind", CORRUPTIONS)
+@pytest.mark.parametrize("kind", [k for k in CORRUPTIONS if k not in UNMATCHED])
 def test_match_length_keeps_word_counts_within_tolerance(kind):
     for seed in range(10):
         chosen, rejected = corrupt(kind, TEXT, OTHER, random.Random(seed), True)
@@ -231,3 +233,29 @@ def test_truncate_keeps_its_unfinished_ending():
     for seed in range(5):
         chosen, rejected = corrupt("truncate", TEXT, OTHER, random.Random(seed), True)
         assert ending(chosen) == "." and ending(rejected) == ""
+
+
+def test_stop_early_keeps_the_longest_run_of_first_sentences_within_half_the_words():
+    # sentences of 6, 4, 12, 12, ... words: 6 + 4 + 12 = 22 <= 31 (half of 62), + 12 = 34 > 31
+    for match_length in (True, False):
+        chosen, rejected = corrupt("stop_early", TEXT, OTHER, random.Random(0), match_length)
+        assert chosen == TEXT
+        assert rejected == " ".join(S[:3])
+        assert count_words(rejected) == 22
+        assert ending(rejected) == ending(chosen) == "."  # ended cleanly: only the length tells them apart
+    assert stop_early(TEXT, OTHER, random.Random(0), True, keep=0.15) == S[0]  # 6 <= 9.3 < 6 + 4
+
+
+def test_stop_early_needs_a_first_sentence_short_enough_and_more_than_one_sentence():
+    rng = random.Random(0)
+    assert stop_early("A very long first sentence goes on and on here. Short.", OTHER, rng, True) is None
+    assert stop_early("Only one sentence with several words in it.", OTHER, rng, True) is None
+    assert stop_early("Short one. A second sentence that is much longer than the first one.", OTHER, rng, True) == (
+        "Short one."
+    )
+
+
+def test_stop_early_draws_nothing_from_the_rng():
+    rng = random.Random(5)
+    corrupt("stop_early", TEXT, OTHER, rng, True)
+    assert rng.random() == random.Random(5).random()

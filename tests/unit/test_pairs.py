@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlcw.data.bundled import bundled_path
-from rlcw.data.corrupt import CORRUPTIONS
+from rlcw.data.corrupt import CORRUPTIONS, UNMATCHED
 from rlcw.data.pairs import build_corruption_pairs, chunk_story, is_eval_story, length_matched
 from rlcw.data.records import read_stories, validate_preference
 from rlcw.metrics.text import split_sentences
@@ -80,11 +80,27 @@ def test_bundled_pairs_split_by_story(built):
 def test_bundled_pairs_are_length_matched_and_valid(built):
     train, held, _ = built
     for i, p in enumerate(train + held):
-        assert length_matched(p["chosen"], p["rejected"], 0.05), p
         assert validate_preference(p, "pairs", i) == p
         assert p["meta"]["kind"] in CORRUPTIONS
         assert p["source"] == f"corruption:{p['meta']['kind']}"
-        assert p["meta"]["length_matched"] is True
+        matched = p["meta"]["kind"] not in UNMATCHED
+        assert p["meta"]["length_matched"] is matched
+        assert length_matched(p["chosen"], p["rejected"], 0.05) is matched, p
+
+
+def test_stop_early_pairs_are_training_only_and_leave_every_other_pair_as_it_was(stories, built):
+    train, held, stats = built
+    assert {p["meta"]["kind"] for p in held} == set(CORRUPTIONS) - UNMATCHED
+    early = [p for p in train if p["meta"]["kind"] == "stop_early"]
+    assert early and stats.dropped["stop_early: eval split (length-matched only)"] > 0
+    for p in early:
+        assert p["chosen"].startswith(p["rejected"]) and len(p["rejected"].split()) <= len(p["chosen"].split()) / 2
+    kinds = [k for k in CORRUPTIONS if k not in UNMATCHED]
+    without = build_corruption_pairs(stories, kinds, chunk_sentences=5, seed=0)
+    assert without[1] == held  # the eval split is unchanged
+    key = lambda p: (p["meta"]["story_id"], p["meta"]["chunk"], p["meta"]["kind"])  # noqa: E731
+    assert sorted(map(key, without[0])) == sorted(key(p) for p in train if p["meta"]["kind"] != "stop_early")
+    assert sorted(without[0], key=key) == sorted((p for p in train if p["meta"]["kind"] != "stop_early"), key=key)
 
 
 def test_bundled_pairs_stats(built, stories):
