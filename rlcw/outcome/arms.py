@@ -13,7 +13,8 @@ null.
 
 `junk_section` gives each run's share of measured stories that are no prose at all (`rlcw.metrics.text.is_junk`)
 at every checkpoint, and the first step where most are: a collapse the golds may pay for (RMs score text unlike
-their training data arbitrarily), which neither the residual's cells nor a gold "fall" can show.
+their training data arbitrarily), which neither the residual's cells nor a gold "fall" can show unless the gold
+readings score junk as a failure (`rlcw.outcome.screen`, the study's default).
 """
 
 from __future__ import annotations
@@ -138,11 +139,12 @@ def _conclusions(read: dict, golds: list[str], arms: list[str], base: str | None
 
 
 def junk_section(
-    measured: dict[str, list[tuple[int, list[dict]]]], arm_of: dict[str, str] | None = None
+    measured: dict[str, list[tuple[int, list[dict]]]], arm_of: dict[str, str] | None = None, screened: bool = False
 ) -> tuple[list[str], dict[str, float]]:
     """Report lines (a table: run, the junk share at each checkpoint, the first step where it passes one half; then,
-    given each run's arm, how many of each arm's seeds collapsed and from which step) and flat metrics
-    `junk/<run>/step<k>`; ([], {}) when there is nothing measured."""
+    given each run's arm, how many of each arm's seeds collapsed and from which step, and whether the gold readings
+    score that junk raw or, `screened`, as a failure: `rlcw.outcome.screen`) and flat metrics `junk/<run>/step<k>`;
+    ([], {}) when there is nothing measured."""
     from rlcw.metrics.text import is_junk
 
     if not any(measured.values()):
@@ -173,9 +175,10 @@ def junk_section(
             for arm, firsts in collapsed.items()
             if (steps := [f for f in firsts if f is not None])
         ]
+        how = "score junk as a failure, each gold's floor" if screened else "score junk"
         lines += [
             "",
-            "Seeds whose stories turned to junk, by arm (gold readings from that step on score junk): "
+            f"Seeds whose stories turned to junk, by arm (gold readings from that step on {how}): "
             + ("; ".join(said) if said else "none")
             + ".",
         ]

@@ -26,6 +26,7 @@ from rlcw.outcome.analysis import (
     run_verdict,
 )
 from rlcw.outcome.monitors import MonitorRead, lead_summary, lead_table
+from rlcw.outcome.screen import screen_note
 from rlcw.report import save_figure
 
 # (why, overrides): the report's "Scale up" section; tests/recipes/test_outcome.py validates every one
@@ -69,6 +70,7 @@ class StudySetup:
     kl_estimator: str = "k3"
     rl_proxy: str = ""
     slop_phrases: list[str] | None = None  # the fingerprint every story's slop score counts
+    junk_floor: dict[str, float] | None = None  # each gold's floor junk stories score (None: the screen is off)
 
 
 def _label(s: Summary) -> str:
@@ -366,7 +368,7 @@ def write_outcome_report(
         f"token ids including EOS, estimator {setup.kl_estimator} (k1 alongside); d = sqrt(mean KL per story). "
         f"Best-of-n: one pool of {setup.pool} start samples per prompt, Gao et al.'s unbiased estimator over every "
         "n-subset, d = sqrt(log n - (n-1)/n). Every CI is a 95% prompt-level paired bootstrap; peaks are chosen on "
-        "one half of the prompts and tested on the other.",
+        f"one half of the prompts and tested on the other. {screen_note(setup.junk_floor)}",
         "",
         "## Conclusion",
         "",

@@ -1,5 +1,5 @@
-"""The outcome study's readings after its stages: best-of-n under the ensemble proxy's aggregates, the monitors'
-lead-time rows, the seeds' arms, slop and the RM agreement table. Functions here take the study's config or its
+"""The outcome study's readings after its stages: the junk screen of the gold scores, best-of-n under the ensemble
+proxy's aggregates, the monitors' lead-time rows, the seeds' arms, slop and the RM agreement table. Functions here take the study's config or its
 sections (they are its stage definitions)."""
 
 from __future__ import annotations
@@ -96,6 +96,21 @@ def monitor_reads(
     return rows
 
 
+def screen_golds(
+    cfg, study: Study, pool: list[dict], measured: dict[str, list]
+) -> tuple[list[dict], dict[str, list], dict[str, float] | None]:
+    """The pool and every checkpoint's records with junk stories scored as each gold's floor, and the floors
+    (`rlcw.outcome.screen`; the floor from the start's stories, the pool's first samples); unchanged, and no floor,
+    when `measure.screen_junk` is off. The one place the gold readings' scores are screened."""
+    from rlcw.outcome.screen import junk_floor, screen_junk
+
+    if not cfg.measure.screen_junk:
+        return pool, measured, None
+    floor = junk_floor([r for r in pool if r["sample_index"] < cfg.measure.samples_per_prompt], study.golds())
+    screened = {name: [(step, screen_junk(recs, floor)) for step, recs in points] for name, points in measured.items()}
+    return screen_junk(pool, floor), screened, floor
+
+
 def arms_reading(
     cfg,
     study: Study,
@@ -103,11 +118,14 @@ def arms_reading(
     slope: list[dict],
     measured: dict[str, list],
     curves: list[analysis.Curve],
+    floor: dict[str, float] | None = None,
 ) -> tuple[list[str], dict[str, float]]:
     """The report's arms section (`rlcw.outcome.arms`): every trained run with seeds read over its seeds at
     `measure.matched_d` and at its peaks, by every gold: each checkpoint's measured records at its curve point's d;
-    then the junk share of every seeded run's checkpoints (`junk_section`); ([], {}) when no run has seeds."""
+    then the junk share of every seeded run's checkpoints (`junk_section`); ([], {}) when no run has seeds.
+    `floor`: the junk screen's floors (`screen_golds`; None: off), which the section states."""
     from rlcw.outcome.arms import arms_section, junk_section
+    from rlcw.outcome.screen import screen_note
     from rlcw.outcome.seeds import Baseline, Cells, SeedReading, arm_seed, cell_sums
 
     if not any(cfg.seeds.values()):
@@ -126,9 +144,9 @@ def arms_reading(
         readings[gold] = SeedReading(runs, base, prompts, n_resamples=m.n_resamples, seed=cfg.seed)
     base_arm = "grpo" if cfg.seeds.get("grpo") else None
     note = f"Cells: {len(cells.edges) - 1} word bins (edges {', '.join(f'{e:g}' for e in cells.edges)}) x ended."
-    lines, flat = arms_section(readings, list(m.matched_d), base_arm, notes=[note, ""])
+    lines, flat = arms_section(readings, list(m.matched_d), base_arm, notes=[note, "", screen_note(floor), ""])
     seeded = {c.run: measured[c.run] for c in curves if cfg.seeds.get(arm_of(cfg, c.run)[0])}
-    junk_lines, junk_flat = junk_section(seeded, {run: arm_of(cfg, run)[0] for run in seeded})
+    junk_lines, junk_flat = junk_section(seeded, {run: arm_of(cfg, run)[0] for run in seeded}, floor is not None)
     return lines + junk_lines, flat | junk_flat
 
 

@@ -218,8 +218,8 @@ def monitor_proxy(cfg) -> str | None:
     return cfg.ens_proxy if cfg.ens_proxy in cfg.proxy_ensembles else next(iter(cfg.proxy_ensembles))
 
 
-def study_setup(cfg, rows: list[dict]) -> StudySetup:
-    """What the report states about the gold, the prompts and the sampling."""
+def study_setup(cfg, rows: list[dict], junk_floor: dict[str, float] | None = None) -> StudySetup:
+    """What the report states about the gold, the prompts and the sampling; `junk_floor`: the screen's floors."""
     given = cfg.gold.rm_path
     return StudySetup(
         policy=cfg.model.name,
@@ -232,6 +232,7 @@ def study_setup(cfg, rows: list[dict]) -> StudySetup:
         pool=max(cfg.best_of_n.sizes),
         max_new_tokens=cfg.measure.max_new_tokens,
         rl_proxy=f"proxy_{cfg.rl_proxy}",
+        junk_floor=junk_floor,
     )
 
 

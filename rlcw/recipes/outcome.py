@@ -22,6 +22,8 @@ design note: `rlcw.metrics.overopt`), every training stage a real rlcw recipe in
 4. Measurement (`measure/`): every checkpoint samples `measure.samples_per_prompt` stories for each
    bundled `study` prompt (top_k 0, top_p 1, temperature 1, CRN; `rlcw.outcome.measure`), KL per story to
    the start on the sampled ids incl. EOS, gold and every proxy score, length, repetition, diversity.
+   With `measure.screen_junk` (default) every story that is no prose at all scores as each gold's floor (its
+   lowest score of a start story) in every gold reading (`rlcw.outcome.screen`); the proxies' scores stay raw.
 5. Report (`report.md`, `plots/`): gold and proxy against d = sqrt(KL) for every run and best-of-n on
    one figure with Gao fits, length/repetition/diversity against d, the RM table, the fits, the
    split-half peak test, every point with prompt-level CIs, per-run verdicts (`rlcw.outcome.analysis`).
@@ -51,7 +53,14 @@ from rlcw.io import read_jsonl
 from rlcw.outcome import analysis
 from rlcw.outcome.pairs import accuracy_by_prompt
 from rlcw.outcome.report import write_outcome_report
-from rlcw.pipelines.outcome_readings import add_slop, agreement_rows, arms_reading, ensemble_bon, monitor_reads
+from rlcw.pipelines.outcome_readings import (
+    add_slop,
+    agreement_rows,
+    arms_reading,
+    ensemble_bon,
+    monitor_reads,
+    screen_golds,
+)
 from rlcw.pipelines.outcome_stages import (
     DEFAULT_RUNS,
     GRPO_RUNS,
@@ -146,6 +155,9 @@ class MeasureSection:
     matched_d: list[float] = field(default_factory=lambda: [2.0, 4.0, 6.0])  # d = sqrt(KL) the arms are compared at
     residual_bins: int = 8  # quantile bins of words (x ended) the residual's start-story cells use
     residual_min_count: int = 5  # start stories a cell needs before a residual may use it
+    # every gold reading scores a story that is no prose at all as that gold's lowest start-story score (a failure;
+    # the golds paid junk as a gain: `rlcw.outcome.screen`); false reads the golds' raw scores of junk
+    screen_junk: bool = True
 
 
 @dataclass
@@ -298,11 +310,12 @@ def main(cfg: OutcomeConfig) -> dict:
         pool = pool_step(cfg, st, study, rows)
         rm_rows = agreement_rows(cfg, pool, rm_rows)
         train_runs(cfg, st, study)
+        measured = {name: measure_run(cfg, st, study, name, rows) for name in trained_runs(cfg)}
+        pool, measured, floor = screen_golds(cfg, study, pool, measured)  # every gold reading below is screened
         k = cfg.measure.samples_per_prompt
         start = [r for r in pool if r["sample_index"] < k]
         rest = [r for r in pool if r["sample_index"] >= k]  # the gold's length/ending slopes: not the start's stories
-        measured = {name: measure_run(cfg, st, study, name, rows) for name in trained_runs(cfg)}
-        setup = study_setup(cfg, rows)
+        setup = study_setup(cfg, rows, floor)
         setup.slop_phrases = add_slop(pool, start, measured)
         curves = [
             analysis.rl_curve(name, f"proxy_{run_proxy(cfg, name)}", start, points, slope_records=rest or start)
@@ -320,12 +333,13 @@ def main(cfg: OutcomeConfig) -> dict:
         summaries = [analysis.summarise(c, m.n_resamples, m.fit_resamples, cfg.seed) for c in curves]
         reads = monitor_reads(cfg, st, study, summaries, measured, pool)
         rl = [c for c in curves if c.run in measured]
-        arms, arm_flat = arms_reading(cfg, study, start, rest or start, measured, rl)
+        arms, arm_flat = arms_reading(cfg, study, start, rest or start, measured, rl, floor)
         st.timings["analysis"] = time.time() - t0
         report, flat, plots = write_outcome_report(
             run.path, summaries, rm_rows, setup, st.timings, monitors=reads, aggregate_choice=choice, arms=arms
         )
-        metrics = {**flat, **arm_flat, "wall_time_s": round(sum(st.timings.values()), 1)}
+        metrics = {**flat, **arm_flat, **{f"junk_floor/{g}": v for g, v in (floor or {}).items()}}
+        metrics["wall_time_s"] = round(sum(st.timings.values()), 1)
         metrics.update({f"time/{k}_s": round(v, 1) for k, v in st.timings.items()})
         metrics.update({f"agreement/{r['rm']}": r["agreement"].accuracy for r in rm_rows if r.get("agreement")})
         return run.write_summary("completed", metrics, {"report": report, **plots})

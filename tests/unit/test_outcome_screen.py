@@ -3,10 +3,13 @@ on numbers worked by hand."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from rlcw.outcome.screen import junk_floor, screen_junk, screen_note
 from rlcw.outcome.seeds import Baseline, Cells, SeedReading, arm_seed, cell_sums
+from rlcw.pipelines.outcome_readings import screen_golds
 
 PROSE, JUNK = "The keeper climbed the stairs and lit the lamp.", "[[[[[[[[[[[["
 
@@ -39,6 +42,27 @@ def test_junk_story_scores_the_floor_and_prose_is_untouched():
     assert junk["scores"] == {"gold": 5.0, "gold2": 3.0, "proxy_large": 7.0}  # the caller's record is not changed
     empty = screen_junk([rec("B", 0, 4.0, story=" \n ")], {"gold": -3.0})
     assert empty[0]["scores"]["gold"] == -3.0 and empty[0]["scores"]["gold2"] == 0.0  # only the golds in the floor
+
+
+def _study_cfg(screen: bool):
+    cfg = SimpleNamespace(measure=SimpleNamespace(screen_junk=screen, samples_per_prompt=2))
+    return cfg, SimpleNamespace(golds=lambda: ["gold", "gold2"])
+
+
+def test_screen_golds_takes_the_floor_from_the_start_only_and_can_be_switched_off():
+    # the pool's sample 2 is not the start (samples_per_prompt = 2): its lower gold is not the floor
+    pool = [rec("A", 0, -1.0, 0.0), rec("A", 1, -2.0, 1.0), rec("A", 2, -9.0, -9.0), rec("A", 3, 0.0, 0.0, story=JUNK)]
+    measured = {"grpo": [(6, [rec("A", 0, 4.0, 2.0, story=JUNK), rec("A", 1, 1.0, 1.0)])]}
+    cfg, study = _study_cfg(True)
+    new_pool, new_measured, floor = screen_golds(cfg, study, pool, measured)
+    assert floor == {"gold": -2.0, "gold2": 0.0}
+    assert [r["scores"]["gold"] for r in new_pool] == [-1.0, -2.0, -9.0, -2.0]
+    ((step, recs),) = new_measured["grpo"]
+    assert step == 6 and [(r["scores"]["gold"], r["scores"]["gold2"]) for r in recs] == [(-2.0, 0.0), (1.0, 1.0)]
+    cfg, study = _study_cfg(False)
+    off_pool, off_measured, off_floor = screen_golds(cfg, study, pool, measured)
+    assert off_floor is None and off_pool is pool and off_measured is measured
+    assert [r["scores"]["gold"] for r in off_measured["grpo"][0][1]] == [4.0, 1.0]
 
 
 def test_residual_counts_a_junk_story_as_a_failure():

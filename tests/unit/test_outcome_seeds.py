@@ -141,3 +141,8 @@ def test_junk_section_shares_and_first_collapsed_step():
     )
     lines, _ = junk_section({"grpo_kl": [(6, [prose])]}, {"grpo_kl": "grpo_kl"})
     assert lines[-2].endswith("score junk): none.")
+    lines, _ = junk_section(runs, by_arm, screened=True)
+    assert lines[-2] == (
+        "Seeds whose stories turned to junk, by arm (gold readings from that step on score junk as a failure, "
+        "each gold's floor): grpo 2 of 2 (from step 6, 12)."
+    )
