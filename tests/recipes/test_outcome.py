@@ -433,3 +433,9 @@ def test_seeds_two_golds_and_the_anchored_arm(tmp_path, tiny_model_dir):
     )
     m = summary["metrics"]
     assert "arms/grpo_par/d0.01/gold2/residual" in m and "agreement/gold2" in m
+    # the junk screen (on in the config): each gold's floor is its lowest score of a start story, stated in the report
+    assert "(gold readings from that step on score junk as a failure, each gold's floor)" in text
+    start = [r for r in _jsonl(out / "pool_scores" / "samples.jsonl") if r["sample_index"] < 2]
+    for g in ("gold", "gold2"):
+        floor = min(r["scores"][g] for r in start)
+        assert m[f"junk_floor/{g}"] == pytest.approx(floor) and f"{g} {floor:+.2f}" in text, g
