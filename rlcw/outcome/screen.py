@@ -7,9 +7,11 @@ A gold is a reward model; shown text unlike anything it was trained on (a policy
 "# \\n[ \\n["), it scores it arbitrarily, and it may score it far above real stories. Every reading of a gold change
 would then pay a collapse as a gain. The screen scores every junk story (`rlcw.metrics.text.is_junk`; an empty
 story is junk too) as the floor of that gold: the lowest score it gave any of the start model's stories of the same
-prompts, so junk is never better than the start's worst story. A screened story keeps its words and ending (the
-residual's cell), so the residual counts it as a failure too. Scores other than the golds' (the proxies: what RL
-optimised) are left as they are.
+prompts, so junk is never better than the start's worst story. A screened story is marked (`junk: True`) and keeps
+its words and ending; the residual reads it against the start stories' overall mean, not a word-bin x ended cell
+(junk has no story length to control for, and its cells are mostly ones the start never filled), so it counts there
+as a failure too instead of being left out. Scores other than the golds' (the proxies: what RL optimised) are left
+as they are.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ def junk_floor(start: Sequence[dict], golds: Sequence[str]) -> dict[str, float]:
 
 
 def screen_junk(records: Sequence[dict], floor: Mapping[str, float]) -> list[dict]:
-    """`records` with every junk story's gold scores set to `floor` (per gold). A junk record is replaced by a copy
-    (the caller's record and its scores are left unchanged); every other record is passed through as it is."""
-    return [{**r, "scores": {**r["scores"], **floor}} if is_junk(r["story"]) else r for r in records]
+    """`records` with every junk story's gold scores set to `floor` (per gold) and `junk: True`. A junk record is
+    replaced by a copy (the caller's record and its scores are left unchanged); every other record is passed through
+    as it is."""
+    return [{**r, "scores": {**r["scores"], **floor}, "junk": True} if is_junk(r["story"]) else r for r in records]
 
 
 def screen_note(floor: Mapping[str, float] | None) -> str:

@@ -17,7 +17,8 @@ the cap), the gold's mean in each cell. A story's residual is its gold minus its
 start stories' range (fewer or more words than any of them, or in a cell holding fewer than `min_count` of them)
 have no residual: they are left out and their share is reported (`Estimate.outside`), never extrapolated. The cell
 means are refitted inside every bootstrap replicate from the same resampled prompts, so their uncertainty is in the
-interval.
+interval. A story the junk screen marked (`junk: True`, `rlcw.outcome.screen`) is never outside: its residual is its
+(floor) gold minus the start stories' overall mean (the extra last cell), so a collapse counts as a failure.
 
 **Matched KL.** A run's checkpoints have d = sqrt(mean KL per story); the reading at a target d is the per-prompt
 value interpolated linearly between the two checkpoints around the first crossing of d (the start is d = 0). A run
@@ -47,7 +48,8 @@ KINDS = ("raw", "residual")
 
 @dataclass(frozen=True)
 class Cells:
-    """Quantile bins of words (edges, ascending) x ended: cell = 2 x bin + ended; -1 outside the edges."""
+    """Quantile bins of words (edges, ascending) x ended: cell = 2 x bin + ended; -1 outside the edges. A reading
+    has one more column after these `n` cells: the junk cell (`PromptTable`, `Baseline.means`)."""
 
     edges: tuple[float, ...]
 
@@ -76,12 +78,12 @@ class PromptTable:
     residual needs (gold and counts of the stories inside the cells), so a replicate's cell means apply linearly."""
 
     raw: np.ndarray  # (P,) mean gold over the prompt's stories
-    gold_in: np.ndarray  # (P,) sum of gold over the prompt's stories inside the cells
-    count_in: np.ndarray  # (P, C) the prompt's stories per cell
+    gold_in: np.ndarray  # (P,) sum of gold over the prompt's stories inside the cells (junk included)
+    count_in: np.ndarray  # (P, C + 1) the prompt's stories per cell; the last column: its junk stories
     outside: float  # share of the point's stories outside the cells
 
     def residual(self, means: np.ndarray) -> np.ndarray:
-        """(P,) mean residual per prompt under cell means `means` (C,); NaN for a prompt with no story inside."""
+        """(P,) mean residual per prompt under cell means `means` (C + 1,); NaN for a prompt with no story inside."""
         n = self.count_in.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(n > 0, (self.gold_in - self.count_in @ np.nan_to_num(means)) / n, np.nan)
@@ -96,13 +98,15 @@ def _story_arrays(records: list[dict], gold: str, prompts: Sequence[str]) -> tup
     g = np.array([float(r["scores"][gold]) for r in records])
     words = np.array([float(r["words"]) for r in records])
     ended = np.array([float(bool(r["finished"])) for r in records])
-    return rows, g, words, ended
+    junk = np.array([bool(r.get("junk", False)) for r in records], dtype=bool)
+    return rows, g, words, ended, junk
 
 
 def cell_sums(records: list[dict], gold: str, prompts: Sequence[str], cells: Cells) -> tuple[np.ndarray, np.ndarray]:
-    """(gold sums, counts), each (P, C): the baseline stories per prompt and cell (outside stories left out)."""
-    rows, g, words, ended = _story_arrays(records, gold, prompts)
-    cell = cells.index(words, ended)
+    """(gold sums, counts), each (P, C): the baseline stories per prompt and cell (outside and junk stories left
+    out: the baseline says what the gold pays for length and ending in real stories)."""
+    rows, g, words, ended, junk = _story_arrays(records, gold, prompts)
+    cell = np.where(junk, -1, cells.index(words, ended))
     sums, counts = np.zeros((len(prompts), cells.n)), np.zeros((len(prompts), cells.n))
     keep = cell >= 0
     np.add.at(sums, (rows[keep], cell[keep]), g[keep])
@@ -113,17 +117,19 @@ def cell_sums(records: list[dict], gold: str, prompts: Sequence[str], cells: Cel
 def prompt_table(
     records: list[dict], gold: str, prompts: Sequence[str], cells: Cells, usable: np.ndarray | None = None
 ) -> PromptTable:
-    """`records` of one point summarised per prompt; `usable` (C,) marks the cells a residual may use."""
-    rows, g, words, ended = _story_arrays(records, gold, prompts)
+    """`records` of one point summarised per prompt; `usable` (C,) marks the cells a residual may use; junk stories
+    go to the last column (always usable)."""
+    rows, g, words, ended, junk = _story_arrays(records, gold, prompts)
     n = np.bincount(rows, minlength=len(prompts)).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         raw = np.bincount(rows, weights=g, minlength=len(prompts)) / n
     cell = cells.index(words, ended)
     if usable is not None:
         cell = np.where((cell >= 0) & usable[np.maximum(cell, 0)], cell, -1)
+    cell = np.where(junk, cells.n, cell)
     keep = cell >= 0
     gold_in = np.bincount(rows[keep], weights=g[keep], minlength=len(prompts))
-    count_in = np.zeros((len(prompts), cells.n))
+    count_in = np.zeros((len(prompts), cells.n + 1))
     np.add.at(count_in, (rows[keep], cell[keep]), 1.0)
     return PromptTable(raw, gold_in, count_in, float(1.0 - keep.mean()) if len(keep) else 0.0)
 
@@ -151,12 +157,14 @@ class Baseline:
         return cls(sums, counts, counts.sum(axis=0) >= min_count)
 
     def means(self, weights: np.ndarray) -> np.ndarray:
-        """(C,) cell means under prompt weights (P,); a cell the replicate left empty keeps the full-sample mean."""
+        """(C + 1,) cell means under prompt weights (P,), a cell the replicate left empty keeping the full-sample mean;
+        last, the junk cell's: the mean over every start story inside the cells."""
         full = self.sums.sum(axis=0) / np.maximum(self.counts.sum(axis=0), 1e-12)
         num, den = weights @ self.sums, weights @ self.counts
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(den > 0, num / den, full)
-        return np.where(self.usable, out, np.nan)
+        overall = num.sum() / den.sum() if den.sum() > 0 else self.sums.sum() / max(self.counts.sum(), 1e-12)
+        return np.append(np.where(self.usable, out, np.nan), overall)
 
 
 def arm_seed(

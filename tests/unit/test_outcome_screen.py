@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from rlcw.outcome.screen import junk_floor, screen_junk, screen_note
@@ -38,7 +39,8 @@ def test_junk_story_scores_the_floor_and_prose_is_untouched():
     out = screen_junk([prose, junk], {"gold": -3.0, "gold2": -0.5})
     assert out[0] is prose and prose["scores"] == {"gold": 1.0, "gold2": 2.0, "proxy_large": 7.0}
     assert out[1]["scores"] == {"gold": -3.0, "gold2": -0.5, "proxy_large": 7.0}  # the proxy stays raw
-    assert (out[1]["words"], out[1]["finished"], out[1]["story"]) == (1.0, False, JUNK)  # its cell is kept
+    assert (out[1]["words"], out[1]["finished"], out[1]["story"]) == (1.0, False, JUNK)  # words and ending kept
+    assert out[1]["junk"] is True and "junk" not in out[0]
     assert junk["scores"] == {"gold": 5.0, "gold2": 3.0, "proxy_large": 7.0}  # the caller's record is not changed
     empty = screen_junk([rec("B", 0, 4.0, story=" \n ")], {"gold": -3.0})
     assert empty[0]["scores"]["gold"] == -3.0 and empty[0]["scores"]["gold2"] == 0.0  # only the golds in the floor
@@ -83,8 +85,9 @@ def test_residual_counts_a_junk_story_as_a_failure():
         return SeedReading({"grpo": [run]}, base, prompts, n_resamples=50, seed=0).at_d("grpo", 2.0, kind).delta
 
     screened = screen_junk(ckpt, floor)
-    # residual: A (0.5 - 1) - 0.5 = -1.0, B (2.0 - 1) - (-0.5) = 1.5, mean 0.25; raw: A 0.5 - 2.5, B 2.0 - 0.5
-    assert read(screened, "residual") == pytest.approx(0.25)
+    # residual: junk against the overall start mean 1.5 (not its cell's 1): A (0.5 - 1.5) - 0.5 = -1.5,
+    # B (2.0 - 1) - (-0.5) = 1.5, mean 0.0; raw: A 0.5 - 2.5, B 2.0 - 0.5
+    assert read(screened, "residual") == pytest.approx(0.0)
     assert read(screened, "raw") == pytest.approx(-0.25)
     # unscreened, the junk is a gain: A (9.0 - 1) - 0.5 = 7.5, B 1.5; raw A 6.5, B 1.5
     assert read(ckpt, "residual") == pytest.approx(4.5)
@@ -95,3 +98,25 @@ def test_screen_note_states_each_floor_or_that_junk_is_read_raw():
     note = screen_note({"gold": -6.4468, "gold2": -3.4345})
     assert "scored as a failure in every gold reading" in note and "(gold -6.45, gold2 -3.43)" in note
     assert "keep the golds' raw scores (`measure.screen_junk=false`)" in screen_note(None)
+
+
+def test_residual_reads_junk_in_a_cell_the_start_never_filled_against_the_overall_start_mean():
+    cells = Cells((0.0, 50.0, 100.0))
+    prompts = ["A", "B"]
+    slope = [rec("A", 2, 1.0, words=10), rec("A", 3, 3.0, words=40), rec("B", 2, 0.0, words=60, ended=False)]
+    slope.append(rec("B", 3, 2.0, words=90, ended=False))  # overall start mean (1 + 3 + 0 + 2) / 4 = 1.5
+    base = Baseline.of(*cell_sums(slope, "gold", prompts, cells), min_count=2)
+    assert base.means(np.ones(2))[-1] == pytest.approx(1.5)
+    assert base.means(np.array([2.0, 0.0]))[-1] == pytest.approx(2.0)  # a replicate that drew A twice: A's stories
+    start = [rec("A", 0, 2.5, words=20), rec("B", 0, 0.5, words=70, ended=False)]  # residuals 0.5 and -0.5
+    floor = junk_floor(start, ["gold"])
+    # A's junk has 5 words and did not end: (bin 0, not ended) holds no start story, so the cell is unusable
+    ckpt = [rec("A", 0, 9.0, story=JUNK, words=5, ended=False), rec("B", 0, 2.0, words=70, ended=False)]
+    run = arm_seed("grpo", 0, start, [(2.0, screen_junk(ckpt, floor))], "gold", prompts, cells, base)
+    est = SeedReading({"grpo": [run]}, base, prompts, n_resamples=50, seed=0).at_d("grpo", 2.0, "residual")
+    # A (0.5 - 1.5) - 0.5 = -1.5, B (2.0 - 1) - (-0.5) = 1.5: mean 0.0, nothing outside
+    assert est.delta == pytest.approx(0.0) and est.outside == 0.0
+    # unscreened, the same story is outside the cells and left out: the reading is B's alone
+    raw_run = arm_seed("grpo", 0, start, [(2.0, ckpt)], "gold", prompts, cells, base)
+    est = SeedReading({"grpo": [raw_run]}, base, prompts, n_resamples=50, seed=0).at_d("grpo", 2.0, "residual")
+    assert est.delta == pytest.approx(1.5) and est.outside == pytest.approx(0.5)  # 1 of the checkpoint's 2
