@@ -66,8 +66,8 @@ def arms_section(
         "interpolated between the checkpoints around the crossing), and at each seed's gold peak (chosen on one half "
         "of the prompts, read on the other). Change from the start; 95% intervals resample the seeds, then the "
         "prompts (`rlcw.outcome.seeds`). *residual*: gold minus the mean gold of start stories with the same length "
-        "bin and ending; *outside*: share of the read stories outside the start stories' range, left out of the "
-        "residual.",
+        "bin and ending (a screened junk story: minus the start stories' overall mean); *outside*: share of the read "
+        "stories outside the start stories' range, left out of the residual.",
         "",
         *(notes or []),
         head,
