@@ -1,6 +1,6 @@
 """The outcome study's readings after its stages: the junk screen of the gold scores, best-of-n under the ensemble
-proxy's aggregates, the monitors' lead-time rows, the seeds' arms, slop and the RM agreement table. Functions here take the study's config or its
-sections (they are its stage definitions)."""
+proxy's aggregates, the monitors' lead-time rows, the seeds' arms, slop and the RM agreement table. Functions here
+take the study's config or its sections (they are its stage definitions)."""
 
 from __future__ import annotations
 
