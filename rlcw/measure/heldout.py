@@ -14,8 +14,9 @@ is at temperature 1, top_k 0, top_p 1 (the policies' own distributions), on the 
 (`precision`; auto: bf16 where AMX runs bf16 matmuls, `rlcw.cpu_isa`), whose linears run from packed weights. Start samples are cached in `out_dir/start.jsonl` keyed by the
 settings, so re-measuring another policy against the same start costs one policy's sampling.
 
-Scores use the RM exactly as RL does (`rlcw.rm.scoring.load_rm`; its length-controlled residual when the RM folder
-holds a length fit). The statistics are `rlcw.metrics.heldout.paired_bootstrap` over prompts.
+Scores use the RM as RL does (`rlcw.rm.scoring.load_rm`; its length-controlled residual when the RM folder holds a
+length fit), in the sampler's precision (bf16: the RM's forward under bf16 autocast, scores within a few hundredths
+of fp32's). The statistics are `rlcw.metrics.heldout.paired_bootstrap` over prompts.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class HeldoutSettings:
     system_prompt: str | None = None  # the RL run's (recipes pass cfg.model.system_prompt)
     # the sampler, the same for the start and the tuned policy: fp32 + multinomial (as `generate`), or the fast
     # path bf16 + inverse_cdf (bf16 copies of both policies, one random number a row a step; scripts/bench_rollout.py);
-    # precision auto: bf16 where AMX runs bf16 matmuls, fp32 elsewhere (rlcw.cpu_isa.resolve_cpu_precision)
+    # precision (the sampler's and the RM scoring's) auto: bf16 where AMX runs bf16 matmuls, fp32 elsewhere
+    # (rlcw.cpu_isa.resolve_cpu_precision)
     precision: str = "fp32"
     draw: str = "multinomial"
 
@@ -240,7 +242,7 @@ def resolved(s: HeldoutSettings, stage: str = "heldout") -> HeldoutSettings:
     if s.precision != "auto":
         return s
     precision, why = resolve_cpu_precision(s.precision)
-    say(stage, f"sampling in {precision} ({why})")
+    say(stage, f"sampling and RM scoring in {precision} ({why})")
     return replace(s, precision=precision)
 
 
@@ -289,7 +291,7 @@ def measure_policies(
     start, t_start = policy_samples(start_spec, tok, rows, s, start_cache or out_dir / "start_cache.jsonl", key)
     tuned, t_tuned = policy_samples(tuned_spec, tok, rows, s)
     t0 = time.time()
-    scorer = load_rm(rm_path)
+    scorer = load_rm(rm_path, precision=s.precision)  # the sampler's precision, resolved above
     start, tuned = add_scores([dict(r) for r in start], scorer), add_scores(tuned, scorer)
     t_score = time.time() - t0
     _write_jsonl(out_dir / "start.jsonl", start)

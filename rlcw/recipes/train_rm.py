@@ -28,8 +28,8 @@ gets the trainer's metrics and the before/final evaluation rows through rlcw.tra
 own `report_to` is "none"). Precision: both RM types load their weights as `model.dtype`; `train.bf16` (default
 false = fp32) is the HF bf16 mixed-precision flag (the cluster configs set it; a GPU without bf16 is an error,
 a CPU a warning). On a CPU a BT step's precision is `train.cpu_precision` (auto: bf16 autocast where AMX runs bf16
-matmuls, fp32 elsewhere; rlcw.cpu_isa), and its forward runs the batch in length buckets
-(rlcw.rm.bt_trainer; the same scores up to float rounding); the log says which path was taken.
+matmuls, fp32 elsewhere; rlcw.cpu_isa), the final held-out scoring's too, and its forward runs the batch in length
+buckets (rlcw.rm.bt_trainer; the same scores up to float rounding); the log says which path was taken.
 
     rlcw train-rm --config configs/train_rm/cpu.yaml          # BT on corruption pairs
     rlcw train-rm --config configs/train_rm/genrm_cpu.yaml    # GenRM (A/B verdict)
@@ -457,7 +457,9 @@ def main(cfg: TrainRMConfig) -> dict:
         model_dir = save_rm(trainer.model, tokenizer, spec, run.path / "model")
         if eval_pairs:
             t1 = time.time()
-            metrics.update(evaluate_pairs(spec, model_dir, eval_pairs, cfg.train.eval_batch_size))
+            metrics.update(
+                evaluate_pairs(spec, model_dir, eval_pairs, cfg.train.eval_batch_size, cfg.train.cpu_precision)
+            )
             metrics["time/eval_s"] = round(time.time() - t1, 1)
             run.log(trainer.state.global_step, metrics)
             tracker.log(metrics, trainer.state.global_step)
@@ -476,9 +478,12 @@ def main(cfg: TrainRMConfig) -> dict:
         return summary
 
 
-def evaluate_pairs(spec: RMSpec, model_dir: Path, pairs: list[dict], batch_size: int) -> dict[str, float]:
+def evaluate_pairs(
+    spec: RMSpec, model_dir: Path, pairs: list[dict], batch_size: int, precision: str = "fp32"
+) -> dict[str, float]:
+    """Held-out metrics of the saved RM; a BT RM scores in `precision` (the training step's `cpu_precision`)."""
     if spec.type == "bt":
-        return evaluate_rm(load_rm(model_dir), pairs)
+        return evaluate_rm(load_rm(model_dir, precision=precision), pairs)
     from rlcw.rewards.genrm import GenRMScorer
 
     return evaluate_genrm(GenRMScorer(model_dir, batch_size=batch_size), pairs)

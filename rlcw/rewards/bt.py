@@ -5,7 +5,8 @@
     GRPOTrainer(reward_funcs=[reward], ...)
 
 A `type: bt` reward spec's options are those of `rlcw.rm.scoring.load_rm` (batching, `length_control`, a two-head
-RM's `head`, an ensemble's `aggregate` / `uwo_lambda`; `rlcw.rewards.factory` loads the scorer with them);
+RM's `head`, an ensemble's `aggregate` / `uwo_lambda`, `precision` fp32 | bf16 | auto; `rlcw.rewards.factory` loads
+the scorer with them, and the log says when it scores in bf16);
 `reward.scorer` is the loaded scorer and `reward.length_fit` what `length_control` resolved to (None = raw), which
 a run reports. An ensemble's reward also logs each member's
 mean and the disagreement (std across members) through TRL's `log_metric` when the trainer passes one.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlcw.data.records import message_text
+from rlcw.logs import say
 from rlcw.rm.aggregate import member_summary
 from rlcw.rm.length_control import LengthFit
 from rlcw.rm.scoring import EnsembleScorer, RMScorer
@@ -28,6 +30,8 @@ class BTScorer:
         self.scorer = scorer
         rm_dir = Path(scorer.rm_dir)
         self.__name__ = f"rm_{rm_dir.parent.name or rm_dir.name}"
+        if scorer.precision == "bf16":
+            say("reward", f"{self.__name__} scores in bf16 ({scorer.precision_why})")
 
     @property
     def length_fit(self) -> LengthFit | None:

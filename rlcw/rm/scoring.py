@@ -94,7 +94,10 @@ class RMScorer:
         token_budget: int | None = None,
         max_padding: float | None = None,
         length_fit: LengthFit | None = None,
+        precision: str = "fp32",
     ):
+        from rlcw.cpu_isa import resolve_cpu_precision
+
         self.rm_dir, self.model, self.tokenizer, self.spec = Path(rm_dir), model, tokenizer, spec
         self.head = "quality"  # a one-score RM answers quality (and sum) with its score
         self.device = device or next(model.parameters()).device
@@ -106,6 +109,8 @@ class RMScorer:
         self.length_fit = length_fit  # None: raw scores; see rlcw.rm.length_control
         self.progress = False  # a tqdm bar over batches (evaluation); off for RL rewards
         self.truncation = TruncationCount()  # inputs cut to spec.max_length, warned once above 5%
+        # fp32 | bf16 | auto (bf16 where AMX runs bf16 matmuls): bf16 runs the forward under autocast
+        self.precision, self.precision_why = resolve_cpu_precision(precision)
 
     @property
     def width(self) -> int:
@@ -125,9 +130,11 @@ class RMScorer:
             from tqdm.auto import tqdm
 
             batches = tqdm(batches, desc=f"scoring {len(encoded)} stories", unit="batch")
+        bf16 = self.precision == "bf16"
         for idx in batches:
             ids, mask = pad_batch([encoded[i] for i in idx], pad_id)
-            logits = self._forward(ids.to(self.device), mask.to(self.device))
+            with torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16, enabled=bf16):
+                logits = self._forward(ids.to(self.device), mask.to(self.device))
             if logits.isnan().any():
                 raise RlcwError("reward model returned NaN", where=str(self.rm_dir))
             if logits.shape[-1] != self.width:
@@ -221,11 +228,14 @@ def load_rm(
     head: str = "quality",
     aggregate: str | None = None,
     uwo_lambda: float | None = None,
+    precision: str = "fp32",
 ) -> RMScorer:
     """The scorer of a BT RM folder written by `rlcw train-rm`, of the folder's kind (see the module docstring).
 
     `aggregate` / `uwo_lambda` apply to ensembles only and `head` to two-head RMs (a one-score RM answers
-    quality and sum with its score); a choice the folder cannot answer is a ValueError or an RlcwError."""
+    quality and sum with its score); a choice the folder cannot answer is a ValueError or an RlcwError.
+    `precision`: fp32, bf16 (the forward under bf16 autocast: 2-3x faster where AMX runs bf16 matmuls, scores
+    within a few hundredths of fp32's) or auto (bf16 where AMX runs it, fp32 elsewhere; `rlcw.cpu_isa`)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     rm_dir = Path(rm_dir)
@@ -239,7 +249,13 @@ def load_rm(
     heads = list(spec.extra.get("heads", ["score"]))
     head = check_head(head, heads)
     tokenizer = AutoTokenizer.from_pretrained(rm_dir)
-    batching = {"batch_size": batch_size, "device": device, "token_budget": token_budget, "max_padding": max_padding}
+    batching = {
+        "batch_size": batch_size,
+        "device": device,
+        "token_budget": token_budget,
+        "max_padding": max_padding,
+        "precision": precision,
+    }
     if is_ensemble(rm_dir):
         ensemble = EnsembleRM(rm_dir)
         how, lam = _aggregate_choice(rm_dir, heads, ensemble.manifest, aggregate, uwo_lambda)

@@ -32,6 +32,35 @@ def test_scores_do_not_depend_on_batching(rm_run):
     assert scorer.score(["p"] * 3, stories) == pytest.approx(one, abs=1e-4)
 
 
+def test_scoring_in_bf16_runs_the_forward_under_autocast_close_to_fp32(rm_run, capsys):
+    """precision=bf16 scores under bf16 autocast (the linears compute in bf16), fp32 does not; the scores agree to a
+    few hundredths; a `type: bt` reward spec reaches it and says so; a bad precision is refused."""
+    import torch
+
+    from rlcw.cpu_isa import resolve_cpu_precision
+    from rlcw.rewards.factory import build_reward
+
+    model_dir = rm_run["artifacts"]["model"]
+    stories = ["One. Two.", "A much longer story about a fox who found a key. The end.", "Mid length story here."]
+    seen = {}
+    for precision in ("fp32", "bf16"):
+        scorer = load_rm(model_dir, precision=precision)
+        assert (scorer.precision, scorer.precision_why) == (precision, "set in the config")
+        layer = next(m for m in scorer.model.modules() if isinstance(m, torch.nn.Linear))
+        hook = layer.register_forward_hook(lambda m, a, out, p=precision: seen.setdefault(p, out.dtype) and None)
+        seen[precision + " scores"] = scorer.score(["p"] * 3, stories)
+        hook.remove()
+    assert seen["fp32"] == torch.float32 and seen["bf16"] == torch.bfloat16
+    assert seen["bf16 scores"] == pytest.approx(seen["fp32 scores"], abs=0.05)
+    assert seen["bf16 scores"] != seen["fp32 scores"]  # it did run in bf16
+    assert load_rm(model_dir, precision="auto").precision == resolve_cpu_precision("auto")[0]
+    with pytest.raises(ValueError, match="precision must be one of"):
+        load_rm(model_dir, precision="fp16")
+    reward = build_reward({"type": "bt", "rm_path": model_dir, "precision": "bf16"})
+    assert reward.scorer.precision == "bf16"
+    assert "scores in bf16 (set in the config)" in capsys.readouterr().out
+
+
 def test_rm_metrics_and_summary(rm_run):
     run_dir = Path(rm_run["artifacts"]["model"]).parent
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
