@@ -17,6 +17,12 @@ embedded model by perturbing the top layers and drawing random heads (the same c
 
     python scripts/bench_reward.py --ensemble 4 --buckets 50,100 --n 16 --max-length 256 --no-prompt   # quickstart sizes
 
+`--precision-vs` instead times, in the same run and on the same stories and batching, the scorer in fp32 against
+the scorer in bf16 (`load_rm(precision="bf16")`: bf16 weights, the forward under bf16 autocast), interleaved, and prints each
+bucket's fp32/bf16 time ratio and the largest and mean score difference (with the RM's score SD beside them):
+
+    OMP_NUM_THREADS=1 python scripts/bench_reward.py --precision-vs --rm RM --buckets 50,70 --n 16 --max-length 256 --no-prompt
+
     OMP_NUM_THREADS=1 python scripts/bench_reward.py --buckets 50,200,500 --n 8          # short
     python scripts/bench_reward.py --rm runs/train_rm/model --buckets 50,200,500,1000,1500 --n 32 --json out.json
 """
@@ -69,15 +75,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument(
         "--random-weights", action="store_true", help="stand-in ensemble: the folder's config with random weights"
     )
+    ap.add_argument("--precision-vs", action="store_true", help="time fp32 against bf16 scoring instead")
     return ap.parse_args(argv)
 
 
-def build_scorer(args) -> RMScorer:
+def build_scorer(args, precision: str = "fp32") -> RMScorer:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = getattr(torch, args.dtype)
     if args.rm:
-        scorer = load_rm(args.rm, batch_size=args.batch_size, device=device, length_control=False)
-        scorer.model.to(dtype)
+        scorer = load_rm(args.rm, batch_size=args.batch_size, device=device, length_control=False, precision=precision)
+        if precision == "fp32":
+            scorer.model.to(dtype)
     else:
         from transformers import AutoModelForSequenceClassification
 
@@ -86,7 +94,9 @@ def build_scorer(args) -> RMScorer:
         model = AutoModelForSequenceClassification.from_pretrained(resolve(EMBEDDED_ALIAS), num_labels=1, dtype=dtype)
         model.config.pad_token_id = tok.pad_token_id
         spec = standin_spec(args, tok).check()
-        scorer = RMScorer("embedded-random-head", model, tok, spec, batch_size=args.batch_size, device=device)
+        scorer = RMScorer(
+            "embedded-random-head", model, tok, spec, batch_size=args.batch_size, device=device, precision=precision
+        )
     set_batching(scorer, args)
     return scorer
 
@@ -299,10 +309,58 @@ def bench_ensemble(args) -> list[dict]:
     return rows
 
 
+def bench_precision(args) -> list[dict]:
+    """The same scorer in fp32 and under bf16 autocast, interleaved on the same stories (see module docstring)."""
+    from rlcw.cpu_isa import describe
+
+    scorers = {p: build_scorer(args, p) for p in ("fp32", "bf16")}
+    scorer = scorers["fp32"]
+    print(f"device={scorer.device} threads={torch.get_num_threads()} {describe()} repeats={args.repeats}")
+    print(
+        f"{'words':>6} {'tokens':>7} {'fp32/s':>8} {'bf16/s':>8} {'ratio':>6} {'max|diff|':>9} {'mean|diff|':>10} {'sd':>6}"
+    )
+    rng, rows = random.Random(args.seed), []
+    for words in [int(w) for w in args.buckets.split(",")]:
+        prompts, stories = synthetic_stories(words, args.n, rng)
+        tokens = [len(e) for e in encode_for_rm(scorer.spec, scorer.tokenizer, prompts, stories)]
+        best, scores = {"fp32": float("inf"), "bf16": float("inf")}, {}
+        for p in best:  # warm-up at this length
+            scorers[p].score(prompts[:1], stories[:1])
+        for _ in range(args.repeats):  # interleaved, fastest kept
+            for p, one in scorers.items():
+                t, _, scores[p] = timed(one, lambda one=one, ps=prompts, ss=stories: one.score(ps, ss))
+                best[p] = min(best[p], t)
+        diffs = [abs(a - b) for a, b in zip(scores["fp32"], scores["bf16"], strict=True)]
+        r = {
+            "words": words,
+            "n": args.n,
+            "mean_tokens": sum(tokens) / args.n,
+            "fp32_s": best["fp32"],
+            "bf16_s": best["bf16"],
+            "ratio": best["fp32"] / best["bf16"],
+            "max_abs_diff": max(diffs),
+            "mean_abs_diff": sum(diffs) / len(diffs),
+            "score_sd": float(torch.tensor(scores["fp32"]).std()),
+        }
+        rows.append(r)
+        print(
+            f"{words:>6} {r['mean_tokens']:>7.0f} {args.n / r['fp32_s']:>8.2f} {args.n / r['bf16_s']:>8.2f} "
+            f"{r['ratio']:>6.2f} {r['max_abs_diff']:>9.3f} {r['mean_abs_diff']:>10.3f} {r['score_sd']:>6.3f}",
+            flush=True,
+        )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "device": str(scorer.device), "rows": rows}, indent=2) + "\n"
+        )
+    return rows
+
+
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     if args.ensemble > 1:
         return bench_ensemble(args)
+    if args.precision_vs:
+        return bench_precision(args)
     scorer = build_scorer(args)
     rng = random.Random(args.seed)
     print(

@@ -109,8 +109,11 @@ class RMScorer:
         self.length_fit = length_fit  # None: raw scores; see rlcw.rm.length_control
         self.progress = False  # a tqdm bar over batches (evaluation); off for RL rewards
         self.truncation = TruncationCount()  # inputs cut to spec.max_length, warned once above 5%
-        # fp32 | bf16 | auto (bf16 where AMX runs bf16 matmuls): bf16 runs the forward under autocast
+        # fp32 | bf16 | auto (bf16 where AMX runs bf16 matmuls): bf16 holds the weights in bf16 (cast once: under
+        # autocast alone every batch re-casts them) and runs the forward under bf16 autocast
         self.precision, self.precision_why = resolve_cpu_precision(precision)
+        if self.precision == "bf16":
+            self.model.to(torch.bfloat16)
 
     @property
     def width(self) -> int:
@@ -234,8 +237,9 @@ def load_rm(
 
     `aggregate` / `uwo_lambda` apply to ensembles only and `head` to two-head RMs (a one-score RM answers
     quality and sum with its score); a choice the folder cannot answer is a ValueError or an RlcwError.
-    `precision`: fp32, bf16 (the forward under bf16 autocast: 2-3x faster where AMX runs bf16 matmuls, scores
-    within a few hundredths of fp32's) or auto (bf16 where AMX runs it, fp32 elsewhere; `rlcw.cpu_isa`)."""
+    `precision`: fp32, bf16 (bf16 weights, the forward under bf16 autocast: about 2x faster where AMX runs bf16
+    matmuls, scores within a few hundredths of fp32's) or auto (bf16 where AMX runs it, fp32 elsewhere;
+    `rlcw.cpu_isa`)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     rm_dir = Path(rm_dir)
