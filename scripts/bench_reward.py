@@ -274,10 +274,8 @@ def bench_ensemble(args) -> list[dict]:
         print(
             f"{'words':>6} {'tokens':>7} {'single/s':>9} {'ensemble/s':>11} {'ratio':>6} {'cpu ratio':>9} {'naive':>6}"
         )
-        rng, rows = random.Random(args.seed), []
-        for words in [int(w) for w in args.buckets.split(",")]:
-            prompts, stories = synthetic_stories(words, args.n, rng)
-            tokens = [len(e) for e in encode_for_rm(ens.spec, ens.tokenizer, prompts, stories)]
+        rows = []
+        for words, prompts, stories, mean_tokens in bucket_stories(args, ens):
             ens.score(prompts, stories), single.score(prompts, stories)  # warm-up at this length
             t_one = t_ens = c_one = c_ens = float("inf")
             for _ in range(args.repeats):  # interleaved, fastest kept
@@ -288,7 +286,7 @@ def bench_ensemble(args) -> list[dict]:
             r = {
                 "words": words,
                 "n": args.n,
-                "mean_tokens": sum(tokens) / args.n,
+                "mean_tokens": mean_tokens,
                 "single_s": t_one,
                 "ensemble_s": t_ens,
                 "ratio": t_ens / t_one,
@@ -304,13 +302,29 @@ def bench_ensemble(args) -> list[dict]:
                 f"{r['ratio']:>6.2f} {r['cpu_ratio']:>9.2f} {k:>6}",
                 flush=True,
             )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "device": device, "rows": rows}, indent=2) + "\n")
+    write_json(args, device, rows)
     return rows
 
 
+def bucket_stories(args, scorer: RMScorer):
+    """(words, prompts, stories, mean tokens as the scorer encodes them) for each of `--buckets`, `--n` stories each."""
+    rng = random.Random(args.seed)
+    for words in [int(w) for w in args.buckets.split(",")]:
+        prompts, stories = synthetic_stories(words, args.n, rng)
+        tokens = [len(e) for e in encode_for_rm(scorer.spec, scorer.tokenizer, prompts, stories)]
+        yield words, prompts, stories, sum(tokens) / args.n
+
+
+def write_json(args, device, rows: list[dict]) -> None:
+    """The options, the device and the rows to `--json`, when given."""
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "device": str(device), "rows": rows}, indent=2) + "\n"
+        )
+
+
 def bench_precision(args) -> list[dict]:
-    """The same scorer in fp32 and under bf16 autocast, interleaved on the same stories (see module docstring)."""
+    """The same RM scored in fp32 and in bf16, interleaved on the same stories (see module docstring)."""
     from rlcw.cpu_isa import describe
 
     scorers = {p: build_scorer(args, p) for p in ("fp32", "bf16")}
@@ -319,10 +333,8 @@ def bench_precision(args) -> list[dict]:
     print(
         f"{'words':>6} {'tokens':>7} {'fp32/s':>8} {'bf16/s':>8} {'ratio':>6} {'max|diff|':>9} {'mean|diff|':>10} {'sd':>6}"
     )
-    rng, rows = random.Random(args.seed), []
-    for words in [int(w) for w in args.buckets.split(",")]:
-        prompts, stories = synthetic_stories(words, args.n, rng)
-        tokens = [len(e) for e in encode_for_rm(scorer.spec, scorer.tokenizer, prompts, stories)]
+    rows = []
+    for words, prompts, stories, mean_tokens in bucket_stories(args, scorer):
         best, scores = {"fp32": float("inf"), "bf16": float("inf")}, {}
         for p in best:  # warm-up at this length
             scorers[p].score(prompts[:1], stories[:1])
@@ -334,7 +346,7 @@ def bench_precision(args) -> list[dict]:
         r = {
             "words": words,
             "n": args.n,
-            "mean_tokens": sum(tokens) / args.n,
+            "mean_tokens": mean_tokens,
             "fp32_s": best["fp32"],
             "bf16_s": best["bf16"],
             "ratio": best["fp32"] / best["bf16"],
@@ -348,10 +360,7 @@ def bench_precision(args) -> list[dict]:
             f"{r['ratio']:>6.2f} {r['max_abs_diff']:>9.3f} {r['mean_abs_diff']:>10.3f} {r['score_sd']:>6.3f}",
             flush=True,
         )
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"args": vars(args), "device": str(scorer.device), "rows": rows}, indent=2) + "\n"
-        )
+    write_json(args, scorer.device, rows)
     return rows
 
 
@@ -379,10 +388,7 @@ def main(argv=None) -> list[dict]:
             f"{r['batched_peak_mb']:>6.0f}/{r['naive_peak_mb']:<7.0f} {r['max_abs_score_diff']:>8.1e}",
             flush=True,
         )
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"args": vars(args), "device": str(scorer.device), "rows": rows}, indent=2) + "\n"
-        )
+    write_json(args, scorer.device, rows)
     return rows
 
 
