@@ -78,7 +78,7 @@ def test_reward_set_keeps_the_scorer_of_the_recipes_rm(monkeypatch):
     from rlcw.rewards.factory import build_reward_set
 
     def fake_load_rm(rm_dir, batch_size: int = 8):  # load_rm's call shape, no weights loaded
-        return SimpleNamespace(rm_dir=rm_dir)
+        return SimpleNamespace(rm_dir=rm_dir, precision="fp32")
 
     monkeypatch.setattr(scoring, "load_rm", fake_load_rm)
     defaults = {"rm_path": "runs/rm/model"}
