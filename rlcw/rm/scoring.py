@@ -237,9 +237,8 @@ def load_rm(
 
     `aggregate` / `uwo_lambda` apply to ensembles only and `head` to two-head RMs (a one-score RM answers
     quality and sum with its score); a choice the folder cannot answer is a ValueError or an RlcwError.
-    `precision`: fp32, bf16 (bf16 weights, the forward under bf16 autocast: about 2x faster where AMX runs bf16
-    matmuls, scores within a few hundredths of fp32's) or auto (bf16 where AMX runs it, fp32 elsewhere;
-    `rlcw.cpu_isa`)."""
+    `precision`: fp32, bf16 (bf16 weights, the forward under bf16 autocast: faster where AMX runs bf16 matmuls,
+    scores close to fp32's; docs/results/speed.md) or auto (bf16 where AMX runs it, fp32 elsewhere; `rlcw.cpu_isa`)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     rm_dir = Path(rm_dir)
