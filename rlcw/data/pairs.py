@@ -75,14 +75,14 @@ def build_corruption_pairs(
         for ci, chunk in enumerate(chunks):
             stats.chunks += 1
             for kind in kinds:
+                unmatched = kind in UNMATCHED
                 # stop_early takes no donor and no random draw: adding it leaves every other pair as it was
-                donor = rng.choice(donors) if donors and kind not in UNMATCHED else ""
+                donor = rng.choice(donors) if donors and not unmatched else ""
                 pair = corrupt(kind, chunk, donor, rng, match_length)
                 if pair is None:
                     stats.dropped[f"{kind}: text too short"] += 1
                     continue
                 chosen, rejected = pair
-                unmatched = kind in UNMATCHED
                 if match_length and not unmatched and not length_matched(chosen, rejected, tolerance):
                     stats.dropped[f"{kind}: length not matched"] += 1
                     continue

@@ -15,7 +15,8 @@ is at temperature 1, top_k 0, top_p 1 (the policies' own distributions), on the 
 settings, so re-measuring another policy against the same start costs one policy's sampling.
 
 Scores use the RM as RL does (`rlcw.rm.scoring.load_rm`; its length-controlled residual when the RM folder holds a
-length fit), in the sampler's precision (bf16: the RM's weights in bf16, scores within a few hundredths of fp32's). The statistics are `rlcw.metrics.heldout.paired_bootstrap` over prompts.
+length fit), in the sampler's precision (bf16: the RM's weights in bf16, scores within a few hundredths of fp32's).
+The statistics are `rlcw.metrics.heldout.paired_bootstrap` over prompts.
 """
 
 from __future__ import annotations

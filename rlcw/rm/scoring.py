@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from rlcw.cpu_isa import resolve_cpu_precision
 from rlcw.errors import RlcwError
 from rlcw.metrics.text import count_words
 from rlcw.rm.aggregate import AGGREGATES
@@ -96,8 +97,6 @@ class RMScorer:
         length_fit: LengthFit | None = None,
         precision: str = "fp32",
     ):
-        from rlcw.cpu_isa import resolve_cpu_precision
-
         self.rm_dir, self.model, self.tokenizer, self.spec = Path(rm_dir), model, tokenizer, spec
         self.head = "quality"  # a one-score RM answers quality (and sum) with its score
         self.device = device or next(model.parameters()).device
