@@ -119,6 +119,7 @@ def check_reward_specs(specs: dict, rm_path: str) -> None:
                 hint=f"known types: {', '.join(factory.REWARD_TYPES)}",
             )
         factory._options(spec["type"], spec, {"rm_path": rm_path}, where)
+        factory.constrain_options(spec, factory.spec_weight(spec, where), where)
 
 
 def zero_stage(deepspeed: str | None) -> int:

@@ -39,13 +39,14 @@ REWARD_TYPES: dict[str, tuple[str, str | None]] = {
     "remote": ("rlcw.rewards.remote:RemoteReward", "urls"),
     "length_range": ("rlcw.rewards.length:LengthReward", None),
     "overlong": ("rlcw.rewards.length:OverlongReward", None),
+    "ended_short": ("rlcw.rewards.length:EndedShortCost", None),  # a cost: 1 if it ended below its range
     "python": ("rlcw.rewards.imported:python_reward", "target"),  # {target: "pkg.mod:fn", ...kwargs}
     "rubric": ("rlcw.rewards.rubric:RubricReward", None),  # a judge's yes/no criteria, weighted mean
     "slop": ("rlcw.rewards.slop:SlopReward", None),  # % of words in over-used phrases: weight < 0
 }
 # type -> "module:class" whose instance around what REWARD_TYPES' callable returns is the reward callable
 WRAPPERS = {"bt": "rlcw.rewards.bt:BTScorer"}
-_COMMON = ("type", "weight", "name", "anchor")
+_COMMON = ("type", "weight", "name", "anchor", "constrain")
 # recipe-wide defaults that fill a constructor argument of the same name when a spec leaves it out
 _FILLED = ("max_tokens", "num_generations", "seed", "batch_size")
 
@@ -101,6 +102,7 @@ class RewardSpec:
     args: tuple  # the constructor's positional argument (REWARD_TYPES' first option), if any
     options: dict  # the constructor's keyword options, defaults filled in
     anchor: dict | None  # `anchor_options`: PAR's references, or None
+    constrain: dict | None = None  # `constrain_options`: a Lagrangian limit on a cost, or None
 
 
 def _check_type(spec, where: str) -> str:
@@ -121,8 +123,9 @@ def parse_spec(spec: dict[str, Any], defaults: dict | None = None, where: str = 
     kind = _check_type(spec, where)
     weight = spec_weight(spec, where)
     anchor = anchor_options(spec, where)
+    constrain = constrain_options(spec, weight, where)
     args, options = _options(kind, spec, defaults or {}, where)
-    return RewardSpec(where, kind, weight, spec.get("name") or None, tuple(args), options, anchor)
+    return RewardSpec(where, kind, weight, spec.get("name") or None, tuple(args), options, anchor, constrain)
 
 
 def parse_specs(specs, defaults: dict | None = None, key: str = "rewards") -> list[RewardSpec]:
@@ -161,6 +164,13 @@ def build(spec: RewardSpec):
         anchor = spec.anchor
         refs = load_references(anchor["references"], anchor["human"], anchor["per_prompt"])
         func = AnchoredReward(func, refs, source=f"{spec.where}.anchor.references ({anchor['references']})")
+    if spec.constrain is not None:
+        from rlcw.rewards.constrained import ConstrainedReward
+
+        try:
+            func = ConstrainedReward(func, **spec.constrain)
+        except ValueError as exc:
+            raise RlcwError(str(exc), where=f"{spec.where}.constrain") from None
     if spec.name:
         func.__name__ = str(spec.name)
     elif not getattr(func, "__name__", None):
@@ -199,6 +209,41 @@ def anchor_options(spec: dict, where: str) -> dict | None:
     if per is not None and (not isinstance(per, int) or isinstance(per, bool) or per < 1):
         raise RlcwError(f"per_prompt must be >= 1, got {per!r}", where=f"{where}.anchor.per_prompt")
     return {"references": str(anchor["references"]), "human": bool(anchor.get("human", False)), "per_prompt": per}
+
+
+def constrain_options(spec: dict, weight: float, where: str) -> dict | None:
+    """A spec's `constrain` (a Lagrangian limit on its value as a cost, `rlcw.rewards.constrained`) as the
+    options given, checked; None when the spec has none. The term is `-multiplier * cost`, so its weight must be
+    positive (a negative weight would pay for the cost)."""
+    from rlcw.rewards.constrained import CONSTRAIN_OPTIONS
+
+    constrain = spec.get("constrain")
+    if constrain is None:
+        return None
+    if not isinstance(constrain, dict):
+        raise RlcwError(
+            "constrain must be a mapping", where=f"{where}.constrain", hint="e.g. constrain: {limit: start, lr: 2.0}"
+        )
+    unknown = sorted(set(constrain) - set(CONSTRAIN_OPTIONS))
+    if unknown:
+        raise RlcwError(
+            f"unknown constrain option {unknown[0]!r}",
+            where=f"{where}.constrain",
+            hint=f"options: {CONSTRAIN_OPTIONS}",
+        )
+    if weight < 0:
+        raise RlcwError(
+            f"a constrained spec's weight must be positive, got {weight}",
+            where=f"{where}.weight",
+            hint="the term is already -multiplier * cost; give the cost itself (e.g. slop, ended_short) and weight 1",
+        )
+    from rlcw.rewards.constrained import ConstrainedReward
+
+    try:  # the values checked now, not when the (perhaps slow) reward is built
+        ConstrainedReward(lambda *a, **k: [], **constrain)
+    except ValueError as exc:
+        raise RlcwError(str(exc), where=f"{where}.constrain") from None
+    return dict(constrain)
 
 
 @dataclass
@@ -299,6 +344,7 @@ REWARD_SCALES = {
     "python": "whatever the target returns",
     "rubric": "weighted mean of P(yes) (or parsed Yes = 1 / No = 0) over the criteria, 0..1; NaN with no valid verdict",
     "slop": "% of a story's words inside over-used phrases, 0..100: give it a negative weight",
+    "ended_short": "1 for a story that ended below the prompt's word range, else 0: a negative weight or `constrain`",
 }
 # constructor arguments a recipe fills or that take objects, never spec options
 _NOT_OPTIONS = ("device", "model", "tokenizer", "spec", "scorer", "transport")
@@ -308,7 +354,9 @@ def describe_types() -> str:
     """Every reward type with its options (= defaults) and default scale, for `--help`."""
     lines = [
         "spec keys: type (required), weight (default 1.0; 0 drops it), name (logged as rewards/<name>/mean), "
-        "anchor ({references: FILE, human, per_prompt}: sigmoid(r - r_ref) over start stories, PAR)"
+        "anchor ({references: FILE, human, per_prompt}: sigmoid(r - r_ref) over start stories, PAR), "
+        "constrain ({limit: start | number, lr, start_calls, max_multiplier}: the value as a cost held under "
+        "the limit by a Lagrange multiplier)"
     ]
     for kind, (target, first) in REWARD_TYPES.items():
         try:

@@ -4,6 +4,7 @@
     length_penalty(35, 40, 60, miss=1.0)                            # -> -1.25: a miss costs 1 + the distance
     overlong_penalty(tokens=90, max_tokens=100, buffer=20)          # -> -0.5: 10 tokens into the last 20
     LengthReward(clip=2.0), OverlongReward(max_tokens=96, buffer=24)  # TRL reward callables
+    EndedShortCost(max_tokens=96)                                   # 1 for a story that ended below its range
 
 Both are combinable (give both to `rlcw.rewards.factory.build_rewards` with their weights); the
 third control, the length-controlled RM score, lives in the RM scorer
@@ -110,3 +111,25 @@ class OverlongReward:
         if completion_ids is None:
             raise ValueError("overlong reward needs completion_ids (TRL passes them to reward functions)")
         return [overlong_penalty(len(ids), self.max_tokens, self.buffer) for ids in completion_ids]
+
+
+class EndedShortCost:
+    """TRL reward function (a cost): 1.0 for a completion that ended (fewer than `max_tokens` ids) below its row's
+    word range, else 0.0 (rows without a range: 0.0). As a plain reward it takes a negative weight; its use is as
+    a constraint: `{type: ended_short, constrain: {limit: start}}` (rlcw.rewards.constrained)."""
+
+    __name__ = "ended_short"
+
+    def __init__(self, max_tokens: int):
+        if not max_tokens or max_tokens < 1:
+            raise ValueError(f"ended_short needs max_tokens (the completion cap) >= 1, got {max_tokens!r}")
+        self.max_tokens = max_tokens
+
+    def __call__(self, prompts, completions, min_words=None, completion_ids=None, **kwargs) -> list[float]:
+        if completion_ids is None:
+            raise ValueError("ended_short needs completion_ids (TRL passes them to reward functions)")
+        lows = min_words if min_words is not None else [None] * len(completions)
+        return [
+            float(len(ids) < self.max_tokens and lo is not None and count_words(message_text(c)) < lo)
+            for c, lo, ids in zip(completions, lows, completion_ids, strict=True)
+        ]
