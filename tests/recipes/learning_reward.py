@@ -28,3 +28,11 @@ def half_vocab_share(prompts, completions, completion_ids=None, model_dir: str =
         raise ValueError("half_vocab_share needs completion_ids (TRL passes them)")
     half = _half(model_dir)
     return [sum(1 for t in ids if t in half) / len(ids) if len(ids) else 0.0 for ids in completion_ids]
+
+
+def completion_tokens(prompts, completions, completion_ids=None, **kwargs) -> list[float]:
+    """A cost for the constraint's resume tests: each completion's token count (never 0 for long, so a held limit
+    of 0 keeps the multiplier rising and every step's reward depends on the state a checkpoint carries)."""
+    if completion_ids is None:
+        raise ValueError("completion_tokens needs completion_ids (TRL passes them)")
+    return [float(len(ids)) for ids in completion_ids]

@@ -18,7 +18,17 @@ import pytest
 from rlcw.config import load_config
 
 MAX_STEPS = 7
-KEYS = ("loss", "reward", "rewards/rm/mean", "rewards/length_range/mean", "monitor/kl_to_start", "monitor/words_mean")
+KEYS = (
+    "loss",
+    "reward",
+    "rewards/rm/mean",
+    "rewards/length_range/mean",
+    "rewards/cost/mean",
+    "constraint/cost/multiplier",
+    "monitor/kl_to_start",
+    "monitor/words_mean",
+)
+HERE = Path(__file__).parent  # learning_reward.py, the constrained cost's module
 
 
 def _overrides(root: Path, name: str, model: Path, rm: str) -> list[str]:
@@ -38,7 +48,16 @@ def _overrides(root: Path, name: str, model: Path, rm: str) -> list[str]:
         "data.max_train_prompts=8",
         "eval.every_steps=0",
         "train.samples_every=0",
+        # a constrained cost (rlcw.rewards.constrained): its multiplier is state the checkpoint must carry
+        "reward.specs.cost.type=python",
+        "reward.specs.cost.target=learning_reward:completion_tokens",
+        "reward.specs.cost.constrain.limit=0.0",
+        "reward.specs.cost.constrain.lr=0.01",
     ]
+
+
+def _pythonpath() -> str:
+    return os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def _by_step(path: Path, key: str | None = None) -> dict[int, dict]:
@@ -62,7 +81,7 @@ def test_killed_run_resumes_like_an_uninterrupted_one(runs_root, rm_run, tiny_mo
 
     args = _overrides(runs_root, "resume_killed", tiny_model_dir, rm)
     killed_dir = runs_root / "resume_killed"
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), PYTHONPATH=_pythonpath())
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlcw", "grpo", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -85,6 +104,7 @@ def test_killed_run_resumes_like_an_uninterrupted_one(runs_root, rm_run, tiny_mo
     for step in after:
         for key in KEYS:
             assert b[step][key] == pytest.approx(a[step][key], rel=1e-5, abs=1e-7), (step, key)
+        assert b[step]["constraint/cost/multiplier"] > 0  # a restarted multiplier would differ: the check can fail
     order_a = _by_step(runs_root / "resume_full" / "samples" / "data_order.jsonl")
     order_b = _by_step(killed_dir / "samples" / "data_order.jsonl")
     assert [order_b[s]["prompt_ids"] for s in range(1, MAX_STEPS + 1)] == [
@@ -141,7 +161,7 @@ def test_two_rank_resume_in_a_later_epoch_replays_the_same_order(runs_root, rm_r
     from checkpoint-3 (mid epoch 1: the SkipBatchSampler -> BatchSamplerShard path), and the prompt order and
     rewards of steps 4-7 equal an uninterrupted 2-rank run's."""
     rm = rm_run["artifacts"]["model"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=_pythonpath())
     full = subprocess.run(
         _torchrun(_overrides(runs_root, "resume2_full", tiny_model_dir, rm), 29613),
         env=env,
@@ -179,3 +199,5 @@ def test_two_rank_resume_in_a_later_epoch_replays_the_same_order(runs_root, rm_r
     b = _by_step(killed_dir / "metrics.jsonl", "loss")
     for step in range(4, MAX_STEPS + 1):
         assert b[step]["reward"] == pytest.approx(a[step]["reward"], rel=1e-5, abs=1e-7), step
+        multiplier = b[step]["constraint/cost/multiplier"]  # the batch mean over both ranks, resumed not restarted
+        assert multiplier > 0 and multiplier == pytest.approx(a[step]["constraint/cost/multiplier"], rel=1e-6), step
