@@ -104,3 +104,25 @@ def test_bad_constrain_options_name_the_key(constrain, weight, where, says):
     with pytest.raises(RlcwError) as err:
         build_reward({"type": "ended_short", "weight": weight, "constrain": constrain}, {"max_tokens": 5})
     assert err.value.where == where and says in err.value.message
+
+
+def _rank_mean(rank: int, store: str, out: str) -> None:
+    import torch.distributed as dist
+
+    from rlcw.rewards.constrained import batch_mean
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    values = [[1.0, 0.0, math.nan], [1.0, 1.0, 1.0, 0.0, None]][rank]
+    mean, count = batch_mean(values)
+    with open(f"{out}.{rank}", "w") as f:
+        f.write(f"{mean} {count}")
+    dist.destroy_process_group()
+
+
+def test_batch_mean_pools_every_rank(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_rank_mean, args=(str(tmp_path / "store"), str(tmp_path / "out")), nprocs=2)
+    for rank in (0, 1):  # (1 + 0 + 1 + 1 + 1 + 0) / 6 on both ranks, not 1/2 and 3/4
+        mean, count = (tmp_path / f"out.{rank}").read_text().split()
+        assert float(mean) == pytest.approx(4 / 6) and int(count) == 6
