@@ -126,3 +126,26 @@ def test_batch_mean_pools_every_rank(tmp_path):
     for rank in (0, 1):  # (1 + 0 + 1 + 1 + 1 + 0) / 6 on both ranks, not 1/2 and 3/4
         mean, count = (tmp_path / f"out.{rank}").read_text().split()
         assert float(mean) == pytest.approx(4 / 6) and int(count) == 6
+
+
+def test_rl_report_plots_each_constraint_and_names_its_limit(tmp_path, monkeypatch):
+    import json
+
+    from rlcw.rl.grpo import report
+
+    rows = [{"step": 1, "reward": 0.5, "constraint/short/cost": 0.25, "constraint/short/multiplier": 0.0}]
+    rows.append(
+        {"step": 2, "reward": 0.4, "constraint/short/cost": 0.5, "constraint/short/limit": 0.2}
+        | {"constraint/short/multiplier": 0.6}
+    )
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    drawn = {}
+    monkeypatch.setattr(
+        report, "plot_lines", lambda panels, path, *a, **k: drawn.setdefault(path.name, panels) and path
+    )
+    report.grpo_plots(tmp_path)
+    panels = {p[0]: p[1] for p in drawn["constraints.png"]}
+    assert set(panels) == {"constraint 'short': batch cost and limit", "constraint 'short': multiplier"}
+    assert set(panels["constraint 'short': batch cost and limit"]) == {"batch cost", "limit"}
+    specs = {"rm": {"type": "bt"}, "short": {"type": "ended_short", "constrain": {"limit": 0.1}}}
+    assert report.reward_summary(specs) == "rm (bt, weight 1.0), short (ended_short, weight 1.0, held under 0.1)"

@@ -8,7 +8,8 @@ folder, rlcw.recipes.common.trl_stage).
 
 Plots: reward per step (total and per reward), reward and words per prompt source, held-out RM
 score, the reward-hacking monitors, the rollout importance-sampling weights (fast rollout with the
-correction only), a rubric reward's per-criterion means (when one ran) and the learning probe (when it ran).
+correction only), a rubric reward's per-criterion means (when one ran), each constrained cost against its limit with
+its multiplier (when one ran) and the learning probe (when it ran).
 """
 
 from __future__ import annotations
@@ -76,6 +77,15 @@ def grpo_plots(run_dir: Path, warn: dict | None = None, stop: dict | None = None
             if any(f"rubric/{n}/no_verdict" in r for r in rows)
         ]
         plots.append(plot_lines(panels, run_dir / "plots" / "rubric.png"))
+    constrained = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("constraint/")})
+    if constrained:  # rlcw.rewards.constrained: the batch cost against its limit, and the price it set
+        panels = []
+        for n in constrained:
+            cost = {"batch cost": series(rows, f"constraint/{n}/cost"), "limit": series(rows, f"constraint/{n}/limit")}
+            panels.append((f"constraint '{n}': batch cost and limit", cost, "cost"))
+            price = {"multiplier": series(rows, f"constraint/{n}/multiplier")}
+            panels.append((f"constraint '{n}': multiplier", price, "reward units per unit of cost"))
+        plots.append(plot_lines(panels, run_dir / "plots" / "constraints.png", ncols=2))
     probe = read_probe(run_dir / "probe.jsonl")
     if probe:
         plots.append(plot_probe(probe, run_dir / "plots" / "probe.png"))
@@ -84,7 +94,12 @@ def grpo_plots(run_dir: Path, warn: dict | None = None, stop: dict | None = None
 
 def reward_summary(specs: dict) -> str:
     """`name (type, weight w)` of every reward spec, comma-separated."""
-    return ", ".join(f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)})" for name, s in specs.items())
+
+    def one(name: str, s: dict) -> str:
+        held = f", held under {s['constrain'].get('limit', 'start')}" if isinstance(s.get("constrain"), dict) else ""
+        return f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)}{held})"
+
+    return ", ".join(one(name, s) for name, s in specs.items())
 
 
 def length_control_lines(funcs: list) -> list[str]:
