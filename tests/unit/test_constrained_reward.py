@@ -149,3 +149,13 @@ def test_rl_report_plots_each_constraint_and_names_its_limit(tmp_path, monkeypat
     assert set(panels["constraint 'short': batch cost and limit"]) == {"batch cost", "limit"}
     specs = {"rm": {"type": "bt"}, "short": {"type": "ended_short", "constrain": {"limit": 0.1}}}
     assert report.reward_summary(specs) == "rm (bt, weight 1.0), short (ended_short, weight 1.0, held under 0.1)"
+
+
+def test_plan_checks_constrain_before_anything_loads():
+    from rlcw.recipes.plan import check_reward_specs
+
+    specs = {"short": {"type": "ended_short", "constrain": {"limit": "start", "lr": -1}}}
+    with pytest.raises(RlcwError) as err:
+        check_reward_specs(specs, "runs/train_rm/model")
+    assert err.value.where == "reward.specs.short.constrain" and "must be > 0" in err.value.message
+    check_reward_specs({"short": {"type": "ended_short", "constrain": {"limit": 0.1}}}, "runs/train_rm/model")
