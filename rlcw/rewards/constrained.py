@@ -27,6 +27,12 @@ import math
 from collections.abc import Callable
 
 CONSTRAIN_OPTIONS = ("limit", "lr", "start_calls", "max_multiplier")
+# what a GRPO run says when a constraint meets group-scaled advantages (docs/concepts/rewards.md)
+CONSTRAINED_UNDER_GROUP = (
+    "a constrained reward with train.scale_rewards=group: each group's SD absorbs most of its price (once the costly "
+    "stories are a group's worst, a higher price leaves their advantage where it was); train.scale_rewards=batch "
+    "lets it reach the advantage"
+)
 
 
 def batch_mean(values: list[float]) -> tuple[float, int]:

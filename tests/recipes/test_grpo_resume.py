@@ -72,12 +72,14 @@ def _complete(ckpts: Path) -> list[int]:
     )
 
 
-def test_killed_run_resumes_like_an_uninterrupted_one(runs_root, rm_run, tiny_model_dir):
+def test_killed_run_resumes_like_an_uninterrupted_one(runs_root, rm_run, tiny_model_dir, capsys):
     from rlcw.recipes.grpo import GRPORecipeConfig, main
+    from rlcw.rewards.constrained import CONSTRAINED_UNDER_GROUP
 
     rm = rm_run["artifacts"]["model"]
     full = main(load_config(GRPORecipeConfig, None, _overrides(runs_root, "resume_full", tiny_model_dir, rm)))
     assert full["status"] == "completed"
+    assert CONSTRAINED_UNDER_GROUP in capsys.readouterr().out  # the constraint under group scaling is called out
 
     args = _overrides(runs_root, "resume_killed", tiny_model_dir, rm)
     killed_dir = runs_root / "resume_killed"

@@ -24,7 +24,7 @@ from typing import Any
 from rlcw.config import above, at_least, one_of
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
-from rlcw.logs import quiet_progress
+from rlcw.logs import quiet_progress, say
 from rlcw.measure.callbacks import JsonlMetricsCallback
 from rlcw.measure.evaluation import build_evaluators
 from rlcw.measure.monitors import MonitorCallback
@@ -36,6 +36,7 @@ from rlcw.recipes.common.models import lora_config
 from rlcw.recipes.common.prompts import check_overlap, fit_to_context, prompt_messages
 from rlcw.recipes.common.run import stage_run, stage_tracker, trainer_basics
 from rlcw.recipes.common.sections import RewardSection
+from rlcw.rewards.constrained import CONSTRAINED_UNDER_GROUP, ConstrainedReward
 from rlcw.rewards.factory import build_reward_set, check_rewards
 from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
@@ -226,6 +227,8 @@ def run_stage(cfg, stage: TRLStage) -> dict:
     train_rows, held_out = fit_prompts_to_context(cfg, tokenizer, train_rows, held_out, stage.max_tokens)
     with stage_run(cfg, stage.command) as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
         rewards = build_reward_set(cfg.reward.specs, defaults, key="reward.specs")  # before the policy loads
+        if stage.scale_line == "group" and any(isinstance(f, ConstrainedReward) for f in rewards.funcs):
+            say(stage.command, CONSTRAINED_UNDER_GROUP)
         lc_lines = length_control_lines(rewards.funcs)  # the resolved auto | true | false of every bt reward
         context = {"rm_path": cfg.reward.rm_path, "run_dir": run.path, "seed": cfg.seed, "scorer": rewards.scorer}
         evaluators = build_evaluators(cfg.eval.evaluators, context)
