@@ -164,13 +164,10 @@ def build(spec: RewardSpec):
         anchor = spec.anchor
         refs = load_references(anchor["references"], anchor["human"], anchor["per_prompt"])
         func = AnchoredReward(func, refs, source=f"{spec.where}.anchor.references ({anchor['references']})")
-    if spec.constrain is not None:
+    if spec.constrain is not None:  # its values were checked when the spec was parsed (`constrain_options`)
         from rlcw.rewards.constrained import ConstrainedReward
 
-        try:
-            func = ConstrainedReward(func, **spec.constrain)
-        except ValueError as exc:
-            raise RlcwError(str(exc), where=f"{spec.where}.constrain") from None
+        func = ConstrainedReward(func, **spec.constrain)
     if spec.name:
         func.__name__ = str(spec.name)
     elif not getattr(func, "__name__", None):
@@ -215,7 +212,7 @@ def constrain_options(spec: dict, weight: float, where: str) -> dict | None:
     """A spec's `constrain` (a Lagrangian limit on its value as a cost, `rlcw.rewards.constrained`) as the
     options given, checked; None when the spec has none. The term is `-multiplier * cost`, so its weight must be
     positive (a negative weight would pay for the cost)."""
-    from rlcw.rewards.constrained import CONSTRAIN_OPTIONS
+    from rlcw.rewards.constrained import CONSTRAIN_OPTIONS, ConstrainedReward
 
     constrain = spec.get("constrain")
     if constrain is None:
@@ -237,8 +234,6 @@ def constrain_options(spec: dict, weight: float, where: str) -> dict | None:
             where=f"{where}.weight",
             hint="the term is already -multiplier * cost; give the cost itself (e.g. slop, ended_short) and weight 1",
         )
-    from rlcw.rewards.constrained import ConstrainedReward
-
     try:  # the values checked now, not when the (perhaps slow) reward is built
         ConstrainedReward(lambda *a, **k: [], **constrain)
     except ValueError as exc:
