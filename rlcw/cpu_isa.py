@@ -8,21 +8,26 @@ torch picks its CPU kernels by instruction set: ATen's vectorised operators by `
 `torch.backends.cpu.get_cpu_capability()` reports), oneDNN's matmuls (bf16 ones among them) up to
 `ONEDNN_MAX_CPU_ISA`, MKL's fp32 ones up to `MKL_ENABLE_INSTRUCTIONS`. Setting all three to the AVX2 level on an
 AVX-512 box runs the AVX2 path of an older CPU. bf16 matmuls are native with AVX512-BF16 or AMX and emulated
-otherwise (slower than fp32 by orders of magnitude); with AVX512-BF16 alone they stream half the bytes of fp32 but
-compute at about half its rate, so they win only where memory binds (decoding a few rows); AMX's tiles compute
-them many times faster than fp32, so there bf16 wins at every size. Measured rates on each path:
-`scripts/bench_stages.py` and docs/results/speed.md.
+otherwise (slower than fp32 by orders of magnitude). AMX's tiles compute them many times faster than fp32, so there
+bf16 wins at every size. With AVX512-BF16 alone it depends on the CPU: an Intel Xeon without AMX computed them at
+about half fp32's rate (bf16 won only where memory binds, decoding a few rows), an AMD EPYC at 8x; so there `auto`
+times one matmul in both precisions, once a process, and takes bf16 where it ran at least `BF16_MIN_SPEEDUP` times
+as fast. Measured rates on each path: `scripts/bench_stages.py` and docs/results/speed.md.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import time
 
 import torch
 
 # oneDNN ISA limits (ONEDNN_MAX_CPU_ISA) under which bf16 matmuls are emulated
 NO_BF16_ISA = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
 CPU_PRECISIONS = ("auto", "fp32", "bf16")
+BF16_MIN_SPEEDUP = 1.5  # bf16 against fp32 matmul rate that `auto` needs without AMX (measured: 0.5x or 8x)
+SPEEDUP_SHAPE = (512, 576, 1536)  # rows x in x out: the embedded model's MLP up-projection at a training batch's rows
 
 
 def isa_limits() -> tuple[str, str]:
@@ -73,10 +78,35 @@ def amx_bf16() -> tuple[bool, str]:
     return True, "AMX runs bf16 matmuls here"
 
 
+def bf16_matmul_speedup() -> float:
+    """fp32 seconds / bf16 seconds of one `SPEEDUP_SHAPE` matmul here, at torch's current thread count (the
+    fastest of 5 after a warm-up each; ~0.1 s), measured once a process and thread count."""
+    return _speedup(torch.get_num_threads())
+
+
+@functools.cache
+def _speedup(threads: int) -> float:
+    rows, d_in, d_out = SPEEDUP_SHAPE
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(rows, d_in, generator=gen), torch.randn(d_in, d_out, generator=gen)
+
+    def fastest(a: torch.Tensor, b: torch.Tensor) -> float:
+        a @ b
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return fastest(x, w) / fastest(x.bfloat16(), w.bfloat16())
+
+
 def resolve_cpu_precision(precision: str) -> tuple[str, str]:
-    """A CPU compute precision (auto | fp32 | bf16) -> (fp32 | bf16, why). auto takes bf16 only where AMX runs it
-    (at a training step's or a 128-row batch's sizes fp32 is faster on every other CPU path); on a GPU auto is
-    fp32 (its precision is the trainer's `bf16` flag)."""
+    """A CPU compute precision (auto | fp32 | bf16) -> (fp32 | bf16, why). auto takes bf16 where AMX runs it, and
+    where bf16 is native without AMX only if one matmul at a training step's size ran at least `BF16_MIN_SPEEDUP`
+    times fp32's rate here (`bf16_matmul_speedup`); on a GPU auto is fp32 (its precision is the trainer's `bf16`
+    flag)."""
     if precision not in CPU_PRECISIONS:
         raise ValueError(f"precision must be one of {CPU_PRECISIONS}, got {precision!r}")
     if precision != "auto":
@@ -84,7 +114,14 @@ def resolve_cpu_precision(precision: str) -> tuple[str, str]:
     if torch.cuda.is_available():
         return "fp32", "auto: a GPU (its precision is train.bf16)"
     ok, why = amx_bf16()
-    return ("bf16" if ok else "fp32"), f"auto: {why}"
+    if ok or not native_bf16()[0]:
+        return ("bf16" if ok else "fp32"), f"auto: {why}"
+    ratio = bf16_matmul_speedup()
+    chosen = "bf16" if ratio >= BF16_MIN_SPEEDUP else "fp32"
+    return (
+        chosen,
+        f"auto: {why}, bf16 matmuls measured at {ratio:.1f}x fp32's rate here (bf16 needs {BF16_MIN_SPEEDUP}x)",
+    )
 
 
 def describe() -> str:

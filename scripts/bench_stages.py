@@ -140,13 +140,16 @@ def quickstart_config(root: Path, seed: int = 0):
 
 def rm_variants(args) -> dict[str, tuple[str, bool, bool]]:
     """name -> (precision, length buckets, frozen linears held in bf16): now (train.cpu_precision=auto, as
-    BucketedRewardTrainer runs it), and with --before: before (fp32, padded) and the steps between."""
+    BucketedRewardTrainer runs it), and with --before: before (fp32, padded) and the steps between; where bf16 is
+    native but auto keeps fp32 (AVX512-BF16 without AMX), also bf16 as it runs on an AMX box, bucketed."""
     now, _ = resolve_cpu_precision("auto")
     out = {"now": (now, True, now == "bf16")}
     if args.before:
         out = {"before": ("fp32", False, False), **out, "fp32 buckets": ("fp32", True, False)}
         if now == "bf16":  # train.bf16's autocast alone, then with the frozen linears held in bf16
             out.update({"bf16 autocast": ("bf16", False, False), "bf16 held": ("bf16", False, True)})
+    if now == "fp32" and native_bf16()[0]:
+        out["bf16 buckets held"] = ("bf16", True, True)
     return out
 
 

@@ -11,7 +11,7 @@ start and the tuned policy read the same noise at (prompt, k), and different k r
 same numbers), so the sample indices share one batch (up to `CRN_BATCH_ROWS` rows; faster than per-index batches
 at the quickstart's 32 prompts x 4); such a batch drops its ended rows a few at a time (`COMPACT_SHARE`). Sampling
 is at temperature 1, top_k 0, top_p 1 (the policies' own distributions), on the policies in fp32 or on bf16 copies
-(`precision`; auto: bf16 where AMX runs bf16 matmuls, `rlcw.cpu_isa`), whose linears run from packed weights. Start samples are cached in `out_dir/start.jsonl` keyed by the
+(`precision`; auto: bf16 where AMX runs bf16 matmuls or they timed faster, `rlcw.cpu_isa`), whose linears run from packed weights. Start samples are cached in `out_dir/start.jsonl` keyed by the
 settings, so re-measuring another policy against the same start costs one policy's sampling.
 
 Scores use the RM as RL does (`rlcw.rm.scoring.load_rm`; its length-controlled residual when the RM folder holds a
@@ -51,7 +51,7 @@ class HeldoutSettings:
     system_prompt: str | None = None  # the RL run's (recipes pass cfg.model.system_prompt)
     # the sampler, the same for the start and the tuned policy: fp32 + multinomial (as `generate`), or the fast
     # path bf16 + inverse_cdf (bf16 copies of both policies, one random number a row a step; scripts/bench_rollout.py);
-    # precision (the sampler's and the RM scoring's) auto: bf16 where AMX runs bf16 matmuls, fp32 elsewhere
+    # precision (the sampler's and the RM scoring's) auto: bf16 where AMX runs bf16 matmuls or they timed faster, fp32 elsewhere
     # (rlcw.cpu_isa.resolve_cpu_precision)
     precision: str = "fp32"
     draw: str = "multinomial"

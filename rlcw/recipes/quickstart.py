@@ -70,7 +70,7 @@ class HeldoutSection:
     seed: int = 1234  # sample k of every prompt uses seed + k, for the start and the tuned policy alike
     n_resamples: int = 2000  # paired bootstrap resamples over prompts
     fit_to_cap: bool = True  # leave out prompts whose range the completion cap cannot hold
-    # fp32 | bf16 (both policies sampled on bf16 copies) | auto: bf16 where AMX runs bf16 matmuls (the log says which)
+    # fp32 | bf16 (both policies sampled on bf16 copies) | auto: bf16 where AMX runs bf16 matmuls or they timed faster (the log says which)
     precision: str = "auto"
     draw: str = "multinomial"  # multinomial | inverse_cdf: one random number a row a step (same distribution)
     # more scorers of the start and tuned samples, name -> reward spec (bt, genrm, remote, rubric, slop, python;

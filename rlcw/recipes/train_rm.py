@@ -28,7 +28,7 @@ gets the trainer's metrics and the before/final evaluation rows through rlcw.tra
 own `report_to` is "none"). Precision: both RM types load their weights as `model.dtype`; `train.bf16` (default
 false = fp32) is the HF bf16 mixed-precision flag (the cluster configs set it; a GPU without bf16 is an error,
 a CPU a warning). On a CPU a BT step's precision is `train.cpu_precision` (auto: bf16 autocast where AMX runs bf16
-matmuls, fp32 elsewhere; rlcw.cpu_isa), the final held-out scoring's too, and its forward runs the batch in length
+matmuls or they timed faster than fp32, fp32 elsewhere; rlcw.cpu_isa), the final held-out scoring's too, and its forward runs the batch in length
 buckets (rlcw.rm.bt_trainer; the same scores up to float rounding); the log says which path was taken.
 
     rlcw train-rm --config configs/train_rm/cpu.yaml          # BT on corruption pairs
@@ -120,7 +120,7 @@ class RMTrainSection:
     deepspeed: str | None = None  # DeepSpeed JSON, e.g. configs/deepspeed/zero2.json
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # HF bf16 mixed precision (GPU configs); weights load as model.dtype
-    # bt on a CPU: auto | fp32 | bf16 (autocast; the weights stay fp32); auto takes bf16 where AMX runs it (the log says)
+    # bt on a CPU: auto | fp32 | bf16 (autocast; the weights stay fp32); auto takes bf16 where AMX runs it or it timed faster (the log says)
     cpu_precision: str = one_of(CPU_PRECISIONS, "auto")
 
 

@@ -108,7 +108,7 @@ class RMScorer:
         self.length_fit = length_fit  # None: raw scores; see rlcw.rm.length_control
         self.progress = False  # a tqdm bar over batches (evaluation); off for RL rewards
         self.truncation = TruncationCount()  # inputs cut to spec.max_length, warned once above 5%
-        # fp32 | bf16 | auto (bf16 where AMX runs bf16 matmuls): bf16 holds the weights in bf16 (cast once: under
+        # fp32 | bf16 | auto (bf16 where AMX runs bf16 matmuls or they timed faster): bf16 holds the weights in bf16 (cast once: under
         # autocast alone every batch re-casts them) and runs the forward under bf16 autocast
         self.precision, self.precision_why = resolve_cpu_precision(precision)
         if self.precision == "bf16":
@@ -236,8 +236,8 @@ def load_rm(
 
     `aggregate` / `uwo_lambda` apply to ensembles only and `head` to two-head RMs (a one-score RM answers
     quality and sum with its score); a choice the folder cannot answer is a ValueError or an RlcwError.
-    `precision`: fp32, bf16 (bf16 weights, the forward under bf16 autocast: faster where AMX runs bf16 matmuls,
-    scores close to fp32's; docs/results/speed.md) or auto (bf16 where AMX runs it, fp32 elsewhere; `rlcw.cpu_isa`)."""
+    `precision`: fp32, bf16 (bf16 weights, the forward under bf16 autocast: faster where bf16 matmuls run natively,
+    scores close to fp32's; docs/results/speed.md) or auto (bf16 where AMX runs it or it timed faster, fp32 elsewhere; `rlcw.cpu_isa`)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     rm_dir = Path(rm_dir)
