@@ -12,7 +12,8 @@ otherwise (slower than fp32 by orders of magnitude). AMX's tiles compute them ma
 bf16 wins at every size. With AVX512-BF16 alone it depends on the CPU: an Intel Xeon without AMX computed them at
 about half fp32's rate (bf16 won only where memory binds, decoding a few rows), an AMD EPYC at 8x; so there `auto`
 times one matmul in both precisions, once a process, and takes bf16 where it ran at least `BF16_MIN_SPEEDUP` times
-as fast. Measured rates on each path: `scripts/bench_stages.py` and docs/results/speed.md.
+as fast (a CPU timing close to that could choose differently in two processes or ranks: set the precision
+there). Measured rates on each path: `scripts/bench_stages.py` and docs/results/speed.md.
 """
 
 from __future__ import annotations

@@ -287,7 +287,7 @@ def loss(args) -> dict:
 
     ns = SimpleNamespace(
         model=args.model, batch=16, num_generations=8, completion_tokens=88, temperature=0.9, top_layers=8,
-        trl_rows=False,
+        trl_rows=False, bf16=False,
     )  # fmt: skip
     model, ids, mask, cmask = bench_loss.build(ns)
     own = own_head_applies(model, ids.device)
@@ -386,7 +386,7 @@ def shares(stages: dict, best: dict) -> None:
 
 
 def table(stages: dict) -> None:
-    print(f"{'stage':<11}{'variant':<14}{'prec':<6}{'wall s':>8}{'CPU s':>8}{'work':>10}{'rate/CPU s':>12}"
+    print(f"{'stage':<11}{'variant':<19}{'prec':<6}{'wall s':>8}{'CPU s':>8}{'work':>10}{'rate/CPU s':>12}"
           f"{'roofline':>10}  {'unit':<18}{'share':>6}{'vs before':>10}")  # fmt: skip
     for stage, variants in stages.items():
         before = variants.get("before")
@@ -395,7 +395,7 @@ def table(stages: dict) -> None:
             ratio = before["cpu_s"] / v["cpu_s"] if before else None
             v["cpu_speedup_vs_before"] = ratio
             print(
-                f"{stage:<11}{name:<14}{v['precision']:<6}{v['wall_s']:>8.2f}{v['cpu_s']:>8.2f}{work:>10.1f}"
+                f"{stage:<11}{name:<19}{v['precision']:<6}{v['wall_s']:>8.2f}{v['cpu_s']:>8.2f}{work:>10.1f}"
                 f"{rate:>12.1f}{v['roof']:>10.1f}  {v['roof_unit']:<18}{v['share']:>6.0%}"
                 + (f"{ratio:>9.2f}x" if ratio else "")
             )
