@@ -9,11 +9,11 @@ torch picks its CPU kernels by instruction set: ATen's vectorised operators by `
 `ONEDNN_MAX_CPU_ISA`, MKL's fp32 ones up to `MKL_ENABLE_INSTRUCTIONS`. Setting all three to the AVX2 level on an
 AVX-512 box runs the AVX2 path of an older CPU. bf16 matmuls are native with AVX512-BF16 or AMX and emulated
 otherwise (slower than fp32 by orders of magnitude). AMX's tiles compute them many times faster than fp32, so there
-bf16 wins at every size. With AVX512-BF16 alone it depends on the CPU: an Intel Xeon without AMX computed them at
-about half fp32's rate (bf16 won only where memory binds, decoding a few rows), an AMD EPYC at 8x; so there `auto`
-times one matmul in both precisions, once a process, and takes bf16 where it ran at least `BF16_MIN_SPEEDUP` times
-as fast (a CPU timing close to that could choose differently in two processes or ranks: set the precision
-there). Measured rates on each path: `scripts/bench_stages.py` and docs/results/speed.md.
+bf16 wins at every size. With AVX512-BF16 alone it depends on the CPU: an Intel Xeon without AMX computed them
+slower than fp32 (bf16 won only where memory binds, decoding a few rows), an AMD EPYC many times faster; so there
+`auto` times one matmul in both precisions, once a process, and takes bf16 where it ran at least
+`BF16_MIN_SPEEDUP` times as fast (a CPU timing close to that could choose differently in two processes or ranks:
+set the precision there). Measured rates on each path: `scripts/bench_stages.py` and docs/results/speed.md.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 # oneDNN ISA limits (ONEDNN_MAX_CPU_ISA) under which bf16 matmuls are emulated
 NO_BF16_ISA = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
 CPU_PRECISIONS = ("auto", "fp32", "bf16")
-BF16_MIN_SPEEDUP = 1.5  # bf16 against fp32 matmul rate that `auto` needs without AMX (measured: 0.5x or 8x)
+BF16_MIN_SPEEDUP = 1.5  # bf16 against fp32 matmul rate that `auto` needs without AMX (docs/results/speed.md)
 SPEEDUP_SHAPE = (512, 576, 1536)  # rows x in x out: the embedded model's MLP up-projection at a training batch's rows
 
 
