@@ -46,7 +46,7 @@ REWARD_TYPES: dict[str, tuple[str, str | None]] = {
 }
 # type -> "module:class" whose instance around what REWARD_TYPES' callable returns is the reward callable
 WRAPPERS = {"bt": "rlcw.rewards.bt:BTScorer"}
-_COMMON = ("type", "weight", "name", "anchor", "constrain")
+_COMMON = ("type", "weight", "name", "anchor", "constrain", "gate")
 # recipe-wide defaults that fill a constructor argument of the same name when a spec leaves it out
 _FILLED = ("max_tokens", "num_generations", "seed", "batch_size")
 
@@ -103,6 +103,7 @@ class RewardSpec:
     options: dict  # the constructor's keyword options, defaults filled in
     anchor: dict | None  # `anchor_options`: PAR's references, or None
     constrain: dict | None = None  # `constrain_options`: a Lagrangian limit on a cost, or None
+    gate: dict | None = None  # `gate_options`: {gate, max_tokens} (rlcw.rewards.gated), or None
 
 
 def _check_type(spec, where: str) -> str:
@@ -124,8 +125,9 @@ def parse_spec(spec: dict[str, Any], defaults: dict | None = None, where: str = 
     weight = spec_weight(spec, where)
     anchor = anchor_options(spec, where)
     constrain = constrain_options(spec, weight, where)
+    gate = gate_options(spec, defaults or {}, where)
     args, options = _options(kind, spec, defaults or {}, where)
-    return RewardSpec(where, kind, weight, spec.get("name") or None, tuple(args), options, anchor, constrain)
+    return RewardSpec(where, kind, weight, spec.get("name") or None, tuple(args), options, anchor, constrain, gate)
 
 
 def parse_specs(specs, defaults: dict | None = None, key: str = "rewards") -> list[RewardSpec]:
@@ -164,6 +166,10 @@ def build(spec: RewardSpec):
         anchor = spec.anchor
         refs = load_references(anchor["references"], anchor["human"], anchor["per_prompt"])
         func = AnchoredReward(func, refs, source=f"{spec.where}.anchor.references ({anchor['references']})")
+    if spec.gate is not None:
+        from rlcw.rewards.gated import InRangeGate
+
+        func = InRangeGate(func, spec.gate["max_tokens"])
     if spec.constrain is not None:  # its values were checked when the spec was parsed (`constrain_options`)
         from rlcw.rewards.constrained import ConstrainedReward
 
@@ -241,6 +247,34 @@ def constrain_options(spec: dict, weight: float, where: str) -> dict | None:
     return dict(constrain)
 
 
+def gate_options(spec: dict, defaults: dict, where: str) -> dict | None:
+    """A spec's `gate` (rlcw.rewards.gated: the reward counts only for stories that ended inside their word range)
+    as {gate, max_tokens}, checked; None when the spec has none. It needs the completion cap (`max_tokens`: the
+    recipe's, or the spec's where its type takes one) to tell a cut story, and does not go with `constrain` (a gate ranks, a constraint
+    prices a cost)."""
+    from rlcw.rewards.gated import GATES
+
+    gate = spec.get("gate")
+    if gate is None:
+        return None
+    if gate not in GATES:
+        raise RlcwError(f"unknown gate {gate!r}", where=f"{where}.gate", hint=f"gates: {', '.join(GATES)}")
+    if spec.get("constrain") is not None:
+        raise RlcwError(
+            "gate and constrain do not go together",
+            where=f"{where}.gate",
+            hint="gate a reward (e.g. the RM); constrain a cost (ended_short, slop) in a spec of its own",
+        )
+    max_tokens = spec.get("max_tokens", defaults.get("max_tokens"))
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise RlcwError(
+            f"gate: {gate} needs the completion cap, got max_tokens={max_tokens!r}",
+            where=f"{where}.gate",
+            hint="grpo and rloo pass their completion cap to every reward spec",
+        )
+    return {"gate": gate, "max_tokens": max_tokens}
+
+
 @dataclass
 class RewardSet:
     """What `build_reward_set` built: the reward callables, their weights, and `scorer`: the RM scorer
@@ -271,7 +305,10 @@ def build_reward_set(specs, defaults: dict | None = None, key: str = "rewards") 
         funcs.append(build(spec))
         own_rm = spec.type == "bt" and default_rm and Path(spec.args[0]) == Path(default_rm)
         if scorer is None and own_rm:
-            scorer = getattr(funcs[-1], "inner", funcs[-1]).scorer  # an anchored reward's own RM scorer
+            inner = funcs[-1]
+            while not hasattr(inner, "scorer"):  # an anchored or gated reward's own RM scorer
+                inner = inner.inner
+            scorer = inner.scorer
     names = [f.__name__ for f in funcs]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
