@@ -97,15 +97,19 @@ def reward_summary(specs: dict) -> str:
 
     def one(name: str, s: dict) -> str:
         held = f", held under {s['constrain'].get('limit', 'start')}" if isinstance(s.get("constrain"), dict) else ""
-        return f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)}{held})"
+        gated = f", gated {s['gate']}" if s.get("gate") else ""
+        return f"{name} ({s.get('type')}, weight {s.get('weight', 1.0)}{held}{gated})"
 
     return ", ".join(one(name, s) for name, s in specs.items())
 
 
 def length_control_lines(funcs: list) -> list[str]:
-    """What each BT reward's `length_control` (auto | true | false) resolved to in this run."""
+    """What each BT reward's `length_control` (auto | true | false) resolved to in this run (inside an anchor or a
+    gate too)."""
     out = []
     for f in funcs:
+        while type(f).__name__ != "BTScorer" and hasattr(f, "inner"):  # rlcw.rewards.anchored / gated
+            f = f.inner
         if type(f).__name__ == "BTScorer":
             fit = f.length_fit
             state = (
