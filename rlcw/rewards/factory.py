@@ -252,7 +252,7 @@ def gate_options(spec: dict, defaults: dict, where: str) -> dict | None:
     as {gate, max_tokens}, checked; None when the spec has none. It needs the completion cap (`max_tokens`: the
     recipe's, or the spec's where its type takes one) to tell a cut story, and does not go with `constrain` (a gate ranks, a constraint
     prices a cost)."""
-    from rlcw.rewards.gated import GATES
+    from rlcw.rewards.gated import GATES, InRangeGate
 
     gate = spec.get("gate")
     if gate is None:
@@ -266,13 +266,21 @@ def gate_options(spec: dict, defaults: dict, where: str) -> dict | None:
             hint="gate a reward (e.g. the RM); constrain a cost (ended_short, slop) in a spec of its own",
         )
     max_tokens = spec.get("max_tokens", defaults.get("max_tokens"))
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+    try:  # the wrapper's own check, now rather than when the (perhaps slow) reward is built
+        InRangeGate(lambda *a, **k: [], max_tokens)
+    except ValueError as exc:
         raise RlcwError(
-            f"gate: {gate} needs the completion cap, got max_tokens={max_tokens!r}",
-            where=f"{where}.gate",
-            hint="grpo and rloo pass their completion cap to every reward spec",
-        )
+            str(exc), where=f"{where}.gate", hint="grpo and rloo pass their completion cap to every reward spec"
+        ) from None
     return {"gate": gate, "max_tokens": max_tokens}
+
+
+def innermost(func):
+    """The reward a wrapper (rlcw.rewards.anchored, rlcw.rewards.gated: each keeps it as `inner`) wraps, to the
+    last layer: a BT spec's BTScorer."""
+    while hasattr(func, "inner"):
+        func = func.inner
+    return func
 
 
 @dataclass
@@ -305,10 +313,7 @@ def build_reward_set(specs, defaults: dict | None = None, key: str = "rewards") 
         funcs.append(build(spec))
         own_rm = spec.type == "bt" and default_rm and Path(spec.args[0]) == Path(default_rm)
         if scorer is None and own_rm:
-            inner = funcs[-1]
-            while not hasattr(inner, "scorer"):  # an anchored or gated reward's own RM scorer
-                inner = inner.inner
-            scorer = inner.scorer
+            scorer = innermost(funcs[-1]).scorer  # an anchored or gated reward's own RM scorer
     names = [f.__name__ for f in funcs]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:

@@ -38,9 +38,9 @@ class InRangeGate:
     """TRL reward callable: the wrapped reward inside the range, the batch's floor outside (module docstring)."""
 
     def __init__(self, reward: Callable, max_tokens: int):
-        if not max_tokens or max_tokens < 1:
-            raise ValueError(f"gate: in_range needs max_tokens (the completion cap) >= 1, got {max_tokens!r}")
-        self.inner, self.max_tokens = reward, int(max_tokens)
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ValueError(f"gate: in_range needs the completion cap, max_tokens >= 1; got {max_tokens!r}")
+        self.inner, self.max_tokens = reward, max_tokens
         self.__name__ = getattr(reward, "__name__", "reward")
 
     def __call__(self, prompts, completions, min_words=None, max_words=None, completion_ids=None, **kwargs):

@@ -19,6 +19,7 @@ from pathlib import Path
 from rlcw.measure.monitors import member_panels, plot_monitors
 from rlcw.measure.probe import MIN_MOVE, plot_probe, read_probe
 from rlcw.report import plot_lines, read_metrics, series, step_table
+from rlcw.rewards.factory import innermost
 from rlcw.rewards.rubric import RESERVED
 
 
@@ -107,9 +108,7 @@ def length_control_lines(funcs: list) -> list[str]:
     """What each BT reward's `length_control` (auto | true | false) resolved to in this run (inside an anchor or a
     gate too)."""
     out = []
-    for f in funcs:
-        while type(f).__name__ != "BTScorer" and hasattr(f, "inner"):  # rlcw.rewards.anchored / gated
-            f = f.inner
+    for f in map(innermost, funcs):
         if type(f).__name__ == "BTScorer":
             fit = f.length_fit
             state = (
