@@ -167,9 +167,9 @@ def build(spec: RewardSpec):
         refs = load_references(anchor["references"], anchor["human"], anchor["per_prompt"])
         func = AnchoredReward(func, refs, source=f"{spec.where}.anchor.references ({anchor['references']})")
     if spec.gate is not None:
-        from rlcw.rewards.gated import InRangeGate
+        from rlcw.rewards.gated import Gate
 
-        func = InRangeGate(func, spec.gate["max_tokens"])
+        func = Gate(func, spec.gate["max_tokens"], spec.gate["gate"])
     if spec.constrain is not None:  # its values were checked when the spec was parsed (`constrain_options`)
         from rlcw.rewards.constrained import ConstrainedReward
 
@@ -248,11 +248,11 @@ def constrain_options(spec: dict, weight: float, where: str) -> dict | None:
 
 
 def gate_options(spec: dict, defaults: dict, where: str) -> dict | None:
-    """A spec's `gate` (rlcw.rewards.gated: the reward counts only for stories that ended inside their word range)
-    as {gate, max_tokens}, checked; None when the spec has none. It needs the completion cap (`max_tokens`: the
+    """A spec's `gate` (rlcw.rewards.gated: the reward counts only for stories that ended inside their word range,
+    or did not end short of it) as {gate, max_tokens}, checked; None when the spec has none. It needs the completion cap (`max_tokens`: the
     recipe's, or the spec's where its type takes one) to tell a cut story, and does not go with `constrain` (a gate ranks, a constraint
     prices a cost)."""
-    from rlcw.rewards.gated import GATES, InRangeGate
+    from rlcw.rewards.gated import GATES, Gate
 
     gate = spec.get("gate")
     if gate is None:
@@ -267,7 +267,7 @@ def gate_options(spec: dict, defaults: dict, where: str) -> dict | None:
         )
     max_tokens = spec.get("max_tokens", defaults.get("max_tokens"))
     try:  # the wrapper's own check, now rather than when the (perhaps slow) reward is built
-        InRangeGate(lambda *a, **k: [], max_tokens)
+        Gate(lambda *a, **k: [], max_tokens, gate)
     except ValueError as exc:
         raise RlcwError(
             str(exc), where=f"{where}.gate", hint="grpo and rloo pass their completion cap to every reward spec"

@@ -5,6 +5,7 @@
     overlong_penalty(tokens=90, max_tokens=100, buffer=20)          # -> -0.5: 10 tokens into the last 20
     LengthReward(clip=2.0), OverlongReward(max_tokens=96, buffer=24)  # TRL reward callables
     EndedShortCost(max_tokens=96)                                   # 1 for a story that ended below its range
+    ended_short(words=20, n_ids=30, low=40, max_tokens=96)          # -> True: ended (30 < 96 ids), 20 < 40 words
 
 Both are combinable (give both to `rlcw.rewards.factory.build_rewards` with their weights); the
 third control, the length-controlled RM score, lives in the RM scorer
@@ -28,6 +29,20 @@ from __future__ import annotations
 
 from rlcw.data.records import message_text
 from rlcw.metrics.text import count_words
+
+
+def ended_short(words: int, n_ids: int, low: int | None, max_tokens: int) -> bool:
+    """Whether a completion of `n_ids` ids ended (fewer than the cap `max_tokens`) with fewer words than `low`;
+    False for a row without a range."""
+    return n_ids < max_tokens and low is not None and words < low
+
+
+def ended_in_range(words: int, n_ids: int, low: int | None, high: int | None, max_tokens: int) -> bool:
+    """Whether a completion ended (fewer ids than the cap) with a word count in [low, high]; True for a row without
+    a range (nothing to miss)."""
+    if low is None or high is None:
+        return True
+    return n_ids < max_tokens and low <= words <= high
 
 
 def length_penalty(
@@ -130,6 +145,6 @@ class EndedShortCost:
             raise ValueError("ended_short needs completion_ids (TRL passes them to reward functions)")
         lows = min_words if min_words is not None else [None] * len(completions)
         return [
-            float(len(ids) < self.max_tokens and lo is not None and count_words(message_text(c)) < lo)
+            float(ended_short(count_words(message_text(c)), len(ids), lo, self.max_tokens))
             for c, lo, ids in zip(completions, lows, completion_ids, strict=True)
         ]
