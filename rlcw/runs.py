@@ -32,6 +32,7 @@ from typing import Any
 
 from rlcw.errors import RlcwError
 from rlcw.io import append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from rlcw.logs import say
 from rlcw.run_guard import LOCK_FILE, RunLock, lock_run_folder
 
 SUMMARY_SCHEMA = {
@@ -56,12 +57,15 @@ _NEEDS_CHECKPOINT = ("true", "changed")
 _CHECKPOINT_NAME = re.compile(r"(?:checkpoint-|step_)(\d+)")
 
 
-def last_checkpoint(folder: str | Path) -> Path | None:
-    """The complete checkpoint with the highest step in `folder` (None when there is none)."""
+def last_checkpoint(folder: str | Path, needs: tuple[str, ...] = ()) -> Path | None:
+    """The complete checkpoint with the highest step in `folder` (None when there is none). Complete: the trainer
+    wrote `trainer_state.json` (its last file) and every file in `needs` is there too; a stage whose callbacks add
+    files after the trainer's (rlcw.rl.aux_state) names them, so a run killed between the two resumes from the
+    checkpoint before."""
     found = []
     for p in Path(folder).glob("*"):
         m = _CHECKPOINT_NAME.fullmatch(p.name)
-        if m and (p / "trainer_state.json").is_file():
+        if m and all((p / name).is_file() for name in ("trainer_state.json", *needs)):
             found.append((int(m.group(1)), p))
     return max(found)[1] if found else None
 
@@ -78,16 +82,20 @@ def resume_mode(value: str | bool) -> str:
     return mode
 
 
-def resume_checkpoint(value: str | bool, folder: str | Path) -> Path | None:
+def resume_checkpoint(value: str | bool, folder: str | Path, needs: tuple[str, ...] = ()) -> Path | None:
     """What `train.resume` means for every training stage.
 
-    false -> None (start fresh); true (and changed) -> the last complete checkpoint, an error when there is none;
-    auto -> the last complete checkpoint when there is one, else None.
+    false -> None (start fresh); true (and changed) -> the last complete checkpoint (`last_checkpoint`, with the
+    files the stage `needs`), an error when there is none; auto -> the last complete checkpoint when there is one,
+    else None. Where no checkpoint has the needed files (the only one was cut short, or a run older than them) the
+    last one the trainer finished is taken, with a warning that what those files held restarts.
     """
     mode = resume_mode(value)
     if mode == "false":
         return None
-    last = last_checkpoint(folder)
+    last = last_checkpoint(folder, needs)
+    if last is None and needs and (last := last_checkpoint(folder)) is not None:
+        say("resume", f"warning: {last} has no {', '.join(needs)}: resuming without it (what it holds restarts)")
     if last is None and mode in _NEEDS_CHECKPOINT:
         raise RlcwError(
             "train.resume=true but there is no complete checkpoint",

@@ -22,6 +22,21 @@ def test_last_checkpoint_takes_the_highest_complete_step(tmp_path):
     assert last_checkpoint(tmp_path).name == "checkpoint-10"
 
 
+def test_a_checkpoint_cut_before_its_aux_state_is_skipped_or_taken_with_a_warning(tmp_path, capsys):
+    # the trainer writes trainer_state.json last, the aux-state callback after it: a kill between the two leaves a
+    # checkpoint the trainer finished and the stage did not
+    _ckpt(tmp_path, "checkpoint-2")
+    (tmp_path / "checkpoint-2" / "aux.json").write_text("{}")
+    _ckpt(tmp_path, "checkpoint-3")
+    assert last_checkpoint(tmp_path).name == "checkpoint-3"
+    assert last_checkpoint(tmp_path, needs=("aux.json",)).name == "checkpoint-2"
+    assert resume_checkpoint("true", tmp_path, needs=("aux.json",)).name == "checkpoint-2"
+    assert "warning" not in capsys.readouterr().out
+    (tmp_path / "checkpoint-2" / "aux.json").unlink()  # none has it: the trainer's last, said out loud
+    assert resume_checkpoint("auto", tmp_path, needs=("aux.json",)).name == "checkpoint-3"
+    assert "checkpoint-3 has no aux.json: resuming without it" in capsys.readouterr().out
+
+
 def test_last_checkpoint_reads_ppo_step_folders(tmp_path):
     _ckpt(tmp_path, "step_000003")
     _ckpt(tmp_path, "step_000011")

@@ -39,7 +39,7 @@ from rlcw.recipes.common.sections import RewardSection
 from rlcw.rewards.constrained import CONSTRAINED_UNDER_GROUP, ConstrainedReward
 from rlcw.rewards.factory import build_reward_set, check_rewards
 from rlcw.rewards.slop import human_baseline
-from rlcw.rl.aux_state import AuxStateCallback, load_aux_state
+from rlcw.rl.aux_state import AUX_STATE_FILE, AuxStateCallback, load_aux_state, stateful
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
 from rlcw.rl.grpo.seam import check_vllm_installed
 from rlcw.runs import done_line, resume_checkpoint
@@ -259,7 +259,8 @@ def run_stage(cfg, stage: TRLStage) -> dict:
             slop=human_baseline(m.slop_human) if m.enabled else None,
             **stage.trainer_kwargs(tokenizer),
         )
-        checkpoint = resume_checkpoint(t.resume, run.checkpoints)
+        # the aux state is written after the trainer's own files: a checkpoint without it was cut short
+        checkpoint = resume_checkpoint(t.resume, run.checkpoints, needs=(AUX_STATE_FILE,) if stateful(aux) else ())
         if checkpoint:
             load_aux_state(checkpoint, aux)  # monitor streaks, GenRM pairing RNG
         quiet_progress(trainer, stage.command)  # headline numbers per step; every key goes to metrics.jsonl
