@@ -59,6 +59,9 @@ class GRPOTrainSection(TRLTrainSection):
     # whose LM head the loss's log-prob forward uses: rlcw's keeps what backward needs instead of recomputing the
     # logits (rlcw.rl.fused_logprobs; equal to TRL's to float rounding); auto = rlcw's on CPU, TRL's elsewhere
     lm_head: str = one_of(("auto", "trl", "rlcw"), "auto")
+    # reward specs (by name) that judge where a story stopped, e.g. [length_range, overlong]: their advantage goes to
+    # each completion's last token alone, the other terms' to every token (rlcw.rl.grpo.ending_credit); [] = off
+    ending_credit: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -102,10 +105,42 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
             hint="GRPO scores each prompt's group of num_generations completions inside one batch",
         )
     resume_mode(t.resume)
+    check_ending_credit(cfg)
     rollout = rollout_seam(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16)
     return rollout
+
+
+def check_ending_credit(cfg: GRPORecipeConfig) -> None:
+    """`train.ending_credit` names reward specs, leaves at least one out (the content terms), and goes with TRL's
+    sum-then-normalize aggregation and plain rollouts (an Agents' Room story has many calls, not one last token)."""
+    names = list(cfg.train.ending_credit)
+    if not names:
+        return
+    specs = list((cfg.reward.specs or {}).keys())
+    where = "train.ending_credit"
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise RlcwError(f"{unknown} are not reward specs", where=where, hint=f"the specs: {', '.join(specs)}")
+    if set(specs) <= set(names):
+        raise RlcwError(
+            "every reward spec is an ending term: nothing is left for the content tokens",
+            where=where,
+            hint="name only the terms that judge where a story stopped (length_range, overlong)",
+        )
+    if cfg.reward.aggregation != "sum_then_normalize":
+        raise RlcwError(
+            f"ending credit splits the summed reward; reward.aggregation={cfg.reward.aggregation!r} has no sum",
+            where=where,
+            hint="use reward.aggregation=sum_then_normalize, or train.ending_credit=[]",
+        )
+    if cfg.agents.variant:
+        raise RlcwError(
+            "ending credit needs one completion per story; Agents' Room rewards a story of many calls",
+            where=where,
+            hint="train.ending_credit=[] with agents.variant",
+        )
 
 
 def rollout_seam(cfg: GRPORecipeConfig) -> PlainRollout:
@@ -183,6 +218,10 @@ def main(cfg: GRPORecipeConfig) -> dict:
         loss_line=t.loss_type,
         scale_line=t.scale_rewards,
         rewards=rollout.rewards,  # Agents' Room: the whole story is rewarded
-        trainer_kwargs=lambda tokenizer: {**rollout.trainer_kwargs(tokenizer), "lm_head": t.lm_head},
+        trainer_kwargs=lambda tokenizer: {
+            **rollout.trainer_kwargs(tokenizer),
+            "lm_head": t.lm_head,
+            "ending_credit": tuple(t.ending_credit),
+        },
     )
     return run_stage(cfg, stage)

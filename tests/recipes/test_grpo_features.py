@@ -281,3 +281,35 @@ def test_lm_head_choices_train_alike_and_say_which_head_ran(runs_root, tiny_grpo
     with pytest.raises(RlcwError, match="train.lm_head"):
         main(_cfg([f"output_dir={runs_root}", "run_name=grpo_head_bad", "train.lm_head=fused"]))
     assert not (runs_root / "grpo_head_bad").exists()
+
+
+def test_ending_credit_puts_the_stopping_terms_on_the_last_token(runs_root, tiny_grpo_overrides, capsys, monkeypatch):
+    """train.ending_credit: a real grpo step whose loss gets (B, T) advantages, the overlong term's advantage on each
+    completion's last token and the RM's on every other, both from that generation's rewards; the log says so."""
+
+    from rlcw.recipes.grpo import main
+    from rlcw.rl.grpo.ending_credit import split_advantages
+    from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
+
+    seen = []
+    own = RlcwGRPOTrainer._ending_credit_advantages
+
+    def record(self, completion_mask):
+        adv = own(self, completion_mask)
+        seen.append((self.step_state.rewards.clone(), self.reward_weights.clone(), list(self.reward_func_names), adv))
+        seen.append(completion_mask.clone())
+        return adv
+
+    monkeypatch.setattr(RlcwGRPOTrainer, "_ending_credit_advantages", record)
+    more = ("eval.every_steps=0", "reward.specs.stop.type=overlong", "reward.specs.stop.buffer=4")
+    summary = main(_cfg(tiny_grpo_overrides("grpo_ending_credit", *more, "train.ending_credit=[stop]")))
+    assert summary["status"] == "completed"
+    assert "ending credit: stop judge each completion's last token alone" in capsys.readouterr().out
+    (rewards, weights, names, adv), mask = seen
+    assert names == ["rm", "length_range", "stop"] and adv.shape == mask.shape == (4, mask.shape[1])
+    content, ending = split_advantages(rewards, weights, [False, False, True], 2, "group")
+    for row in range(4):
+        last = int(mask[row].nonzero().max())
+        assert adv[row, last] == pytest.approx(float(ending[row]))
+        assert adv[row, :last].tolist() == pytest.approx([float(content[row])] * last)
+    assert content.abs().sum() > 0  # the RM scores differ: the content side carries a signal

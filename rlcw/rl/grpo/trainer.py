@@ -76,17 +76,33 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
     step_state_cls = GRPOStepState
 
     def __init__(
-        self, *args, rollout_is_cap: float = 0.0, shared_prefix: bool = True, lm_head: str = "auto", **kwargs
+        self,
+        *args,
+        rollout_is_cap: float = 0.0,
+        shared_prefix: bool = True,
+        lm_head: str = "auto",
+        ending_credit: tuple[str, ...] = (),
+        **kwargs,
     ):
         """`rollout_is_cap` > 0: each completion token's loss is weighted by min(pi/mu, cap) when the rollout
         returned its sampler's log-probs mu (rlcw.rl.grpo.is_correction; 0 = off); `shared_prefix`: log-prob
         forwards run each group's prompt once where rlcw.rl.grpo.shared_prefix applies; `lm_head` (auto | trl |
-        rlcw): whose LM head those forwards use (rlcw.rl.grpo.shared_prefix.resolve_lm_head). `run`, `monitor_ngram`,
+        rlcw): whose LM head those forwards use (rlcw.rl.grpo.shared_prefix.resolve_lm_head); `ending_credit`: the
+        reward functions (by name) whose advantage goes to each completion's last token alone
+        (rlcw.rl.grpo.ending_credit; empty = off). `run`, `monitor_ngram`,
         `log_kl_every`, `kl_ref_model`, `samples_every`, `samples_k`, `slop`: rlcw.rl.trl_common.TRLExtras. The
         rest is TRL's GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.rollout_is_cap = rollout_is_cap
         self.lm_head = lm_head
+        unknown = sorted(set(ending_credit) - set(self.reward_func_names))
+        if unknown:
+            raise ValueError(f"ending_credit names {unknown}; the reward functions are {self.reward_func_names}")
+        self.ending_credit = [name in ending_credit for name in self.reward_func_names] if ending_credit else None
+        if ending_credit:
+            from rlcw.logs import say
+
+            say("grpo", f"ending credit: {', '.join(ending_credit)} judge each completion's last token alone")
         self._own_head: bool | None = None  # resolved at the first shared-prefix forward, and said in the log
         # one process, no DeepSpeed/FSDP engine: the shared-prefix forward calls the model once per prompt group
         self.shared_prefix = (
@@ -169,10 +185,24 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
+        if self.ending_credit is not None and self.model.training:
+            output["advantages"] = self._ending_credit_advantages(output["completion_mask"])
         if self.model.training:
             self.step_state.kl_due = False  # the buffer this generation fills is consumed before the next one
             self._on_batch(inputs, output)
         return output
+
+    def _ending_credit_advantages(self, completion_mask: torch.Tensor) -> torch.Tensor:
+        """(B, T) advantages of this process's rows from the gathered rewards per function of this generation
+        (rlcw.rl.grpo.ending_credit): the content terms' advantage on every token, the stopping terms' on the last."""
+        from rlcw.rl.grpo.ending_credit import split_advantages, token_advantages
+
+        content, ending = split_advantages(
+            self.step_state.rewards, self.reward_weights, self.ending_credit, self.num_generations, self.scale_rewards
+        )
+        n = completion_mask.shape[0]
+        rows = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
+        return token_advantages(content[rows], ending[rows], completion_mask)
 
     # ---------------------------------------------------------------- per-step extras
 
