@@ -60,7 +60,7 @@ class GRPOTrainSection(TRLTrainSection):
     # logits (rlcw.rl.fused_logprobs; equal to TRL's to float rounding); auto = rlcw's on CPU, TRL's elsewhere
     lm_head: str = one_of(("auto", "trl", "rlcw"), "auto")
     # reward specs (by name) that judge where a story stopped, e.g. [length_range, overlong]: their advantage goes to
-    # each completion's last token alone, the other terms' to every token (rlcw.rl.grpo.ending_credit); [] = off
+    # each completion's last token only, the other terms' to every token (rlcw.rl.grpo.ending_credit); [] = off
     ending_credit: list[str] = field(default_factory=list)
 
 

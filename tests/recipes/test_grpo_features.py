@@ -283,9 +283,9 @@ def test_lm_head_choices_train_alike_and_say_which_head_ran(runs_root, tiny_grpo
     assert not (runs_root / "grpo_head_bad").exists()
 
 
-def test_ending_credit_puts_the_stopping_terms_on_the_last_token(runs_root, tiny_grpo_overrides, capsys, monkeypatch):
-    """train.ending_credit: a real grpo step whose loss gets (B, T) advantages, the overlong term's advantage on each
-    completion's last token and the RM's on every other, both from that generation's rewards; the log says so."""
+def test_ending_credit_adds_the_stopping_terms_on_the_last_token(runs_root, tiny_grpo_overrides, capsys, monkeypatch):
+    """train.ending_credit: a real grpo step whose loss gets (B, T) advantages, the RM's on every completion token and
+    the overlong term's added on each completion's last, both from that generation's rewards; the log says so."""
 
     from rlcw.recipes.grpo import main
     from rlcw.rl.grpo.ending_credit import split_advantages
@@ -304,12 +304,12 @@ def test_ending_credit_puts_the_stopping_terms_on_the_last_token(runs_root, tiny
     more = ("eval.every_steps=0", "reward.specs.stop.type=overlong", "reward.specs.stop.buffer=4")
     summary = main(_cfg(tiny_grpo_overrides("grpo_ending_credit", *more, "train.ending_credit=[stop]")))
     assert summary["status"] == "completed"
-    assert "ending credit: stop judge each completion's last token alone" in capsys.readouterr().out
+    assert "ending credit: stop judge each completion's last token only" in capsys.readouterr().out
     (rewards, weights, names, adv), mask = seen
     assert names == ["rm", "length_range", "stop"] and adv.shape == mask.shape == (4, mask.shape[1])
     content, ending = split_advantages(rewards, weights, [False, False, True], 2, "group")
     for row in range(4):
         last = int(mask[row].nonzero().max())
-        assert adv[row, last] == pytest.approx(float(ending[row]))
+        assert adv[row, last] == pytest.approx(float(content[row] + ending[row]))
         assert adv[row, :last].tolist() == pytest.approx([float(content[row])] * last)
     assert content.abs().sum() > 0  # the RM scores differ: the content side carries a signal

@@ -1,5 +1,5 @@
-"""Ending credit (rlcw.rl.grpo.ending_credit): the stopping terms' advantage on each completion's last token, the
-other terms' on every other token; hand-worked."""
+"""Ending credit (rlcw.rl.grpo.ending_credit): the other terms' advantage on every completion token, the stopping
+terms' added on each completion's last; hand-worked."""
 
 from __future__ import annotations
 
@@ -46,10 +46,10 @@ def test_a_row_whose_terms_of_one_kind_are_all_nan_gets_no_advantage_there():
     assert ending.tolist() == pytest.approx([0.0, -1.0, 1.0])  # the mean of -2 and 0 only; the NaN row gets 0
 
 
-def test_the_last_completion_token_carries_the_ending_advantage():
+def test_the_last_completion_token_adds_the_ending_advantage():
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0]])  # ended at the 3rd token; cut; empty
     adv = token_advantages(torch.tensor([0.5, -1.0, 2.0]), torch.tensor([3.0, 4.0, 5.0]), mask)
-    assert adv.tolist() == [[0.5, 0.5, 3.0, 0.5], [-1.0, -1.0, -1.0, 4.0], [2.0, 2.0, 2.0, 2.0]]
+    assert adv.tolist() == [[0.5, 0.5, 3.5, 0.5], [-1.0, -1.0, -1.0, 3.0], [2.0, 2.0, 2.0, 2.0]]
 
 
 def test_both_kinds_are_needed():

@@ -11,10 +11,12 @@ sooner everywhere, short stories included. With ending credit the weighted rewar
 (`train.ending_credit`: the names of the terms that judge the stop, e.g. `length_range` and `overlong`): the rest
 (the RM) is normalised into a content advantage carried by every completion token; the stopping terms are
 normalised on their own, the same way (TRL's `scale_rewards`: group mean subtracted, divided by the group's or the
-batch's SD, or not at all), into an ending advantage carried by the row's last completion token alone: the end of
+batch's SD, or not at all), into an ending advantage added on the row's last completion token only: the end of
 sequence for a story that ended (the stop was that token), the last token for one cut at the cap (where it did not
-stop). TRL's loss accepts (B, T) advantages; rlcw's importance weights scale them per token
-(rlcw.rl.grpo.trainer).
+stop). The last token carries both (its choice decided what the RM read as well as where the story stopped); every
+other token the content advantage only. With the ending advantage alone on the last token the quickstart's policy
+stopped ending (the RM's pay for an ending no longer reached the stop). TRL's loss accepts (B, T) advantages; rlcw's
+importance weights scale them per token (rlcw.rl.grpo.trainer).
 
 A row every term left NaN (unscorable) gets 0 in both, as TRL does. TRL's `normalize_then_sum` aggregation has no
 such split (the recipe refuses the pair).
@@ -61,13 +63,13 @@ def split_advantages(
 
 
 def token_advantages(content: torch.Tensor, ending: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) advantages: `content` on every completion token but each row's last (its highest masked position),
-    which carries `ending`; rows without completion tokens are all content (nothing to credit)."""
+    """(B, T) advantages: `content` on every completion token, plus `ending` on each row's last (its highest masked
+    position); rows without completion tokens are all content (nothing to credit)."""
     adv = content.unsqueeze(1).expand_as(completion_mask).to(torch.float32).clone()
     mask = completion_mask.bool()
     has = mask.any(dim=1)
     positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
     last = torch.where(mask, positions, torch.full_like(positions, -1)).max(dim=1).values
     rows = torch.nonzero(has, as_tuple=True)[0]
-    adv[rows, last[rows]] = ending[rows].to(adv.dtype)
+    adv[rows, last[rows]] += ending[rows].to(adv.dtype)
     return adv

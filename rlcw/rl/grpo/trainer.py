@@ -88,7 +88,7 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         returned its sampler's log-probs mu (rlcw.rl.grpo.is_correction; 0 = off); `shared_prefix`: log-prob
         forwards run each group's prompt once where rlcw.rl.grpo.shared_prefix applies; `lm_head` (auto | trl |
         rlcw): whose LM head those forwards use (rlcw.rl.grpo.shared_prefix.resolve_lm_head); `ending_credit`: the
-        reward functions (by name) whose advantage goes to each completion's last token alone
+        reward functions (by name) whose advantage goes to each completion's last token only
         (rlcw.rl.grpo.ending_credit; empty = off). `run`, `monitor_ngram`,
         `log_kl_every`, `kl_ref_model`, `samples_every`, `samples_k`, `slop`: rlcw.rl.trl_common.TRLExtras. The
         rest is TRL's GRPOTrainer."""
@@ -102,7 +102,7 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         if ending_credit:
             from rlcw.logs import say
 
-            say("grpo", f"ending credit: {', '.join(ending_credit)} judge each completion's last token alone")
+            say("grpo", f"ending credit: {', '.join(ending_credit)} judge each completion's last token only")
         self._own_head: bool | None = None  # resolved at the first shared-prefix forward, and said in the log
         # one process, no DeepSpeed/FSDP engine: the shared-prefix forward calls the model once per prompt group
         self.shared_prefix = (
@@ -194,7 +194,7 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
 
     def _ending_credit_advantages(self, completion_mask: torch.Tensor) -> torch.Tensor:
         """(B, T) advantages of this process's rows from the gathered rewards per function of this generation
-        (rlcw.rl.grpo.ending_credit): the content terms' advantage on every token, the stopping terms' on the last."""
+        (rlcw.rl.grpo.ending_credit): the content terms' advantage on every token, the stopping terms' added on the last."""
         from rlcw.rl.grpo.ending_credit import split_advantages, token_advantages
 
         content, ending = split_advantages(
