@@ -24,10 +24,11 @@ def words(n: int) -> str:
     return " ".join(["word"] * n)
 
 
-def test_stories_outside_the_range_or_cut_get_the_batch_floor():
-    # range 4-8 words, cap 10 ids. Rows: inside and ended; 2 words, ended (too short); 6 words but cut at the cap;
-    # 9 words, ended (too long); inside and ended again, with the batch's lowest value; a row without a range.
-    gate = Gate(fixed([3.0, 2.5, 2.0, 1.5, 0.5, 4.0]), max_tokens=10)
+def six_rows(kind: str) -> tuple[list, dict]:
+    """(gated values, logged metrics) of one batch: range 4-8 words, cap 10 ids. Rows: inside and ended; 2 words,
+    ended (too short); 6 words but cut at the cap; 9 words, ended (too long); inside and ended again, with the
+    batch's lowest value; a row without a range. The floor is min(3.0, 2.5, 2.0, 1.5, 0.5, 4.0) = 0.5."""
+    gate = Gate(fixed([3.0, 2.5, 2.0, 1.5, 0.5, 4.0]), max_tokens=10, kind=kind)
     logged = {}
     out = gate(
         ["p"] * 6,
@@ -37,23 +38,17 @@ def test_stories_outside_the_range_or_cut_get_the_batch_floor():
         completion_ids=[[1] * 6, [1] * 3, [1] * 10, [1] * 9, [1] * 9, [1] * 2],
         log_metric=logged.__setitem__,
     )
-    # floor = min(3.0, 2.5, 2.0, 1.5, 0.5, 4.0) = 0.5: rows 2-4 take it, rows 1, 5 and 6 keep theirs
+    return out, logged
+
+
+def test_stories_outside_the_range_or_cut_get_the_batch_floor():
+    out, logged = six_rows("in_range")  # rows 2-4 take the floor, rows 1, 5 and 6 keep theirs
     assert out == [3.0, 0.5, 0.5, 0.5, 0.5, 4.0]
     assert logged == {"gate/reward/kept": 3 / 6}
 
 
 def test_not_short_floors_only_stories_that_ended_below_the_range():
-    # the rows of the test above: only the 2-word story that ended is floored; cut, too long and inside keep theirs
-    gate = Gate(fixed([3.0, 2.5, 2.0, 1.5, 0.5, 4.0]), max_tokens=10, kind="not_short")
-    logged = {}
-    out = gate(
-        ["p"] * 6,
-        [words(5), words(2), words(6), words(9), words(8), words(1)],
-        min_words=[4, 4, 4, 4, 4, None],
-        max_words=[8, 8, 8, 8, 8, None],
-        completion_ids=[[1] * 6, [1] * 3, [1] * 10, [1] * 9, [1] * 9, [1] * 2],
-        log_metric=logged.__setitem__,
-    )
+    out, logged = six_rows("not_short")  # only the 2-word story that ended: cut, too long and inside keep theirs
     assert out == [3.0, 0.5, 2.0, 1.5, 0.5, 4.0]
     assert logged == {"gate/reward/kept": 5 / 6}
     # a 2-word story cut at the cap did not end short: it keeps its value
