@@ -249,9 +249,9 @@ def constrain_options(spec: dict, weight: float, where: str) -> dict | None:
 
 def gate_options(spec: dict, defaults: dict, where: str) -> dict | None:
     """A spec's `gate` (rlcw.rewards.gated: the reward counts only for stories that ended inside their word range,
-    or did not end short of it) as {gate, max_tokens}, checked; None when the spec has none. It needs the completion cap (`max_tokens`: the
-    recipe's, or the spec's where its type takes one) to tell a cut story, and does not go with `constrain` (a gate ranks, a constraint
-    prices a cost)."""
+    or did not end short of it) as {gate, max_tokens}, checked; None when the spec has none. It needs the completion
+    cap (`max_tokens`: the recipe's, or the spec's where its type takes one) to tell a cut story, and does not go
+    with `constrain` (a gate ranks, a constraint prices a cost)."""
     from rlcw.rewards.gated import GATES, Gate
 
     gate = spec.get("gate")

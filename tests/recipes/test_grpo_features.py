@@ -313,3 +313,44 @@ def test_ending_credit_adds_the_stopping_terms_on_the_last_token(runs_root, tiny
         assert adv[row, last] == pytest.approx(float(content[row] + ending[row]))
         assert adv[row, :last].tolist() == pytest.approx([float(content[row])] * last)
     assert content.abs().sum() > 0  # the RM scores differ: the content side carries a signal
+
+
+def test_the_trainer_refuses_ending_credit_it_cannot_split(tiny_model_dir, tokenizer, tmp_path):
+    """RlcwGRPOTrainer used directly: ending_credit must name its reward functions and leave one for the content."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig
+
+    from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
+    from rlcw.runs import RunDir
+
+    def rm(completions, **kw):
+        return [0.0] * len(completions)
+
+    def stop(completions, **kw):
+        return [0.0] * len(completions)
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=4,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        gradient_checkpointing=False,
+    )
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": "Write."}]}] * 2)
+    for names in (("stpo",), ("rm", "stop")):
+        with pytest.raises(ValueError, match="at least one must be left for the content tokens"):
+            RlcwGRPOTrainer(
+                model=AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32),
+                reward_funcs=[rm, stop],
+                args=args,
+                train_dataset=data,
+                processing_class=tokenizer,
+                run=RunDir(tmp_path / "run", "grpo"),
+                ending_credit=names,
+            )

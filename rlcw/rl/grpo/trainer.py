@@ -96,8 +96,11 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         self.rollout_is_cap = rollout_is_cap
         self.lm_head = lm_head
         unknown = sorted(set(ending_credit) - set(self.reward_func_names))
-        if unknown:
-            raise ValueError(f"ending_credit names {unknown}; the reward functions are {self.reward_func_names}")
+        if unknown or (ending_credit and set(self.reward_func_names) <= set(ending_credit)):
+            raise ValueError(
+                f"ending_credit names {sorted(ending_credit)}: each must be one of the reward functions "
+                f"{self.reward_func_names}, and at least one must be left for the content tokens"
+            )
         self.ending_credit = [name in ending_credit for name in self.reward_func_names] if ending_credit else None
         if ending_credit:
             from rlcw.logs import say
@@ -185,16 +188,17 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
-        if self.ending_credit is not None and self.model.training:
-            output["advantages"] = self._ending_credit_advantages(output["completion_mask"])
         if self.model.training:
+            if self.ending_credit is not None:
+                output["advantages"] = self._ending_credit_advantages(output["completion_mask"])
             self.step_state.kl_due = False  # the buffer this generation fills is consumed before the next one
             self._on_batch(inputs, output)
         return output
 
     def _ending_credit_advantages(self, completion_mask: torch.Tensor) -> torch.Tensor:
         """(B, T) advantages of this process's rows from the gathered rewards per function of this generation
-        (rlcw.rl.grpo.ending_credit): the content terms' advantage on every token, the stopping terms' added on the last."""
+        (rlcw.rl.grpo.ending_credit): the content terms' advantage on every token, the stopping terms' added on the
+        last."""
         from rlcw.rl.grpo.ending_credit import split_advantages, token_advantages
 
         content, ending = split_advantages(
