@@ -3,6 +3,7 @@
     from rlcw.cpu_isa import describe, native_bf16, amx_bf16, resolve_cpu_precision
     describe()                        # "torch ISA path AVX512, avx512_bf16 yes, AMX yes, oneDNN limit -, ..."
     resolve_cpu_precision("auto")     # ("bf16", "auto: AMX runs bf16 matmuls here") or ("fp32", why)
+    cpu_autocast("auto", False, "grpo")  # True where a training step should autocast to bf16 here (said in the log)
 
 torch picks its CPU kernels by instruction set: ATen's vectorised operators by `ATEN_CPU_CAPABILITY` (what
 `torch.backends.cpu.get_cpu_capability()` reports), oneDNN's matmuls (bf16 ones among them) up to
@@ -123,6 +124,19 @@ def resolve_cpu_precision(precision: str) -> tuple[str, str]:
         chosen,
         f"auto: {why}, bf16 matmuls measured at {ratio:.1f}x fp32's rate here (bf16 needs {BF16_MIN_SPEEDUP}x)",
     )
+
+
+def cpu_autocast(precision: str, hf_bf16: bool, who: str, extra: str = "") -> bool:
+    """Whether a training step autocasts to bf16 on this CPU: a recipe's `train.cpu_precision` resolved here
+    (`resolve_cpu_precision`) and said in the log as `who`'s line, with `extra` appended. False on a GPU and where
+    `hf_bf16` (the recipe's `train.bf16`, the HF trainer's own flag) is set: that flag decides instead."""
+    if torch.cuda.is_available() or hf_bf16:
+        return False
+    from rlcw.logs import say
+
+    chosen, why = resolve_cpu_precision(precision)
+    say(who, f"training step in {chosen} on the CPU ({why}){extra}")
+    return chosen == "bf16"
 
 
 def describe() -> str:

@@ -181,7 +181,7 @@ def build_args(cfg: GRPORecipeConfig, run, weights: list[float], rollout: PlainR
 
     t = cfg.train
     return GRPOConfig(
-        **trl_args(t, cfg.seed, str(run.checkpoints)),  # the keys rloo sets alike (rlcw.recipes.common.trl_stage)
+        **trl_args(t, cfg.seed, str(run.checkpoints), "grpo"),  # the keys rloo sets alike (common.trl_stage)
         loss_type=t.loss_type,
         scale_rewards=t.scale_rewards,
         reward_weights=weights,

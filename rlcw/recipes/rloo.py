@@ -102,7 +102,7 @@ def build_args(cfg: RLOORecipeConfig, run, weights: list[float]):
 
     t = cfg.train
     return RLOOConfig(
-        **trl_args(t, cfg.seed, str(run.checkpoints)),  # the keys grpo sets alike (rlcw.recipes.common.trl_stage)
+        **trl_args(t, cfg.seed, str(run.checkpoints), "rloo"),  # the keys grpo sets alike (common.trl_stage)
         max_completion_length=t.max_completion_length,
         normalize_advantages=t.normalize_advantages,
         reward_clip_range=tuple(t.reward_clip_range) if t.reward_clip_range is not None else None,

@@ -106,12 +106,6 @@ def cpu_bf16(cpu_precision: str, hf_bf16: bool, bucketed: bool) -> bool:
     """Whether a BT training step autocasts to bf16 on this CPU (train-rm's `train.cpu_precision`; `hf_bf16`, its
     `train.bf16`, decides instead when set, as it does on a GPU), said in the log with whether the batches run in
     length buckets."""
-    if torch.cuda.is_available() or hf_bf16:
-        return False
-    from rlcw.cpu_isa import resolve_cpu_precision
-    from rlcw.logs import say
+    from rlcw.cpu_isa import cpu_autocast
 
-    precision, why = resolve_cpu_precision(cpu_precision)
-    buckets = ", batches run in length buckets" if bucketed else ""
-    say("train-rm", f"training step in {precision} on the CPU ({why}){buckets}")
-    return precision == "bf16"
+    return cpu_autocast(cpu_precision, hf_bf16, "train-rm", ", batches run in length buckets" if bucketed else "")

@@ -123,3 +123,39 @@ def test_scheduler_kwargs_reach_the_trainer_and_shape_the_schedule(stage):
         lrs.append(sched.get_last_lr()[0])
         opt.step(), sched.step()
     assert lrs[2:7] == [1.0] * 5 and lrs[7] < 1.0 and lrs[-1] < lrs[7]
+
+
+@pytest.mark.parametrize("stage", sorted(TRL_ARGS))
+def test_cpu_precision_turns_the_loss_autocast_on_where_bf16_is_faster(stage, cpu_flags, monkeypatch, capsys):
+    """`train.cpu_precision` (grpo and rloo): fp32 keeps TRL's bf16 flag off; bf16 turns it on; auto asks
+    rlcw.cpu_isa (bf16 where AMX runs it or bf16 matmuls timed >= 1.5x fp32 here, never on the AVX2 path), and the
+    log says which and why; train.bf16=true decides instead; a misspelt value is refused with its key."""
+    from rlcw import cpu_isa
+
+    cls, build_args = TRL_ARGS[stage]
+    ratio = {"value": 4.0}
+    monkeypatch.setattr(cpu_isa, "bf16_matmul_speedup", lambda: ratio["value"])
+
+    def bf16(*overrides: str) -> tuple[bool, str]:
+        args = build_args(load_config(cls, None, list(overrides)))
+        return args.bf16, capsys.readouterr().out
+
+    cpu_flags(avx512_bf16=True, amx=False)
+    on, log = bf16()  # fp32 by default
+    assert not on and f"{stage}: training step in fp32 on the CPU (set in the config)" in log
+    on, log = bf16("train.cpu_precision=bf16")
+    assert on and f"{stage}: training step in bf16 on the CPU (set in the config)" in log
+    on, log = bf16("train.cpu_precision=auto")
+    assert on and "avx512_bf16 without AMX" in log and "4.0x" in log
+    ratio["value"] = 0.5  # an Intel Xeon without AMX: bf16 matmuls slower than fp32
+    on, log = bf16("train.cpu_precision=auto")
+    assert not on and "training step in fp32" in log and "0.5x" in log
+    assert bf16("train.cpu_precision=fp32", "train.bf16=true")[0]  # the HF flag decides where it is set
+    cpu_flags(avx512_bf16=True, amx=True)
+    assert bf16("train.cpu_precision=auto")[0]
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # the AVX2 path of the same box
+    on, log = bf16("train.cpu_precision=auto")
+    assert not on and "limited away" in log
+    with pytest.raises(RlcwError) as err:
+        load_config(cls, None, ["train.cpu_precision=bf32"])
+    assert "train.cpu_precision" in str(err.value) and "auto" in str(err.value)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlcw.config import above, at_least, one_of
+from rlcw.cpu_isa import CPU_PRECISIONS
 from rlcw.generation import apply_chat_template_file
 from rlcw.io import atomic_write_json
 from rlcw.logs import quiet_progress, say
@@ -99,10 +100,17 @@ class TRLTrainSection:
     deepspeed: str | None = None
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | trackio | none
     bf16: bool = False  # HF/TRL bf16 mixed precision (GPU configs); weights load as model.dtype
+    # on a CPU, the loss's forward and backward: fp32 | bf16 (autocast) | auto (bf16 where AMX runs it or bf16
+    # matmuls timed faster here, rlcw.cpu_isa; the log says which); train.bf16=true decides instead
+    cpu_precision: str = one_of(CPU_PRECISIONS, "fp32")
 
 
-def trl_args(t: TRLTrainSection, seed: int, output_dir: str) -> dict:
-    """The TRL config arguments (GRPOConfig, RLOOConfig) grpo and rloo set alike from their `train` section."""
+def trl_args(t: TRLTrainSection, seed: int, output_dir: str, command: str) -> dict:
+    """The TRL config arguments (GRPOConfig, RLOOConfig) grpo and rloo set alike from their `train` section; on a
+    CPU `train.cpu_precision` resolved here turns TRL's bf16 autocast on (said in `command`'s log)."""
+    from rlcw.cpu_isa import cpu_autocast
+
+    bf16 = t.bf16 or cpu_autocast(t.cpu_precision, t.bf16, command, " (the loss's forward and backward)")
     return {
         "output_dir": output_dir,
         "max_steps": t.max_steps,
@@ -124,6 +132,7 @@ def trl_args(t: TRLTrainSection, seed: int, output_dir: str) -> dict:
         "beta": t.beta,
         "mask_truncated_completions": t.mask_truncated_completions,
         **trainer_basics(t, seed),  # logging, saving, precision, seeds, CPU (shared with dpo)
+        "bf16": bf16,
         "log_completions": False,
         "remove_unused_columns": False,
         "deepspeed": t.deepspeed,
