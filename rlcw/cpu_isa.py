@@ -126,16 +126,16 @@ def resolve_cpu_precision(precision: str) -> tuple[str, str]:
     )
 
 
-def cpu_autocast(precision: str, hf_bf16: bool, who: str, extra: str = "") -> bool:
-    """Whether a training step autocasts to bf16 on this CPU: a recipe's `train.cpu_precision` resolved here
-    (`resolve_cpu_precision`) and said in the log as `who`'s line, with `extra` appended. False on a GPU and where
-    `hf_bf16` (the recipe's `train.bf16`, the HF trainer's own flag) is set: that flag decides instead."""
+def cpu_autocast(precision: str, hf_bf16: bool, who: str, what: str = "training step", extra: str = "") -> bool:
+    """Whether `what` (a training step, a loss) autocasts to bf16 on this CPU: a recipe's `train.cpu_precision`
+    resolved here (`resolve_cpu_precision`) and said in the log as `who`'s line, with `extra` appended. False on a
+    GPU and where `hf_bf16` (the recipe's `train.bf16`, the HF trainer's own flag) is set: that flag decides."""
     if torch.cuda.is_available() or hf_bf16:
         return False
     from rlcw.logs import say
 
     chosen, why = resolve_cpu_precision(precision)
-    say(who, f"training step in {chosen} on the CPU ({why}){extra}")
+    say(who, f"{what} in {chosen} on the CPU ({why}){extra}")
     return chosen == "bf16"
 
 

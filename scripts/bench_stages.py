@@ -17,9 +17,10 @@ work as configs/quickstart/cpu.yaml sets it:
 - `generation`: GRPO's rollout, 2 prompts x 8 completions of <= 88 tokens at temperature 0.9 by rlcw.sampling on
   the merged copy (`rollout.precision=auto`, packed weights, inverse-CDF draw, ended rows leaving the batch);
 - `loss`: GRPO's log-prob forward with entropies + backward to the LoRA weights (scripts/bench_loss.py's batch:
-  16 rows x 88 tokens after the shared prompt; the LM head the CPU default takes);
+  16 rows x 88 tokens after the shared prompt; the LM head the CPU default takes), in the precision
+  `grpo.train.cpu_precision=auto` takes here (bf16 autocast, the LM head in fp32, or fp32);
 - `reward`: the BT scorer (rlcw.rm.scoring, a stand-in head on the embedded model: the same compute) on the 16
-  stories the generation stage wrote;
+  stories the generation stage wrote, in the precision `reward.specs.rm.precision=auto` takes here;
 - `heldout`: the held-out measurement's sampling of one policy: the 32 `heldout` prompts x 4 samples in one batch
   of 128, temperature 1, inverse-CDF draw, `heldout.precision` (rlcw.measure.heldout).
 
@@ -31,7 +32,7 @@ roofline: GFLOP/s against the matmul rate (per CPU second) in the precision the 
 the decode bound of scripts/roofline.py at the stage's batch (optimistic: leaves out attention, the KV cache and
 the draw; the triad is the fastest of a few wall-clock passes). `--before` adds each stage's previous default where it
 changed (rm_train: fp32 and TRL's padded batch, and on an AMX box the steps between; heldout: fp32, compacting at
-every ending), and the CPU-second ratios; `--heldout-extra` adds held-out candidates ("bf16", "fp32 packed").
+every ending; loss and reward: fp32 where auto takes bf16), and the CPU-second ratios; `--heldout-extra` adds held-out candidates ("bf16", "fp32 packed").
 `--rm-runs SEED ...` runs the quickstart's build-pairs and train-rm itself for each seed twice, before (fp32,
 padded) and now, and prints the held-out pair accuracy and the seconds per step of each.
 """
@@ -265,16 +266,20 @@ def generation(args, state: dict) -> dict:
 def reward(args, state: dict) -> dict:
     import bench_reward
 
+    precision, why = resolve_cpu_precision("auto")  # the quickstart's reward.specs.rm.precision
+    print(f"reward: precision=auto -> {precision} ({why})", flush=True)
     ns = SimpleNamespace(
         rm=None, device=None, dtype="float32", batch_size=16, seed=0, max_length=256, no_prompt=True,
         token_budget=None, max_padding=None,
     )  # fmt: skip
-    scorer = bench_reward.build_scorer(ns)
     stories = state.get("stories") or bench_reward.synthetic_stories(60, 16, random.Random(0))[1]  # no generation
     prompts = [""] * len(stories)
-    _, gflop = counted(lambda: scorer.score(prompts, stories))
-    runs = interleaved({"now": lambda r: scorer.score(prompts, stories)}, args.repeats)
-    return {"now": summary(runs["now"], "fp32", gflop=gflop)}
+    scorers = {"now": (precision, bench_reward.build_scorer(ns, precision))}
+    if args.before and precision != "fp32":
+        scorers = {"before": ("fp32", bench_reward.build_scorer(ns)), **scorers}
+    flops = {k: counted(lambda s=s: s.score(prompts, stories))[1] for k, (_, s) in scorers.items()}
+    runs = interleaved({k: lambda r, s=s: s.score(prompts, stories) for k, (_, s) in scorers.items()}, args.repeats)
+    return {k: summary(runs[k], p, gflop=flops[k]) for k, (p, _) in scorers.items()}
 
 
 # --- loss ---
@@ -285,18 +290,22 @@ def loss(args) -> dict:
 
     from rlcw.rl.grpo.shared_prefix import own_head_applies
 
+    precision, why = resolve_cpu_precision("auto")  # the quickstart's grpo.train.cpu_precision
     ns = SimpleNamespace(
         model=args.model, batch=16, num_generations=8, completion_tokens=88, temperature=0.9, top_layers=8,
-        trl_rows=False, bf16=False,
+        trl_rows=False, bf16=precision == "bf16",
     )  # fmt: skip
     model, ids, mask, cmask = bench_loss.build(ns)
     own = own_head_applies(model, ids.device)
     name = "shared-own-head" if own else "shared-trl-head"  # the path GRPO takes on this device
-    print(f"loss: {name} (the CPU default)", flush=True)
-    fn = bench_loss.loss_steps(ns, model, ids, mask, cmask)[name]
-    _, gflop = counted(fn)
-    runs = interleaved({"now": lambda r: fn()}, args.repeats)
-    return {"now": {**summary(runs["now"], "fp32", gflop=gflop), "path": name}}
+    print(f"loss: {name} (the CPU default), train.cpu_precision=auto -> {precision} ({why})", flush=True)
+    fns = bench_loss.loss_steps(ns, model, ids, mask, cmask)
+    paths = {"now": (f"{name}-bf16" if ns.bf16 else name, precision)}
+    if args.before and ns.bf16:
+        paths = {"before": (name, "fp32"), **paths}
+    flops = {k: counted(fns[path])[1] for k, (path, _) in paths.items()}
+    runs = interleaved({k: lambda r, f=fns[path]: f() for k, (path, _) in paths.items()}, args.repeats)
+    return {k: {**summary(runs[k], p, gflop=flops[k]), "path": path} for k, (path, p) in paths.items()}
 
 
 # --- heldout ---

@@ -108,4 +108,6 @@ def cpu_bf16(cpu_precision: str, hf_bf16: bool, bucketed: bool) -> bool:
     length buckets."""
     from rlcw.cpu_isa import cpu_autocast
 
-    return cpu_autocast(cpu_precision, hf_bf16, "train-rm", ", batches run in length buckets" if bucketed else "")
+    return cpu_autocast(
+        cpu_precision, hf_bf16, "train-rm", extra=", batches run in length buckets" if bucketed else ""
+    )

@@ -142,14 +142,14 @@ def test_cpu_precision_turns_the_loss_autocast_on_where_bf16_is_faster(stage, cp
 
     cpu_flags(avx512_bf16=True, amx=False)
     on, log = bf16()  # fp32 by default
-    assert not on and f"{stage}: training step in fp32 on the CPU (set in the config)" in log
+    assert not on and f"{stage}: the loss's forward and backward in fp32 on the CPU (set in the config)" in log
     on, log = bf16("train.cpu_precision=bf16")
-    assert on and f"{stage}: training step in bf16 on the CPU (set in the config)" in log
+    assert on and f"{stage}: the loss's forward and backward in bf16 on the CPU (set in the config)" in log
     on, log = bf16("train.cpu_precision=auto")
     assert on and "avx512_bf16 without AMX" in log and "4.0x" in log
     ratio["value"] = 0.5  # an Intel Xeon without AMX: bf16 matmuls slower than fp32
     on, log = bf16("train.cpu_precision=auto")
-    assert not on and "training step in fp32" in log and "0.5x" in log
+    assert not on and "backward in fp32" in log and "0.5x" in log
     assert bf16("train.cpu_precision=fp32", "train.bf16=true")[0]  # the HF flag decides where it is set
     cpu_flags(avx512_bf16=True, amx=True)
     assert bf16("train.cpu_precision=auto")[0]

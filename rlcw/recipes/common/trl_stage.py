@@ -110,7 +110,7 @@ def trl_args(t: TRLTrainSection, seed: int, output_dir: str, command: str) -> di
     CPU `train.cpu_precision` resolved here turns TRL's bf16 autocast on (said in `command`'s log)."""
     from rlcw.cpu_isa import cpu_autocast
 
-    bf16 = t.bf16 or cpu_autocast(t.cpu_precision, t.bf16, command, " (the loss's forward and backward)")
+    bf16 = t.bf16 or cpu_autocast(t.cpu_precision, t.bf16, command, "the loss's forward and backward")
     return {
         "output_dir": output_dir,
         "max_steps": t.max_steps,
