@@ -187,7 +187,6 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
             self._metrics[mode][f"rollout_is/{key}"].append(value)
 
     def _generate_and_score_completions(self, inputs):
-        self.rollout_rows = inputs  # the batch's dataset rows, in the prompts' order (rollout.block_short_endings)
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
             if self.ending_credit is not None:
