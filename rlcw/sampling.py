@@ -5,9 +5,12 @@ entropies, KL per token, and a lean sampling loop that returns each sampled toke
     logp = logprobs_from_logits(logits, labels)                          # (B, T)
     kl = kl_per_token(logp, ref_logp, kind="k3")                         # (B, T)
     completions, logps = sample_with_logprobs(model, prompt_ids, gen_cfg, eos_ids=[2], pad_id=0)
+    sample_with_logprobs(..., min_words=[40, 0], words=WordCounts.of(tokenizer))   # no ending before 40 words
 """
 
 from __future__ import annotations
+
+from itertools import pairwise
 
 import torch
 
@@ -99,6 +102,52 @@ def inverse_cdf_draw(probs: torch.Tensor, u: torch.Tensor | None = None) -> torc
 DRAWS = ("multinomial", "inverse_cdf")
 
 
+class WordCounts:
+    """Whitespace-separated word counts (rlcw.metrics.text.count_words) of completions as they are sampled, token by
+    token, from three facts of each vocabulary entry's text: how many words start inside it after its first
+    character, whether its first character is a non-space (a word starts there when the text before it is empty or
+    ends in whitespace) and whether it ends in whitespace. Empty texts (special tokens) change nothing.
+
+        counts = WordCounts.of(tokenizer)              # or WordCounts([" Once", " upon", "\n", "The"])
+        words, after_space = counts.start(rows)        # (R,) zeros, (R,) True
+        words, after_space = counts.step(tokens, words, after_space)
+    """
+
+    def __init__(self, texts: list[str], size: int | None = None):
+        size = max(size or 0, len(texts))
+        inner, first, ends, empty = (
+            torch.zeros(size, dtype=d) for d in (torch.long, torch.bool, torch.bool, torch.bool)
+        )
+        empty[len(texts) :] = True
+        for i, t in enumerate(texts):
+            if not t:
+                empty[i] = True
+                continue
+            first[i], ends[i] = not t[0].isspace(), t[-1].isspace()
+            inner[i] = sum(1 for a, b in pairwise(t) if a.isspace() and not b.isspace())
+        self.inner, self.first, self.ends, self.empty = inner, first, ends, empty
+
+    @classmethod
+    def of(cls, tokenizer, size: int | None = None) -> WordCounts:
+        """Each id's text as `tokenizer.decode([id])`; `size` (the model's vocabulary) pads ids the tokenizer lacks."""
+        return cls([tokenizer.decode([i]) for i in range(len(tokenizer))], size)
+
+    def to(self, device) -> WordCounts:
+        for name in ("inner", "first", "ends", "empty"):
+            setattr(self, name, getattr(self, name).to(device))
+        return self
+
+    def start(self, rows: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros(rows, dtype=torch.long, device=device), torch.ones(rows, dtype=torch.bool, device=device)
+
+    def step(
+        self, tokens: torch.Tensor, words: torch.Tensor, after_space: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The counts and end-in-whitespace flags after appending `tokens` (R,) to rows with `words`, `after_space`."""
+        words = words + self.inner[tokens] + (self.first[tokens] & after_space).long()
+        return words, torch.where(self.empty[tokens], after_space, self.ends[tokens])
+
+
 def _growing_cache(config, capacity: int):
     """transformers' DynamicCache whose plain layers hold keys and values in buffers of `capacity` positions,
     allocated at the first write: a decode step writes its token in place instead of concatenating the whole cache
@@ -150,6 +199,8 @@ def sample_with_logprobs(
     compact: bool | None = None,
     uniforms: torch.Tensor | None = None,
     compact_after: int = 1,
+    min_words: list[int] | None = None,
+    words: WordCounts | None = None,
 ) -> tuple[list[list[int]], list[list[float]]]:
     """(completions, log-probs): token ids cut after the first EOS, and each sampled token's log-prob under
     the distribution it was drawn from (the processed scores: temperature, top-k/p, ...; vLLM's
@@ -170,7 +221,10 @@ def sample_with_logprobs(
     the rows kept; at a large batch, waiting for a few rows to end costs less than copying at every ending).
     uniforms: (B, max_new_tokens) the inverse-CDF draw's uniforms, row b's at step t (None: `torch.rand` of the
     global generator, (B, 1) a step); given, a row's sample depends only on its own prompt and uniforms, so rows
-    of several seeds can share one batch (`rlcw.measure.heldout.crn_completions`)."""
+    of several seeds can share one batch (`rlcw.measure.heldout.crn_completions`).
+    min_words: (B,) no row may end (draw an EOS id) before its completion holds this many words (0: no bound),
+    counted by `words` (`WordCounts`); the EOS ids are masked out of the processed scores, so the returned
+    log-probs are those of the distribution drawn from."""
     from transformers import StaticCache
 
     if cache not in ("static", "dynamic") or draw not in DRAWS:
@@ -185,6 +239,8 @@ def sample_with_logprobs(
         )
     if compact and cache == "static":
         raise ValueError("compact=True needs the dynamic cache (a static cache keeps its rows)")
+    if min_words is not None and (words is None or len(min_words) != len(prompt_ids)):
+        raise ValueError(f"min_words needs `words` (WordCounts) and one bound a row ({len(prompt_ids)})")
     device = model.device
     uniforms = uniforms.to(device) if uniforms is not None else None
     unique = list(dict.fromkeys(tuple(r) for r in prompt_ids))  # identical prompts are prefilled once
@@ -213,8 +269,15 @@ def sample_with_logprobs(
     tokens = torch.full((len(prompt_ids), cfg.max_new_tokens), pad_id, device=device)  # (B, T)
     token_logps = torch.zeros(tokens.shape, device=device)
     done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)  # (R,): ended rows still in the batch
+    if min_words is not None:  # (B,) bounds, counts and flags, indexed by `rows`
+        low = torch.tensor(min_words, dtype=torch.long, device=device)
+        count, after_space = words.to(device).start(len(prompt_ids), device)
+        is_eos = torch.zeros(logits.size(-1), dtype=torch.bool, device=device)
+        is_eos[eos] = True
     for step in range(cfg.max_new_tokens):
         scores = procs(history, logits) if procs else logits  # (R, V) fp32
+        if min_words is not None:
+            scores = scores.masked_fill((count[rows] < low[rows])[:, None] & is_eos, float("-inf"))
         if cfg.do_sample:
             probs = torch.softmax(scores, -1)  # (R, V)
             if draw == "inverse_cdf":  # a uniform for every batch row, used or not: compacting keeps the samples
@@ -228,6 +291,8 @@ def sample_with_logprobs(
             logp = torch.log_softmax(scores, -1).gather(1, nxt[:, None]).squeeze(1)
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)  # ended rows feed padding (compact: none)
         tokens[rows, step], token_logps[rows, step] = nxt, logp
+        if min_words is not None:
+            count[rows], after_space[rows] = words.step(nxt, count[rows], after_space[rows])
         done |= torch.isin(nxt, eos)
         if bool(done.all()) or step == cfg.max_new_tokens - 1:
             break

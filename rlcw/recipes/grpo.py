@@ -62,6 +62,10 @@ class GRPOTrainSection(TRLTrainSection):
     # reward specs (by name) that judge where a story stopped, e.g. [length_range, overlong]: their advantage goes to
     # each completion's last token only, the other terms' to every token (rlcw.rl.grpo.ending_credit); [] = off
     ending_credit: list[str] = field(default_factory=list)
+    # weight of -log(1 - pi(end | prefix)) summed over completion positions whose text holds fewer words than the
+    # prompt's min_words, per completion token: teaches the policy itself not to end short (rlcw's LM head, one
+    # process); with rollout.block_short_endings the sampler never ends there either. 0 = off
+    early_end_unlikelihood: float = at_least(0, 0.0)
 
 
 @dataclass
@@ -222,6 +226,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             **rollout.trainer_kwargs(tokenizer),
             "lm_head": t.lm_head,
             "ending_credit": tuple(t.ending_credit),
+            "early_end_unlikelihood": t.early_end_unlikelihood,
         },
     )
     return run_stage(cfg, stage)

@@ -110,6 +110,7 @@ def test_rollout_precision_needs_fast_rollout(runs_root, tiny_model_dir):
         (["rollout.kind=fast", "rollout.precision=int4"], "unknown rollout.precision"),
         (["rollout.draw=inverse_cdf"], "rollout.draw applies to the fast rollout only"),
         (["rollout.kind=fast", "rollout.draw=gumbel"], "unknown rollout.draw"),
+        (["rollout.block_short_endings=true"], "rollout.block_short_endings applies to the fast rollout only"),
     ):
         with pytest.raises(RlcwError, match=msg):
             rollout_seam(load_config(GRPORecipeConfig, None, [f"model.name={tiny_model_dir}", *overrides]))
@@ -445,7 +446,11 @@ def test_rollout_section_reaches_the_sampler(monkeypatch, draw):
     monkeypatch.setattr(seam, "make_fast_rollout_func", lambda *a, **k: seen.append((a, k)) or (lambda *_: None))
     cfg = load_config(GRPORecipeConfig, None, ["rollout.kind=fast", "rollout.precision=bf16", f"rollout.draw={draw}"])
     rollout_seam(cfg).trainer_kwargs(None)
-    assert seen == [(("bf16", draw), {})]
+    assert seen == [(("bf16", draw), {"block_short_endings": False})]
+    rollout_seam(
+        load_config(GRPORecipeConfig, None, ["rollout.kind=fast", "rollout.block_short_endings=true"])
+    ).trainer_kwargs(None)
+    assert seen[-1][1] == {"block_short_endings": True}
     defaults = inspect.signature(make_fast_rollout_func).parameters
     assert defaults["compact"].default is True and defaults["prepack"].default is True
 
@@ -503,3 +508,62 @@ def test_packed_copy_of_a_fully_tuned_model_repacks_its_trained_weights(tiny_mod
         torch.testing.assert_close(
             merged.refresh()(input_ids=ids).logits, policy(input_ids=ids).logits, atol=1e-4, rtol=1e-4
         )
+
+
+def test_no_row_ends_before_its_min_words(policy, tokenizer):
+    """`min_words`: with a quarter of the vocabulary ending a row, a row bound to 4 words draws no EOS id before its
+    completion holds 4 words (count_words of its text) and its log-probs are those of the distribution with the EOS
+    ids masked out; an unbound row (0) ends as soon as it draws one, as without the bound. Through the rollout
+    function, the bounds come from the trainer's `rollout_rows`."""
+    from types import SimpleNamespace
+
+    from transformers import GenerationConfig
+
+    from rlcw.metrics.text import count_words
+    from rlcw.rl.grpo.rollout import make_fast_rollout_func
+    from rlcw.sampling import WordCounts, sample_with_logprobs
+
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("Once upon a time", "A dragon who")] * 4
+    cfg = GenerationConfig(
+        max_new_tokens=24, do_sample=True, temperature=0.7, top_k=0, pad_token_id=tokenizer.pad_token_id
+    )
+    eos = list(range(0, len(tokenizer), 4))
+    model = MergedPolicy(policy).refresh()
+    words = WordCounts.of(tokenizer, model.config.vocab_size)
+    bounds = [4, 0] * 4
+    torch.manual_seed(0)
+    comps, logps = sample_with_logprobs(
+        model, rows, cfg, eos_ids=eos, pad_id=tokenizer.pad_token_id, min_words=bounds, words=words
+    )
+    ended_early = 0
+    for prompt, comp, lp, low in zip(rows, comps, logps, bounds, strict=True):
+        for t, tok in enumerate(comp):
+            if tok in eos:
+                assert count_words(tokenizer.decode(comp[:t])) >= low
+                ended_early += t < 3
+        ids = torch.tensor([prompt + comp])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1] / 0.7  # (C, V)
+        held = torch.tensor([count_words(tokenizer.decode(comp[:t])) < low for t in range(len(comp))])
+        logits[held[:, None] & torch.isin(torch.arange(logits.size(-1)), torch.tensor(eos))] = float("-inf")
+        want = torch.log_softmax(logits, -1).gather(1, torch.tensor(comp)[:, None]).squeeze(1)
+        torch.testing.assert_close(torch.tensor(lp), want, atol=1e-4, rtol=1e-4)
+    assert ended_early  # the unbound rows did end within 3 tokens: the bound is what held the others
+    assert all(any(t in eos for t in c) for c in comps[::2])  # the bound rows ended too, once past 4 words
+
+    trainer = SimpleNamespace(
+        _tokenize_prompts=lambda prompts: (rows, None, None),
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+        model=policy,
+        generation_config=GenerationConfig(
+            max_new_tokens=24, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id
+        ),
+        eos_token_ids=eos,
+        processing_class=tokenizer,
+        rollout_rows=[{"min_words": 6}, {"min_words": None}] * 4,
+    )
+    torch.manual_seed(1)
+    out = make_fast_rollout_func("fp32", "inverse_cdf", block_short_endings=True)(["p"] * 8, trainer)
+    for comp in out["completion_ids"][::2]:
+        cut = next((t for t, tok in enumerate(comp) if tok in eos), None)
+        assert cut is None or count_words(tokenizer.decode(comp[:cut])) >= 6

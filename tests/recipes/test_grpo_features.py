@@ -354,3 +354,53 @@ def test_the_trainer_refuses_ending_credit_it_cannot_split(tiny_model_dir, token
                 run=RunDir(tmp_path / "run", "grpo"),
                 ending_credit=names,
             )
+
+
+def test_early_end_unlikelihood_adds_its_term_on_the_held_positions(runs_root, tiny_grpo_overrides, monkeypatch):
+    """train.early_end_unlikelihood with the short endings blocked in the rollout: a real grpo step holds exactly the
+    completion positions whose text is short of the row's min_words (count_words of the decoded prefix), adds
+    lambda * sum -log(1 - pi(end)) there per completion token to the loss, and logs the term."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from rlcw.metrics.text import count_words
+    from rlcw.models import load_tokenizer
+    from rlcw.recipes.grpo import main
+    from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
+
+    seen = []
+    own_held, own_term = RlcwGRPOTrainer._end_held, RlcwGRPOTrainer._early_end_term
+
+    def held(self, inputs, output):
+        out = own_held(self, inputs, output)
+        seen.append(([r["min_words"] for r in inputs], output["completion_ids"].clone(), out.clone()))
+        return out
+
+    def term(self, end, inputs):
+        value = own_term(self, end, inputs)
+        seen.append((end.detach().clone(), float(value), inputs["completion_mask"].clone()))
+        return value
+
+    monkeypatch.setattr(RlcwGRPOTrainer, "_end_held", held)
+    monkeypatch.setattr(RlcwGRPOTrainer, "_early_end_term", term)
+    more = ("eval.every_steps=0", "rollout.kind=fast", "rollout.block_short_endings=true")
+    cfg = _cfg(tiny_grpo_overrides("grpo_early_end", *more, "train.early_end_unlikelihood=2.0"))
+    summary = main(cfg)
+    assert summary["status"] == "completed"
+    (lows, ids, mask), (end, value, cmask) = seen
+    tok = load_tokenizer(cfg.model.name)
+    for low, row, row_held in zip(lows, ids.tolist(), mask.tolist(), strict=True):
+        cut = next((i + 1 for i, t in enumerate(row) if t == tok.eos_token_id), len(row))
+        want = [count_words(tok.decode(row[:t], skip_special_tokens=True)) < (low or 0) for t in range(cut)]
+        assert row_held[:cut] == want and not any(row_held[cut:])
+    assert mask.any()  # the tiny prompts' ranges hold positions: the term is exercised
+    assert (end[mask] < 0).all()
+    want_term = float((-torch.log1p(-end.exp()) * mask).sum() / cmask.sum())
+    assert value == pytest.approx(want_term, rel=1e-5) and value > 0
+    rows = [
+        json.loads(x)
+        for x in (Path(summary["artifacts"]["metrics"]).parent / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert any("early_end/unlikelihood" in r for r in rows)

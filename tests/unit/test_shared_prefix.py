@@ -146,3 +146,28 @@ def test_groups_keep_first_seen_order():
     groups = prompt_groups(ids, mask)
     assert [rows for rows, _ in groups] == [[0, 2], [1, 3]]
     assert [p.tolist() for _, p in groups] == [[7, 8], [5, 7, 8]]
+
+
+def test_end_logprobs_equal_a_plain_forward_with_their_gradients():
+    """`end_ids`: the third output is log sum_e p(e) at every completion position, as log_softmax of the full
+    rows' logits reads it, and its LoRA gradients match; the log-probs stay what they were."""
+    from rlcw.rl.grpo.shared_prefix import shared_prefix_logps
+
+    model, (ids, mask) = policy(), batch()
+    cmask = mask[:, 5:].float()
+    ends = [EOS, 7]
+    base = model.get_base_model()
+    hidden = base.model(input_ids=ids, attention_mask=mask).last_hidden_state[:, 4:-1]  # positions predicting 5..
+    logp = torch.log_softmax(hidden @ base.lm_head.weight.T / TEMP, -1)  # (B, 6, V)
+    want = torch.logsumexp(logp[..., ends], -1)
+    ref_grads = lora_grads(model, want, cmask)
+    lp, _, end = shared_prefix_logps(model, ids, mask, 6, TEMP, own_head=True, end_ids=ends)
+    torch.testing.assert_close(end * cmask, want.detach() * cmask, atol=1e-5, rtol=1e-5)
+    assert (end[cmask == 0] == 0).all()
+    grads = lora_grads(model, end, cmask)
+    for name, g in grads.items():
+        torch.testing.assert_close(g, ref_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+    plain, _ = shared_prefix_logps(model, ids, mask, 6, TEMP, own_head=True)
+    torch.testing.assert_close(lp.detach(), plain.detach())
+    with pytest.raises(ValueError, match="rlcw's LM head"):
+        shared_prefix_logps(model, ids, mask, 6, TEMP, own_head=False, end_ids=ends)

@@ -42,7 +42,7 @@ import torch
 from rlcw.cpu_isa import native_bf16
 from rlcw.errors import RlcwError
 from rlcw.prepack import can_prepack, fuse_projections, prepack_linears
-from rlcw.sampling import DRAWS, sample_with_logprobs
+from rlcw.sampling import DRAWS, WordCounts, sample_with_logprobs
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -135,7 +135,11 @@ class MergedPolicy:
 
 
 def make_fast_rollout_func(
-    precision: str = "fp32", draw: str = "multinomial", compact: bool = True, prepack: bool = True
+    precision: str = "fp32",
+    draw: str = "multinomial",
+    compact: bool = True,
+    prepack: bool = True,
+    block_short_endings: bool = False,
 ):
     """A TRL 1.16 `GRPOTrainer(rollout_func=...)`: TRL's prompts, tokenisation and generation config, fast sampling.
 
@@ -146,6 +150,10 @@ def make_fast_rollout_func(
     to float rounding, which is enough to send a seeded run down another trajectory).
     prepack: on CPU, the copy's linear layers run from weights packed once a rollout for oneDNN (rlcw.prepack;
     fp32: the same samples up to float rounding, bf16: the same products).
+    block_short_endings: no completion ends before its row's `min_words` (the trainer's `rollout_rows`, the
+    batch's dataset rows, which RlcwGRPOTrainer sets before each generation), the EOS ids masked out of the
+    sampling distribution until then (rlcw.sampling's `min_words`); the returned log-probs are the masked
+    distribution's, so the IS correction weighs the gap to the policy.
     """
     state: dict = {}
 
@@ -157,6 +165,12 @@ def make_fast_rollout_func(
         gen_model = state["merged"].refresh()
         was_training = gen_model.training
         gen_model.eval()
+        bounds = {}
+        if block_short_endings:
+            if "words" not in state:
+                state["words"] = WordCounts.of(trainer.processing_class, gen_model.config.vocab_size)
+            rows = trainer.rollout_rows
+            bounds = {"min_words": [int(r.get("min_words") or 0) for r in rows], "words": state["words"]}
         try:
             completions, logprobs = sample_with_logprobs(
                 gen_model,
@@ -166,6 +180,7 @@ def make_fast_rollout_func(
                 pad_id=trainer.generation_config.pad_token_id,
                 draw=draw,
                 compact=compact and draw == "inverse_cdf",
+                **bounds,
             )
         finally:
             gen_model.train(was_training)
@@ -184,6 +199,7 @@ def check_fast_rollout(
     deepspeed: str | None,
     agents_variant: str | None,
     draw: str = "multinomial",
+    block_short_endings: bool = False,
 ) -> None:
     """Reject fast-rollout settings that cannot work (`kind` is `rollout.kind`; errors name the `rollout.*` keys)."""
     fast = kind == "fast"
@@ -194,6 +210,12 @@ def check_fast_rollout(
             "rollout.draw applies to the fast rollout only",
             where="rollout.draw",
             hint="add rollout.kind=fast, or leave rollout.draw=multinomial",
+        )
+    if block_short_endings and not fast:
+        raise RlcwError(
+            "rollout.block_short_endings applies to the fast rollout only",
+            where="rollout.block_short_endings",
+            hint="add rollout.kind=fast, or leave rollout.block_short_endings=false",
         )
     if precision not in ("fp32", "bf16", "auto"):
         raise RlcwError(

@@ -68,6 +68,9 @@ class GRPORolloutSection(RolloutSection):
     draw: str = "multinomial"  # fast: multinomial | inverse_cdf (the same distribution, one uniform a row a step)
     # fast: per-token loss weight min(pi/mu, is_cap) for the sampler/policy gap (rlcw.rl.grpo.is_correction); 0 = off
     is_cap: float = 3.0
+    # fast: no story may end before its prompt's min_words (the EOS ids masked out of the sampling distribution
+    # until then; the IS correction covers the gap to the policy); prompts without a range are free to end
+    block_short_endings: bool = False
 
 
 def check_rollout(r: RolloutSection, kinds: tuple[str, ...]) -> None:
@@ -125,6 +128,7 @@ def build_rollout(r: GRPORolloutSection, s: RolloutSettings, agents: AgentsRoomS
         deepspeed=s.deepspeed,
         agents_variant=agents.variant if agents else None,
         draw=r.draw,
+        block_short_endings=r.block_short_endings,
     )
     if agents:
         return AgentsRoomRollout(r, s, agents)
@@ -192,8 +196,10 @@ class FastRollout(PlainRollout):
 
         r = self.section
         precision, why = resolve_precision(r.precision)
-        say("grpo", f"fast rollout: {precision} weight copy ({why}), {r.draw} draw")
-        return {"rollout_func": make_fast_rollout_func(precision, r.draw), "rollout_is_cap": r.is_cap}
+        blocked = ", no ending before min_words" if r.block_short_endings else ""
+        say("grpo", f"fast rollout: {precision} weight copy ({why}), {r.draw} draw{blocked}")
+        rollout = make_fast_rollout_func(precision, r.draw, block_short_endings=r.block_short_endings)
+        return {"rollout_func": rollout, "rollout_is_cap": r.is_cap}
 
 
 class AgentsRoomRollout(PlainRollout):

@@ -92,20 +92,29 @@ def resolve_lm_head(choice: str, model, device: torch.device) -> tuple[bool, str
     return False, "auto: " + ("not on CPU" if device.type != "cpu" else "the head has a bias or a logit transform")
 
 
-def _suffix_logps(model, suffix, labels, cache, temperature: float, compute_entropy: bool, own_head: bool):
-    """(n, L - 1) log-probs of `suffix`'s next tokens on top of `cache`, and entropies or None; zero where `labels`
-    (n, L) is -100."""
+def _suffix_logps(
+    model, suffix, labels, cache, temperature: float, compute_entropy: bool, own_head: bool, end_ids=None
+):
+    """(n, L - 1) log-probs of `suffix`'s next tokens on top of `cache`, entropies or None, and the log-probability
+    of ending (any of `end_ids`) at each position or None; zero where `labels` (n, L) is -100."""
     if not own_head:
+        if end_ids:
+            raise ValueError("the end log-probs need rlcw's LM head")
         out = model(input_ids=suffix, labels=labels, fused_lm_head=True, **{CACHE: cache})
-        return out.log_probs, out.entropy if compute_entropy else None
+        return out.log_probs, out.entropy if compute_entropy else None, None
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     hidden = base.base_model(input_ids=suffix, use_cache=False, **{CACHE: cache}).last_hidden_state[:, :-1]
     targets = labels[:, 1:]  # (n, L - 1)
     mask = targets != -100
     weight = base.get_output_embeddings().weight  # (V, H)
     logp, ent = token_logprobs(hidden[mask], weight, targets[mask], temperature, entropy=compute_entropy)
+    end = None
+    if end_ids:  # log sum_e p(e): one more pass of the head per end id, its target that id at every position
+        h = hidden[mask]
+        ends = [token_logprobs(h, weight, torch.full_like(targets[mask], e), temperature)[0] for e in end_ids]
+        end = torch.logsumexp(torch.stack(ends), 0)
     # masked_scatter keeps a group with no unmasked token connected to the graph (a zero gradient, not an error)
-    return tuple(None if x is None else x.new_zeros(mask.shape).masked_scatter(mask, x) for x in (logp, ent))
+    return tuple(None if x is None else x.new_zeros(mask.shape).masked_scatter(mask, x) for x in (logp, ent, end))
 
 
 def shared_prefix_logps(
@@ -117,12 +126,15 @@ def shared_prefix_logps(
     compute_entropy: bool = False,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
     own_head: bool | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    end_ids: list[int] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None] | tuple[torch.Tensor, torch.Tensor | None, torch.Tensor] | None:
     """(B, T) log-probs of the last `logits_to_keep` tokens of `input_ids` (prompt + completion, the prompt
     left-padded by `attention_mask`) at `temperature`, and entropies if asked, with each distinct prompt run once;
     None when no two rows share a prompt or the model's cache does not allow it (the caller then runs TRL's path).
     `model` carries TRL's fused LM head at the same temperature; `autocast` makes the accelerator's autocast context
-    (entered per group); `own_head`: rlcw's LM head instead of TRL's (None: where `own_head_applies`)."""
+    (entered per group); `own_head`: rlcw's LM head instead of TRL's (None: where `own_head_applies`). With
+    `end_ids` (rlcw's head only) a third (B, T) tensor: log sum_e p(e) at each position, the log-probability of
+    ending there instead of drawing the completion's token, with its gradient."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT's wrapper
     name = "is_activation_checkpointing"  # transformers' newer name; the older one warns
     if getattr(base, name if name in dir(type(base)) else "is_gradient_checkpointing", False):
@@ -134,7 +146,7 @@ def shared_prefix_logps(
     if own_head is None:
         own_head = own_head_applies(model, input_ids.device)
     comp, cmask = input_ids[:, width:], attention_mask[:, width:]
-    order, logps, entropies = [], [], []
+    order, logps, entropies, ends = [], [], [], []
     for rows, prompt in groups:
         idx = torch.tensor(rows, device=input_ids.device)
         used = cmask[idx].any(0).nonzero()
@@ -147,10 +159,15 @@ def shared_prefix_logps(
                     return None
             suffix = torch.cat([prompt[-1:].expand(len(rows), 1), comp[idx, :keep]], dim=1)  # (n, 1 + keep)
             labels = suffix.masked_fill(torch.cat([cmask.new_ones(len(rows), 1), cmask[idx, :keep]], 1) == 0, -100)
-            logp, ent = _suffix_logps(model, suffix, labels, cache, temperature, compute_entropy, own_head)
+            logp, ent, end = _suffix_logps(
+                model, suffix, labels, cache, temperature, compute_entropy, own_head, end_ids
+            )
         order += rows
         logps.append(torch.nn.functional.pad(logp, (0, logits_to_keep - keep)))  # zeros after the cut
         if compute_entropy:
             entropies.append(torch.nn.functional.pad(ent, (0, logits_to_keep - keep)))
+        if end_ids:
+            ends.append(torch.nn.functional.pad(end, (0, logits_to_keep - keep)))
     back = torch.argsort(torch.tensor(order, device=input_ids.device))  # the groups' rows back in batch order
-    return torch.cat(logps)[back], (torch.cat(entropies)[back] if compute_entropy else None)
+    out = torch.cat(logps)[back], (torch.cat(entropies)[back] if compute_entropy else None)
+    return (*out, torch.cat(ends)[back]) if end_ids else out

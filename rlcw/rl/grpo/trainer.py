@@ -68,6 +68,8 @@ class GRPOStepState(StepState):
 
     kl_due: bool = False
     is_inputs: dict | None = None
+    want_end: bool = False  # the loss forward also returns the end log-probs (early_end_unlikelihood)
+    end_logps: torch.Tensor | None = None
 
 
 class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
@@ -82,6 +84,7 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         shared_prefix: bool = True,
         lm_head: str = "auto",
         ending_credit: tuple[str, ...] = (),
+        early_end_unlikelihood: float = 0.0,
         **kwargs,
     ):
         """`rollout_is_cap` > 0: each completion token's loss is weighted by min(pi/mu, cap) when the rollout
@@ -89,12 +92,15 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         forwards run each group's prompt once where rlcw.rl.grpo.shared_prefix applies; `lm_head` (auto | trl |
         rlcw): whose LM head those forwards use (rlcw.rl.grpo.shared_prefix.resolve_lm_head); `ending_credit`: the
         reward functions (by name) whose advantage goes to each completion's last token only
-        (rlcw.rl.grpo.ending_credit; empty = off). `run`, `monitor_ngram`,
+        (rlcw.rl.grpo.ending_credit; empty = off); `early_end_unlikelihood`: the weight of -log(1 - pi(end)) at
+        completion positions short of the row's `min_words` words, added to the loss (0 = off). `run`, `monitor_ngram`,
         `log_kl_every`, `kl_ref_model`, `samples_every`, `samples_k`, `slop`: rlcw.rl.trl_common.TRLExtras. The
         rest is TRL's GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.rollout_is_cap = rollout_is_cap
         self.lm_head = lm_head
+        self.early_end_unlikelihood = early_end_unlikelihood
+        self._word_counts = None
         unknown = sorted(set(ending_credit) - set(self.reward_func_names))
         if unknown or (ending_credit and set(self.reward_func_names) <= set(ending_credit)):
             raise ValueError(
@@ -126,11 +132,15 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
             st.is_inputs = inputs
         kl_due = st.kl_due and self.model.training
         st.catch = True
+        st.want_end = self.early_end_unlikelihood > 0 and "end_held" in inputs
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
-            st.is_inputs, st.catch = None, False
+            st.is_inputs, st.catch, st.want_end = None, False, False
             caught, st.caught = st.caught, None
+            end, st.end_logps = st.end_logps, None
+        if self.early_end_unlikelihood > 0 and "end_held" in inputs:
+            loss = loss + self.early_end_unlikelihood * self._early_end_term(end, inputs)
         if kl_due:  # the policy's log-probs are the loss's own (on-policy: they are the sampler's model's)
             self._append_kl(self.kl_to_start(inputs, policy_logps=caught))
         return loss
@@ -157,6 +167,9 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
 
             self._own_head, why = resolve_lm_head(self.lm_head, model, input_ids.device)
             say("grpo", f"loss forward: {'rlcw' if self._own_head else 'TRL'}'s LM head ({why})")
+        st = self.step_state
+        want_end = st.want_end and self._own_head
+        st.want_end = False  # the loss's forward only, not the KL's start forward after it
         out = shared_prefix_logps(
             model,
             input_ids,
@@ -166,8 +179,45 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
             compute_entropy,
             self.accelerator.autocast,
             own_head=self._own_head,
+            end_ids=list(self.eos_token_ids) if want_end else None,
         )
+        if out is not None and want_end:
+            st.end_logps, out = out[2], out[:2]
         return None if out is None else (*out, None)
+
+    def _end_held(self, inputs: list[dict], output: dict) -> torch.Tensor:
+        """(B, T) completion positions whose text so far holds fewer words than the row's `min_words` (a row
+        without one: none), counted token by token as count_words counts the text (rlcw.sampling.WordCounts)."""
+        from rlcw.sampling import WordCounts
+
+        ids, mask = output["completion_ids"], output["completion_mask"].bool()
+        if self._word_counts is None:
+            vocab = self.accelerator.unwrap_model(self.model).config.vocab_size
+            self._word_counts = WordCounts.of(self.processing_class, vocab).to(ids.device)
+        low = torch.tensor([int(r.get("min_words") or 0) for r in inputs], device=ids.device)
+        count, after_space = self._word_counts.start(ids.size(0), ids.device)
+        held = torch.zeros_like(mask)
+        for t in range(ids.size(1)):
+            held[:, t] = count < low
+            count, after_space = self._word_counts.step(ids[:, t], count, after_space)
+        return held & mask
+
+    def _early_end_term(self, end: torch.Tensor | None, inputs: dict) -> torch.Tensor:
+        """sum over held positions of -log(1 - pi(end)), per completion token of the micro-batch; logged as
+        `early_end/unlikelihood` and `early_end/p_end_held` (the mean probability of ending at a held position)."""
+        if end is None:
+            raise RuntimeError(
+                "train.early_end_unlikelihood needs the loss forward through rlcw's LM head with each prompt run "
+                "once (a CPU, one process, train.lm_head auto or rlcw)"
+            )
+        held = inputs["end_held"]
+        term = -torch.log1p(-end.clamp(max=-1e-6).exp()) * held  # (B, T)
+        tokens = inputs["completion_mask"].sum().clamp(min=1)
+        mode = "train" if self.model.training else "eval"
+        n_held = held.sum().clamp(min=1)
+        self._metrics[mode]["early_end/unlikelihood"].append(float(term.sum() / tokens))
+        self._metrics[mode]["early_end/p_end_held"].append(float((end.detach().exp() * held).sum() / n_held))
+        return term.sum() / tokens
 
     def _rlcw_reweight(self, inputs: dict, per_token_logps: torch.Tensor) -> None:
         """Scale the advantages per token by w = min(exp(logp - mu), cap), w > 0: for every TRL loss linear in
@@ -187,7 +237,10 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
             self._metrics[mode][f"rollout_is/{key}"].append(value)
 
     def _generate_and_score_completions(self, inputs):
+        self.rollout_rows = inputs  # the batch's dataset rows, in the prompts' order (rollout.block_short_endings)
         output = super()._generate_and_score_completions(inputs)
+        if self.early_end_unlikelihood > 0:
+            output["end_held"] = self._end_held(inputs, output)
         if self.model.training:
             if self.ending_credit is not None:
                 output["advantages"] = self._ending_credit_advantages(output["completion_mask"])

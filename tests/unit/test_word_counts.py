@@ -1,0 +1,36 @@
+"""rlcw.sampling.WordCounts: word counts kept token by token equal count_words of the joined text."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from rlcw.metrics.text import count_words
+from rlcw.sampling import WordCounts
+
+TEXTS = [" Once", " upon", "\n", "The", "end.", "  ", "a b", " ", "", "x", "\n\n", " y ", "ing", "\tz"]
+
+
+def running(counts: WordCounts, ids: list[int]) -> int:
+    words, after_space = counts.start(1)
+    for t in ids:
+        words, after_space = counts.step(torch.tensor([t]), words, after_space)
+    return int(words[0])
+
+
+def test_hand_worked():
+    counts = WordCounts(TEXTS)
+    assert running(counts, [0, 1]) == 2  # " Once upon"
+    assert running(counts, [3, 12]) == 1  # "The" + "ing": one word
+    assert running(counts, [3, 2, 3]) == 2  # "The\nThe": a word after a newline starts without a space
+    assert running(counts, [3, 8, 12]) == 1  # an empty text (a special token) joins nothing
+    assert running(counts, [6, 11]) == 3  # "a b y ": a text may start words inside it
+    assert running(counts, []) == 0
+
+
+def test_random_sequences_match_count_words():
+    counts, rng = WordCounts(TEXTS, size=len(TEXTS) + 2), random.Random(0)  # ids past the texts: empty
+    for _ in range(500):
+        ids = [rng.randrange(len(TEXTS) + 2) for _ in range(rng.randrange(12))]
+        assert running(counts, ids) == count_words("".join(TEXTS[t] if t < len(TEXTS) else "" for t in ids))
