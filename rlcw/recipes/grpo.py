@@ -110,6 +110,12 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
         )
     resume_mode(t.resume)
     check_ending_credit(cfg)
+    if t.early_end_unlikelihood > 0 and (t.lm_head == "trl" or t.deepspeed or cfg.agents.variant):
+        raise RlcwError(
+            "train.early_end_unlikelihood reads the end's log-probability from rlcw's LM head in one process",
+            where="train.early_end_unlikelihood",
+            hint="train.lm_head=auto or rlcw, no train.deepspeed and no agents.variant; or early_end_unlikelihood=0",
+        )
     rollout = rollout_seam(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16)

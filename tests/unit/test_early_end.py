@@ -1,4 +1,5 @@
-"""rlcw.sampling.WordCounts: word counts kept token by token equal count_words of the joined text."""
+"""Short endings: rlcw.sampling.WordCounts keeps word counts token by token equal to count_words of the joined text;
+the recipe refuses train.early_end_unlikelihood where it cannot read the end's log-probability."""
 
 from __future__ import annotations
 
@@ -34,3 +35,22 @@ def test_random_sequences_match_count_words():
     for _ in range(500):
         ids = [rng.randrange(len(TEXTS) + 2) for _ in range(rng.randrange(12))]
         assert running(counts, ids) == count_words("".join(TEXTS[t] if t < len(TEXTS) else "" for t in ids))
+
+
+def test_grpo_refuses_early_end_unlikelihood_without_rlcws_head_in_one_process():
+    """train.early_end_unlikelihood reads pi(end) from rlcw's LM head: TRL's head, DeepSpeed and Agents' Room
+    rollouts are refused before anything loads; a negative weight is refused by the config."""
+    import pytest
+
+    from rlcw.config import load_config
+    from rlcw.errors import RlcwError
+    from rlcw.recipes.grpo import GRPORecipeConfig, validate
+
+    on = "train.early_end_unlikelihood=1.0"
+    validate(load_config(GRPORecipeConfig, None, [on, "rollout.kind=fast", "rollout.block_short_endings=true"]))
+    for more in ("train.lm_head=trl", "train.deepspeed=configs/deepspeed/zero2.json", "agents.variant=write"):
+        with pytest.raises(RlcwError) as err:
+            validate(load_config(GRPORecipeConfig, None, [on, more]))
+        assert err.value.where == "train.early_end_unlikelihood"
+    with pytest.raises(RlcwError, match="early_end_unlikelihood"):
+        load_config(GRPORecipeConfig, None, ["train.early_end_unlikelihood=-1"])
