@@ -116,6 +116,13 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
             where="train.early_end_unlikelihood",
             hint="train.lm_head=auto or rlcw, no train.deepspeed and no agents.variant; or early_end_unlikelihood=0",
         )
+    if cfg.rollout.block_short_endings and t.early_end_unlikelihood <= 0:
+        raise RlcwError(
+            "rollout.block_short_endings alone lets the policy's own probability of ending short grow unchecked "
+            "(the sampler never draws it, so no advantage ever lowers it)",
+            where="rollout.block_short_endings",
+            hint="add train.early_end_unlikelihood (e.g. 1.0), or leave rollout.block_short_endings=false",
+        )
     rollout = rollout_seam(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16)

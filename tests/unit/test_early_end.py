@@ -39,7 +39,8 @@ def test_random_sequences_match_count_words():
 
 def test_grpo_refuses_early_end_unlikelihood_without_rlcws_head_in_one_process():
     """train.early_end_unlikelihood reads pi(end) from rlcw's LM head: TRL's head, DeepSpeed and Agents' Room
-    rollouts are refused before anything loads; a negative weight is refused by the config."""
+    rollouts are refused before anything loads; a negative weight is refused by the config; the rollout's mask is
+    refused without the term."""
     import pytest
 
     from rlcw.config import load_config
@@ -54,3 +55,6 @@ def test_grpo_refuses_early_end_unlikelihood_without_rlcws_head_in_one_process()
         assert err.value.where == "train.early_end_unlikelihood"
     with pytest.raises(RlcwError, match="early_end_unlikelihood"):
         load_config(GRPORecipeConfig, None, ["train.early_end_unlikelihood=-1"])
+    with pytest.raises(RlcwError, match="grow unchecked") as err:  # the mask alone: the policy learned to end at once
+        validate(load_config(GRPORecipeConfig, None, ["rollout.kind=fast", "rollout.block_short_endings=true"]))
+    assert err.value.where == "rollout.block_short_endings"
