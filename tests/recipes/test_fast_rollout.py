@@ -24,6 +24,25 @@ def policy(tiny_model_dir):
     )
 
 
+def fake_trainer(policy, tokenizer, ids, max_new_tokens: int, eos: list[int], **more):
+    """What the rollout function reads of a GRPOTrainer: its prompts' ids, the policy, a sampling config, the EOS
+    ids, and `more` attributes."""
+    from types import SimpleNamespace
+
+    from transformers import GenerationConfig
+
+    return SimpleNamespace(
+        _tokenize_prompts=lambda prompts: (ids, None, None),
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+        model=policy,
+        generation_config=GenerationConfig(
+            max_new_tokens=max_new_tokens, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id
+        ),
+        eos_token_ids=eos,
+        **more,
+    )
+
+
 def test_left_pad_hand_worked():
     ids, mask = left_pad([[5, 6, 7], [8]], pad_id=0)
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8]]
@@ -358,9 +377,6 @@ def test_compacting_ended_rows_keeps_the_inverse_cdf_samples(policy, tokenizer):
 def test_rollout_compact_key_reaches_the_sampler(policy, tokenizer, monkeypatch, draw, compact, expected):
     """make_fast_rollout_func's `compact` turns the sampler's compaction on only with the
     inverse-CDF draw, and off when false."""
-    from types import SimpleNamespace
-
-    from transformers import GenerationConfig
 
     import rlcw.rl.grpo.rollout as rollout
 
@@ -373,15 +389,7 @@ def test_rollout_compact_key_reaches_the_sampler(policy, tokenizer, monkeypatch,
 
     monkeypatch.setattr(rollout, "sample_with_logprobs", spy)
     ids = [tokenizer("Once upon a time", add_special_tokens=False)["input_ids"]] * 2
-    trainer = SimpleNamespace(
-        _tokenize_prompts=lambda prompts: (ids, None, None),
-        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
-        model=policy,
-        generation_config=GenerationConfig(
-            max_new_tokens=3, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id
-        ),
-        eos_token_ids=[tokenizer.eos_token_id],
-    )
+    trainer = fake_trainer(policy, tokenizer, ids, 3, [tokenizer.eos_token_id])
     out = rollout.make_fast_rollout_func("fp32", draw, compact)(["p", "p"], trainer)
     assert seen == [expected] and len(out["completion_ids"]) == 2
 
@@ -515,7 +523,6 @@ def test_no_row_ends_before_its_min_words(policy, tokenizer):
     completion holds 4 words (count_words of its text) and its log-probs are those of the distribution with the EOS
     ids masked out; an unbound row (0) ends as soon as it draws one, as without the bound. Through the rollout
     function, the bounds come from the trainer's `rollout_rows`."""
-    from types import SimpleNamespace
 
     from transformers import GenerationConfig
 
@@ -551,17 +558,8 @@ def test_no_row_ends_before_its_min_words(policy, tokenizer):
     assert ended_early  # the unbound rows did end within 3 tokens: the bound is what held the others
     assert all(any(t in eos for t in c) for c in comps[::2])  # the bound rows ended too, once past 4 words
 
-    trainer = SimpleNamespace(
-        _tokenize_prompts=lambda prompts: (rows, None, None),
-        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
-        model=policy,
-        generation_config=GenerationConfig(
-            max_new_tokens=24, do_sample=True, top_k=0, pad_token_id=tokenizer.pad_token_id
-        ),
-        eos_token_ids=eos,
-        processing_class=tokenizer,
-        rollout_rows=[{"min_words": 6}, {"min_words": None}] * 4,
-    )
+    rows_of = [{"min_words": 6}, {"min_words": None}] * 4
+    trainer = fake_trainer(policy, tokenizer, rows, 24, eos, processing_class=tokenizer, rollout_rows=rows_of)
     torch.manual_seed(1)
     out = make_fast_rollout_func("fp32", "inverse_cdf", block_short_endings=True)(["p"] * 8, trainer)
     for comp in out["completion_ids"][::2]:
