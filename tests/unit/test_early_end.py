@@ -30,6 +30,14 @@ def test_hand_worked():
     assert running(counts, []) == 0
 
 
+def test_short_of_marks_the_positions_before_the_bound():
+    counts = WordCounts(TEXTS)
+    ids = torch.tensor([[0, 1, 2, 3, 4], [3, 12, 8, 0, 1]])  # " Once upon\nTheend." / "The" "ing" "" " Once upon"
+    short = counts.short_of(ids, torch.tensor([2, 0]))
+    assert short.tolist() == [[True, True, False, False, False], [False] * 5]
+    assert counts.short_of(ids, torch.tensor([3, 2])).tolist()[1] == [True, True, True, True, False]
+
+
 def test_random_sequences_match_count_words():
     counts, rng = WordCounts(TEXTS, size=len(TEXTS) + 2), random.Random(0)  # ids past the texts: empty
     for _ in range(500):

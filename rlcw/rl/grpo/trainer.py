@@ -195,12 +195,7 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
             vocab = self.accelerator.unwrap_model(self.model).config.vocab_size
             self._word_counts = WordCounts.of(self.processing_class, vocab).to(ids.device)
         low = torch.tensor([int(r.get("min_words") or 0) for r in inputs], device=ids.device)
-        count, after_space = self._word_counts.start(ids.size(0), ids.device)
-        held = torch.zeros_like(mask)
-        for t in range(ids.size(1)):
-            held[:, t] = count < low
-            count, after_space = self._word_counts.step(ids[:, t], count, after_space)
-        return held & mask
+        return self._word_counts.short_of(ids, low) & mask
 
     def _early_end_term(self, end: torch.Tensor | None, inputs: dict) -> torch.Tensor:
         """sum over held positions of -log(1 - pi(end)), per completion token of the micro-batch; logged as
@@ -211,13 +206,12 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
                 "once (a CPU, one process, train.lm_head auto or rlcw)"
             )
         held = inputs["end_held"]
-        term = -torch.log1p(-end.clamp(max=-1e-6).exp()) * held  # (B, T)
-        tokens = inputs["completion_mask"].sum().clamp(min=1)
+        term = (-torch.log1p(-end.clamp(max=-1e-6).exp()) * held).sum() / inputs["completion_mask"].sum().clamp(min=1)
         mode = "train" if self.model.training else "eval"
-        n_held = held.sum().clamp(min=1)
-        self._metrics[mode]["early_end/unlikelihood"].append(float(term.sum() / tokens))
-        self._metrics[mode]["early_end/p_end_held"].append(float((end.detach().exp() * held).sum() / n_held))
-        return term.sum() / tokens
+        self._metrics[mode]["early_end/unlikelihood"].append(float(term))
+        p_end = (end.detach().exp() * held).sum() / held.sum().clamp(min=1)
+        self._metrics[mode]["early_end/p_end_held"].append(float(p_end))
+        return term
 
     def _rlcw_reweight(self, inputs: dict, per_token_logps: torch.Tensor) -> None:
         """Scale the advantages per token by w = min(exp(logp - mu), cap), w > 0: for every TRL loss linear in
