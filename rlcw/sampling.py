@@ -147,15 +147,20 @@ class WordCounts:
         words = words + self.inner[tokens] + (self.first[tokens] & after_space).long()
         return words, torch.where(self.empty[tokens], after_space, self.ends[tokens])
 
+    def before(self, ids: torch.Tensor) -> torch.Tensor:
+        """(B, T) long: the words of the text of completions `ids` (B, T) before each position, as count_words
+        counts that text (a story ending at position t holds this many words)."""
+        count, after_space = self.start(ids.size(0), ids.device)
+        out = torch.zeros(ids.shape, dtype=torch.long, device=ids.device)
+        for t in range(ids.size(1)):
+            out[:, t] = count
+            count, after_space = self.step(ids[:, t], count, after_space)
+        return out
+
     def short_of(self, ids: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
         """(B, T) bool: the positions of completions `ids` (B, T) whose text before them holds fewer words than the
         row's `low` (B,)."""
-        count, after_space = self.start(ids.size(0), ids.device)
-        short = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
-        for t in range(ids.size(1)):
-            short[:, t] = count < low
-            count, after_space = self.step(ids[:, t], count, after_space)
-        return short
+        return self.before(ids) < low[:, None]
 
 
 def _growing_cache(config, capacity: int):

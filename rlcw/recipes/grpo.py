@@ -66,6 +66,10 @@ class GRPOTrainSection(TRLTrainSection):
     # prompt's min_words, per completion token: teaches the policy itself not to end short (rlcw's LM head, one
     # process); with rollout.block_short_endings the sampler never ends there either. 0 = off
     early_end_unlikelihood: float = at_least(0, 0.0)
+    # with early_end_unlikelihood as its weight: the rate at which the policy should end at each position where
+    # ending would leave the story inside the prompt's word range (a KL to Bernoulli(rate) there), so pushing the end
+    # down before min_words does not push it down inside the range too. 0 = off
+    end_rate_in_range: float = 0.0
 
 
 @dataclass
@@ -115,6 +119,13 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
             "train.early_end_unlikelihood reads the end's log-probability from rlcw's LM head in one process",
             where="train.early_end_unlikelihood",
             hint="train.lm_head=auto or rlcw, no train.deepspeed and no agents.variant; or early_end_unlikelihood=0",
+        )
+    if not 0 <= t.end_rate_in_range < 1 or (t.end_rate_in_range > 0 and t.early_end_unlikelihood <= 0):
+        raise RlcwError(
+            f"train.end_rate_in_range={t.end_rate_in_range} must be in [0, 1) and takes train.early_end_unlikelihood "
+            f"(> 0) as its weight",
+            where="train.end_rate_in_range",
+            hint="e.g. train.early_end_unlikelihood=1.0 train.end_rate_in_range=0.05; 0 turns it off",
         )
     if cfg.rollout.block_short_endings and t.early_end_unlikelihood <= 0:
         raise RlcwError(
@@ -240,6 +251,7 @@ def main(cfg: GRPORecipeConfig) -> dict:
             "lm_head": t.lm_head,
             "ending_credit": tuple(t.ending_credit),
             "early_end_unlikelihood": t.early_end_unlikelihood,
+            "end_rate_in_range": t.end_rate_in_range,
         },
     )
     return run_stage(cfg, stage)

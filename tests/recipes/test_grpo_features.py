@@ -356,11 +356,15 @@ def test_the_trainer_refuses_ending_credit_it_cannot_split(tiny_model_dir, token
             )
 
 
-def test_early_end_unlikelihood_adds_its_term_on_the_held_positions(runs_root, tiny_grpo_overrides, monkeypatch):
-    """train.early_end_unlikelihood with the short endings blocked in the rollout: a real grpo step holds exactly the
-    completion positions whose text is short of the row's min_words (count_words of the decoded prefix), adds
-    lambda * sum -log(1 - pi(end)) there per completion token to the loss, and logs the term."""
+def test_early_end_unlikelihood_adds_its_term_on_the_held_positions(
+    runs_root, tiny_grpo_overrides, monkeypatch, tmp_path
+):
+    """train.early_end_unlikelihood with the short endings blocked in the rollout and train.end_rate_in_range: a real
+    grpo step holds exactly the completion positions whose text is short of the row's min_words (count_words of the
+    decoded prefix) and marks those from min_words to max_words, adds lambda * (sum -log(1 - pi(end)) there + sum
+    KL(Bernoulli(rate) || Bernoulli(pi(end))) in range) per completion token to the loss, and logs the term."""
     import json
+    import math
     from pathlib import Path
 
     import torch
@@ -371,11 +375,12 @@ def test_early_end_unlikelihood_adds_its_term_on_the_held_positions(runs_root, t
     from rlcw.rl.grpo.trainer import RlcwGRPOTrainer
 
     seen = []
-    own_held, own_term = RlcwGRPOTrainer._end_held, RlcwGRPOTrainer._early_end_term
+    own_positions, own_term = RlcwGRPOTrainer._end_positions, RlcwGRPOTrainer._early_end_term
 
-    def held(self, inputs, output):
-        out = own_held(self, inputs, output)
-        seen.append(([r["min_words"] for r in inputs], output["completion_ids"].clone(), out.clone()))
+    def positions(self, inputs, output):
+        out = own_positions(self, inputs, output)
+        rows = [(r["min_words"], r["max_words"]) for r in inputs]
+        seen.append((rows, output["completion_ids"].clone(), out["end_held"].clone(), out["end_in_range"].clone()))
         return out
 
     def term(self, end, inputs):
@@ -383,21 +388,39 @@ def test_early_end_unlikelihood_adds_its_term_on_the_held_positions(runs_root, t
         seen.append((end.detach().clone(), float(value), inputs["completion_mask"].clone()))
         return value
 
-    monkeypatch.setattr(RlcwGRPOTrainer, "_end_held", held)
+    monkeypatch.setattr(RlcwGRPOTrainer, "_end_positions", positions)
     monkeypatch.setattr(RlcwGRPOTrainer, "_early_end_term", term)
-    more = ("eval.every_steps=0", "rollout.kind=fast", "rollout.block_short_endings=true")
+    prompts = tmp_path / "prompts.jsonl"  # ranges 8 tokens can reach: held and in-range positions both occur
+    prompts.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "prompt": f"Tell story {i}.", "min_words": 1 + i % 2, "max_words": 3}) + "\n"
+            for i in range(4)
+        )
+    )
+    more = (
+        f"data.prompts={prompts}",
+        "data.train_split=null",
+        "eval.prompts=bundled",
+        "eval.every_steps=0",
+        "rollout.kind=fast",
+        "rollout.block_short_endings=true",
+        "train.end_rate_in_range=0.1",
+    )
     cfg = _cfg(tiny_grpo_overrides("grpo_early_end", *more, "train.early_end_unlikelihood=2.0"))
     summary = main(cfg)
     assert summary["status"] == "completed"
-    (lows, ids, mask), (end, value, cmask) = seen
+    (ranges, ids, held, inside), (end, value, cmask) = seen
     tok = load_tokenizer(cfg.model.name)
-    for low, row, row_held in zip(lows, ids.tolist(), mask.tolist(), strict=True):
+    for (low, high), row, row_held, row_in in zip(ranges, ids.tolist(), held.tolist(), inside.tolist(), strict=True):
         cut = next((i + 1 for i, t in enumerate(row) if t == tok.eos_token_id), len(row))
-        want = [count_words(tok.decode(row[:t], skip_special_tokens=True)) < (low or 0) for t in range(cut)]
-        assert row_held[:cut] == want and not any(row_held[cut:])
-    assert mask.any()  # the tiny prompts' ranges hold positions: the term is exercised
-    assert (end[mask] < 0).all()
-    want_term = float((-torch.log1p(-end.exp()) * mask).sum() / cmask.sum())
+        words = [count_words(tok.decode(row[:t], skip_special_tokens=True)) for t in range(cut)]
+        assert row_held[:cut] == [w < (low or 0) for w in words] and not any(row_held[cut:])
+        assert row_in[:cut] == [(low or 0) <= w <= (high or -1) for w in words] and not any(row_in[cut:])
+    assert held.any() and inside.any()  # the tiny prompts' ranges hold both kinds: each part is exercised
+    assert (end[held] < 0).all()
+    p = end.exp()
+    kl = 0.1 * (math.log(0.1) - end) + 0.9 * (math.log(0.9) - torch.log1p(-p))
+    want_term = float(((-torch.log1p(-p) * held).sum() + (kl * inside).sum()) / cmask.sum())
     assert value == pytest.approx(want_term, rel=1e-5) and value > 0
     rows = [
         json.loads(x)

@@ -43,6 +43,7 @@ one exists, so an upgrade that removes one fails there first):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -85,6 +86,7 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         lm_head: str = "auto",
         ending_credit: tuple[str, ...] = (),
         early_end_unlikelihood: float = 0.0,
+        end_rate_in_range: float = 0.0,
         **kwargs,
     ):
         """`rollout_is_cap` > 0: each completion token's loss is weighted by min(pi/mu, cap) when the rollout
@@ -93,13 +95,21 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         rlcw): whose LM head those forwards use (rlcw.rl.grpo.shared_prefix.resolve_lm_head); `ending_credit`: the
         reward functions (by name) whose advantage goes to each completion's last token only
         (rlcw.rl.grpo.ending_credit; empty = off); `early_end_unlikelihood`: the weight of -log(1 - pi(end)) at
-        completion positions short of the row's `min_words` words, added to the loss (0 = off). `run`, `monitor_ngram`,
+        completion positions short of the row's `min_words` words, added to the loss (0 = off); `end_rate_in_range`
+        in (0, 1): with that weight, also the divergence of pi(end) from this rate at positions where ending would
+        leave the story inside the row's word range (0 = off). `run`, `monitor_ngram`,
         `log_kl_every`, `kl_ref_model`, `samples_every`, `samples_k`, `slop`: rlcw.rl.trl_common.TRLExtras. The
         rest is TRL's GRPOTrainer."""
         super().__init__(*args, **kwargs)
         self.rollout_is_cap = rollout_is_cap
         self.lm_head = lm_head
         self.early_end_unlikelihood = early_end_unlikelihood
+        if not 0 <= end_rate_in_range < 1 or (end_rate_in_range > 0 and early_end_unlikelihood <= 0):
+            raise ValueError(
+                f"end_rate_in_range must be in [0, 1) and needs early_end_unlikelihood > 0 (its weight), got "
+                f"{end_rate_in_range} with {early_end_unlikelihood}"
+            )
+        self.end_rate_in_range = end_rate_in_range
         self._word_counts = None
         unknown = sorted(set(ending_credit) - set(self.reward_func_names))
         if unknown or (ending_credit and set(self.reward_func_names) <= set(ending_credit)):
@@ -185,32 +195,49 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
             st.end_logps, out = out[2], out[:2]
         return None if out is None else (*out, None)
 
-    def _end_held(self, inputs: list[dict], output: dict) -> torch.Tensor:
-        """(B, T) completion positions whose text so far holds fewer words than the row's `min_words` (a row
-        without one: none), counted token by token as count_words counts the text (rlcw.sampling.WordCounts)."""
+    def _end_positions(self, inputs: list[dict], output: dict) -> dict[str, torch.Tensor]:
+        """(B, T) bool masks of completion positions by the words their text holds so far, counted token by token
+        as count_words counts the text (rlcw.sampling.WordCounts): `end_held`, fewer than the row's `min_words`;
+        with `end_rate_in_range`, `end_in_range`, from `min_words` to `max_words` (a row without a range: neither)."""
         from rlcw.sampling import WordCounts
 
         ids, mask = output["completion_ids"], output["completion_mask"].bool()
         if self._word_counts is None:
             vocab = self.accelerator.unwrap_model(self.model).config.vocab_size
             self._word_counts = WordCounts.of(self.processing_class, vocab).to(ids.device)
-        low = torch.tensor([int(r.get("min_words") or 0) for r in inputs], device=ids.device)
-        return self._word_counts.short_of(ids, low) & mask
+        low = torch.tensor([int(r.get("min_words") or 0) for r in inputs], device=ids.device)[:, None]
+        words = self._word_counts.before(ids)
+        out = {"end_held": (words < low) & mask}
+        if self.end_rate_in_range > 0:
+            high = torch.tensor([int(r.get("max_words") or -1) for r in inputs], device=ids.device)[:, None]
+            out["end_in_range"] = (words >= low) & (words <= high) & mask
+        return out
 
     def _early_end_term(self, end: torch.Tensor | None, inputs: dict) -> torch.Tensor:
-        """sum over held positions of -log(1 - pi(end)), per completion token of the micro-batch; logged as
-        `early_end/unlikelihood` and `early_end/p_end_held` (the mean probability of ending at a held position)."""
+        """Per completion token of the micro-batch: the sum over held positions of -log(1 - pi(end)), plus with
+        `end_rate_in_range` = r the sum over in-range positions of KL(Bernoulli(r) || Bernoulli(pi(end))), which
+        is 0 where pi(end) = r. Logged as `early_end/unlikelihood` (the whole term), `early_end/p_end_held` and
+        `early_end/p_end_in_range` (the mean probability of ending at such a position)."""
         if end is None:
             raise RuntimeError(
                 "train.early_end_unlikelihood needs the loss forward through rlcw's LM head with each prompt run "
                 "once (a CPU, one process, train.lm_head auto or rlcw)"
             )
-        held = inputs["end_held"]
-        term = (-torch.log1p(-end.clamp(max=-1e-6).exp()) * held).sum() / inputs["completion_mask"].sum().clamp(min=1)
         mode = "train" if self.model.training else "eval"
-        self._metrics[mode]["early_end/unlikelihood"].append(float(term))
+        end = end.clamp(max=-1e-6)
+        stay = torch.log1p(-end.exp())  # log(1 - pi(end))
+        held = inputs["end_held"]
+        term = (-stay * held).sum()
         p_end = (end.detach().exp() * held).sum() / held.sum().clamp(min=1)
         self._metrics[mode]["early_end/p_end_held"].append(float(p_end))
+        if "end_in_range" in inputs:
+            r, inside = self.end_rate_in_range, inputs["end_in_range"]
+            kl = r * (math.log(r) - end) + (1 - r) * (math.log1p(-r) - stay)
+            term = term + (kl * inside).sum()
+            p_in = (end.detach().exp() * inside).sum() / inside.sum().clamp(min=1)
+            self._metrics[mode]["early_end/p_end_in_range"].append(float(p_in))
+        term = term / inputs["completion_mask"].sum().clamp(min=1)
+        self._metrics[mode]["early_end/unlikelihood"].append(float(term.detach()))
         return term
 
     def _rlcw_reweight(self, inputs: dict, per_token_logps: torch.Tensor) -> None:
@@ -234,7 +261,7 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
         self.rollout_rows = inputs  # the batch's dataset rows, in the prompts' order (rollout.block_short_endings)
         output = super()._generate_and_score_completions(inputs)
         if self.early_end_unlikelihood > 0:
-            output["end_held"] = self._end_held(inputs, output)
+            output.update(self._end_positions(inputs, output))
         if self.model.training:
             if self.ending_credit is not None:
                 output["advantages"] = self._ending_credit_advantages(output["completion_mask"])
