@@ -157,11 +157,6 @@ class WordCounts:
             count, after_space = self.step(ids[:, t], count, after_space)
         return out
 
-    def short_of(self, ids: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
-        """(B, T) bool: the positions of completions `ids` (B, T) whose text before them holds fewer words than the
-        row's `low` (B,)."""
-        return self.before(ids) < low[:, None]
-
 
 def _growing_cache(config, capacity: int):
     """transformers' DynamicCache whose plain layers hold keys and values in buffers of `capacity` positions,

@@ -31,18 +31,14 @@ def test_hand_worked():
     assert running(counts, []) == 0
 
 
-def test_short_of_marks_the_positions_before_the_bound():
-    counts = WordCounts(TEXTS)
-    ids = torch.tensor([[0, 1, 2, 3, 4], [3, 12, 8, 0, 1]])  # " Once upon\nTheend." / "The" "ing" "" " Once upon"
-    short = counts.short_of(ids, torch.tensor([2, 0]))
-    assert short.tolist() == [[True, True, False, False, False], [False] * 5]
-    assert counts.short_of(ids, torch.tensor([3, 2])).tolist()[1] == [True, True, True, True, False]
-
-
 def test_before_counts_the_words_ahead_of_each_position():
     counts = WordCounts(TEXTS)
     ids = torch.tensor([[0, 1, 2, 3, 4], [3, 12, 8, 0, 1]])
-    assert counts.before(ids).tolist() == [[0, 1, 2, 2, 3], [0, 1, 1, 1, 2]]
+    words = counts.before(ids)
+    assert words.tolist() == [[0, 1, 2, 2, 3], [0, 1, 1, 1, 2]]
+    # the trainer's held positions: fewer words ahead than the row's bound
+    assert (words < torch.tensor([[2], [0]])).tolist() == [[True, True, False, False, False], [False] * 5]
+    assert (words < torch.tensor([[3], [2]])).tolist()[1] == [True, True, True, True, False]
 
 
 def test_the_ending_terms_hand_worked():
