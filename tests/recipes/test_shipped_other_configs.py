@@ -45,6 +45,7 @@ VALIDATE_ONLY = {
     "serve_rm/default.yaml": "serves until interrupted (uvicorn): validated and its app built on a tiny RM",
     "outcome/cpu.yaml": EVERY_STAGE,
     "outcome/seeds_cpu.yaml": EVERY_STAGE,
+    "outcome/default_cpu.yaml": EVERY_STAGE,
     "quickstart/cpu.yaml": EVERY_STAGE,
 }
 RUN = [
