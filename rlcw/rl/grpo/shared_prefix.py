@@ -1,7 +1,7 @@
 """Completion log-probs with each group's prompt run once: the GRPO loss forward without G copies of the prompt.
 
 GRPO samples G completions per prompt, and TRL's loss forward runs every row as prompt + completion, so each
-prompt passes through the model G times (the quickstart: 2 prompts x 8, ~58 prompt tokens against <= 88
+prompt passes through the model G times (2 prompts x 8 with ~58 prompt tokens against <= 88
 completion tokens, so ~40% of the forward's tokens are repeated prompts). Under causal attention a prompt's
 hidden states do not depend on what follows it, so rows with the same prompt share them exactly. Here, per group
 of rows with the same prompt tokens: the prompt minus its last token runs once (one row, no padding) and returns
