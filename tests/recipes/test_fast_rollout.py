@@ -187,7 +187,8 @@ def test_rollout_func_in_grpo_trainer(tiny_model_dir, tokenizer, tmp_path):
 
 def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
     """`rlcw grpo rollout.kind=fast rollout.precision=bf16 rollout.draw=inverse_cdf` trains end to
-    end; clashing settings fail before any work."""
+    end with the quickstart's KL to the start in the loss and a LoRA on every layer; clashing settings fail before
+    any work."""
     import json
     from pathlib import Path
 
@@ -204,6 +205,9 @@ def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
         "train.num_generations=2",
         "train.max_completion_length=8",
         "lora.r=4",
+        "lora.top_layers=null",
+        "train.beta=0.2",
+        "train.learning_rate=1e-2",  # far enough in one step for the KL to show
         "data.max_train_prompts=8",
         "eval.every_steps=0",
         "rollout.kind=fast",
@@ -216,7 +220,12 @@ def test_grpo_stage_with_fast_rollout(runs_root, rm_run, tiny_model_dir):
         json.loads(x)
         for x in (Path(summary["artifacts"]["metrics"]).parent / "metrics.jsonl").read_text().splitlines()
     ]
-    assert [r["step"] for r in rows if "reward" in r] == [1, 2]
+    train = [r for r in rows if "reward" in r]
+    assert [r["step"] for r in train] == [1, 2]
+    # the loss's KL to the start (TRL's `kl`, beta > 0): 0 before the first update (the LoRA B matrices are zero), then
+    # positive and equal to the monitor's own k3 against the start model, so TRL's reference is the start model
+    assert train[0]["kl"] == pytest.approx(0.0, abs=1e-6) and train[1]["kl"] > 1e-6
+    assert train[1]["kl"] == pytest.approx(train[1]["monitor/kl_to_start"], rel=1e-3)
     with pytest.raises(RlcwError, match="rollout.kind=fast cannot be combined with agents.variant"):
         main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_fast_bad", "agents.variant=write"]))
 
