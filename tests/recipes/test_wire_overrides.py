@@ -42,3 +42,23 @@ def test_quickstart_wire_refuses_to_reset_an_override():
     cfg = load_config(quickstart.QuickstartConfig, CONFIGS / "quickstart/cpu.yaml", ["seed=4"])
     quickstart.wire(cfg, "/tmp/qs")
     assert cfg.grpo.seed == 4 and cfg.grpo.reward.rm_path == "/tmp/qs/train_rm/model"
+
+
+def test_default_study_arm_trains_as_the_quickstart_ships():
+    """configs/outcome/default_cpu.yaml's grpo_default is the quickstart's GRPO against the study's proxy: the
+    study's verdict on the default is void the moment the two drift apart."""
+    study = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/default_cpu.yaml", [])
+    shipped = load_config(quickstart.QuickstartConfig, CONFIGS / "quickstart/cpu.yaml", []).grpo
+    arm = study.grpo_default
+    keys = ("learning_rate", "beta", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps")
+    keys += ("batch_size", "num_generations", "max_completion_length", "cpu_precision")
+    assert {k: getattr(arm.train, k) for k in keys} == {k: getattr(shipped.train, k) for k in keys}
+    assert vars(arm.lora) == vars(shipped.lora) and vars(arm.rollout) == vars(shipped.rollout)
+    assert arm.data.sources == shipped.data.sources and arm.data.fit_to_cap == shipped.data.fit_to_cap
+    assert set(arm.reward.specs) == set(shipped.reward.specs)
+    for name in ("length_range", "overlong"):
+        assert arm.reward.specs[name] == shipped.reward.specs[name]
+    assert "grpo_default" in study.runs and study.seeds["grpo_default"] == [1, 2]
+    wire(study, "/tmp/study")
+    assert study.grpo_default.reward.rm_path == "/tmp/study/proxy_rm_large/model"
+    assert (study.grpo_default.run_name, study.grpo_default.eval.every_steps) == ("grpo_default", 0)
