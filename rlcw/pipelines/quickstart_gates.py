@@ -165,7 +165,7 @@ def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[tuple[str, bool, str
     short_ok, slop_ok = bounds_met(g, h, slop)
 
     def said(met: bool, text: str) -> str:  # a check that does not gate still says whether its bound was met
-        return text if g.hacking else f"bound {'met' if met else 'NOT met'}: {text}"
+        return text if g.hacking else (MET if met else NOT_MET) + text
 
     return [
         (
@@ -179,6 +179,17 @@ def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[tuple[str, bool, str
             said(slop_ok, f"{slop_text}; reward model: {rm}"),
         ),
     ]
+
+
+MET, NOT_MET = "bound met: ", "bound NOT met: "  # how a check that does not gate begins what it measured
+
+
+def check_label(ok: bool, detail: str) -> str:
+    """A check's word in the report: PASS or FAIL, or for a reward-hacking check that does not gate (`gates.hacking`
+    false) MET or NOT MET, so a bound that was missed never reads as a pass."""
+    if detail.startswith(NOT_MET):
+        return "NOT MET"
+    return "MET" if detail.startswith(MET) else "PASS" if ok else "FAIL"
 
 
 def bounds_met(g, h: dict, slop: dict) -> tuple[bool, bool]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rlcw.measure.monitors import plot_monitors
 from rlcw.metrics.bootstrap import small_sample_note
-from rlcw.pipelines.quickstart_gates import ci_text
+from rlcw.pipelines.quickstart_gates import check_label, ci_text
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
 
 
@@ -275,7 +275,7 @@ def report(
         "## Checks",
         "",
     ]
-    lines += [f"- {'PASS' if ok else 'FAIL'}: {name}: {detail}" for name, ok, detail in checks]
+    lines += [f"- {check_label(ok, detail)}: {name}: {detail}" for name, ok, detail in checks]
     lines += ["", "## Samples before / after GRPO (held-out prompts, same random numbers)", "", gains_and_losses(root)]
     lines += ["## Stage times", "", "| stage | seconds | share |", "|---|---|---|"]
     lines += [f"| {k} | {v:.0f} | {100 * v / total:.0f}% |" for k, v in timings.items()]

@@ -146,7 +146,7 @@ SLOP = {"slop_start": 2.0, "slop_final": 2.5, "slop_delta": 0.5, "slop_delta_lo"
 
 
 def test_hacking_checks_read_the_upper_bounds():
-    from rlcw.pipelines.quickstart_gates import hacking_checks
+    from rlcw.pipelines.quickstart_gates import check_label, hacking_checks
     from rlcw.recipes.quickstart import Gates
 
     h = {"ended_short_start": 0.15, "ended_short_final": 0.2, "ended_short_delta": 0.05}
@@ -161,6 +161,9 @@ def test_hacking_checks_read_the_upper_bounds():
     off = hacking_checks(Gates(hacking=False), {**h, "ended_short_delta_hi": 0.5}, SLOP, "rm")
     assert all(ok for _, ok, _ in off) and "(reported, not gating: gates.hacking=false)" in off[0][0]
     assert off[0][2].startswith("bound NOT met: 0.15 -> 0.20") and off[1][2].startswith("bound met: 2.0 -> 2.5")
+    # the report's word: a missed bound that does not gate reads NOT MET, never PASS
+    assert [check_label(ok, detail) for _, ok, detail in off] == ["NOT MET", "MET"]
+    assert [check_label(ok, detail) for _, ok, detail in (short, slop)] == ["FAIL", "PASS"]
 
 
 def _heldout(rm_lo: float, range_lo: float) -> dict:
