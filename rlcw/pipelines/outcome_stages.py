@@ -14,9 +14,9 @@ from rlcw.outcome.report import StudySetup
 from rlcw.rewards.anchored import default_references
 from rlcw.sampling import DRAWS
 
-RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "grpo_par", "grpo_kl", "grpo_default", "ppo", "dpo", "best_of_n")
-TRAINED = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "grpo_par", "grpo_kl", "grpo_default", "ppo", "dpo")
 GRPO_RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "grpo_par", "grpo_kl", "grpo_default")
+TRAINED = (*GRPO_RUNS, "ppo", "dpo")
+RUNS = (*TRAINED, "best_of_n")
 # grpo_ens needs an ensemble proxy (proxy_ensembles), grpo_odin a two-head one (proxy_length_heads)
 DEFAULT_RUNS = ("grpo", "grpo_lc", "ppo", "dpo", "best_of_n")
 # configs/grpo/cpu.yaml's monitor.warn: the thresholds the lead-time table tests by default
