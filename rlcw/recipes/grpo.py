@@ -136,7 +136,7 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
         )
     rollout = rollout_seam(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
-    validate_train_keys(t.report_to, t.bf16)
+    validate_train_keys(t.report_to, t.bf16, (t.adam_beta1, t.adam_beta2))
     return rollout
 
 

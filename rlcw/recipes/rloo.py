@@ -91,7 +91,7 @@ def validate(cfg: RLOORecipeConfig) -> None:
     resume_mode(t.resume)
     check_rollout(cfg.rollout, TRL_KINDS)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
-    validate_train_keys(t.report_to, t.bf16)
+    validate_train_keys(t.report_to, t.bf16, (t.adam_beta1, t.adam_beta2))
 
 
 # ---------------------------------------------------------------- build: TRL args; main

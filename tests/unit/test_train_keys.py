@@ -159,3 +159,23 @@ def test_cpu_precision_turns_the_loss_autocast_on_where_bf16_is_faster(stage, cp
     with pytest.raises(RlcwError) as err:
         load_config(cls, None, ["train.cpu_precision=bf32"])
     assert "train.cpu_precision" in str(err.value) and "auto" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("cls", "validate", "build"),
+    [
+        (grpo.GRPORecipeConfig, grpo.validate, lambda c: grpo.build_args(c, RUN, [1.0, 1.0], grpo.rollout_seam(c))),
+        (rloo.RLOORecipeConfig, rloo.validate, lambda c: rloo.build_args(c, RUN, [1.0])),
+    ],
+)
+def test_adam_betas_reach_the_optimizer_and_are_checked(cls, validate, build):
+    default = load_config(cls, None, [])
+    assert (default.train.adam_beta1, default.train.adam_beta2) == (0.9, 0.999)  # AdamW's own defaults
+    cfg = load_config(cls, None, ["train.adam_beta1=0.5", "train.adam_beta2=0.99"])
+    validate(cfg)
+    args = build(cfg)
+    assert (args.adam_beta1, args.adam_beta2) == (0.5, 0.99)
+    for key, bad in (("adam_beta1", 1.0), ("adam_beta2", -0.1)):
+        with pytest.raises(RlcwError, match=rf"train\.{key}={bad} must be in \[0, 1\)") as err:
+            validate(load_config(cls, None, [f"train.{key}={bad}"]))
+        assert err.value.where == f"train.{key}"

@@ -34,11 +34,22 @@ def validate_rl_sections(data: PromptSection | None, monitor: MonitorSection | N
             )
 
 
-def validate_train_keys(report_to: list[str] | str, bf16: bool) -> None:
-    """`train.report_to` names known trackers (an RlcwError listing them otherwise) and `train.bf16` is a bool."""
+def validate_train_keys(
+    report_to: list[str] | str, bf16: bool, adam_betas: tuple[float, float] = (0.9, 0.999)
+) -> None:
+    """`train.report_to` names known trackers (an RlcwError listing them otherwise), `train.bf16` is a bool and
+    `train.adam_beta1` / `adam_beta2` (`adam_betas`) lie in [0, 1), which torch's AdamW would refuse only after the
+    models load."""
     parse_report_to(report_to)
     if not isinstance(bf16, bool):
         raise RlcwError(f"train.bf16 must be true or false, got {bf16!r}", where="train.bf16")
+    for i, beta in enumerate(adam_betas, start=1):
+        if not 0 <= beta < 1:
+            raise RlcwError(
+                f"train.adam_beta{i}={beta} must be in [0, 1)",
+                where=f"train.adam_beta{i}",
+                hint="AdamW's defaults: train.adam_beta1=0.9 train.adam_beta2=0.999",
+            )
 
 
 def check_bf16(bf16: bool) -> None:

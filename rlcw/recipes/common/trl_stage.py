@@ -74,6 +74,10 @@ class TRLTrainSection:
     warmup_steps: float = 0.0  # steps; a value below 1 is a ratio of max_steps (transformers 5)
     max_grad_norm: float = 1.0  # gradient-norm clipping threshold
     weight_decay: float = 0.0  # AdamW weight decay
+    # AdamW's moment decay rates (transformers adam_beta1 / adam_beta2): beta1 is the momentum, whose ~1/(1 - beta1)
+    # steps of memory keep a step's direction after its gradient has turned
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
     epsilon: float = 0.2  # clip range of the importance ratio (TRL `epsilon`; grpo per token, rloo per sequence)
     epsilon_high: float | None = None  # upper clip (DAPO: 0.28); None = epsilon
     max_steps: int = at_least(1, 20)  # optimizer steps of the run
@@ -120,6 +124,8 @@ def trl_args(t: TRLTrainSection, seed: int, output_dir: str, command: str) -> di
         "warmup_steps": t.warmup_steps,
         "max_grad_norm": t.max_grad_norm,
         "weight_decay": t.weight_decay,
+        "adam_beta1": t.adam_beta1,
+        "adam_beta2": t.adam_beta2,
         "epsilon": t.epsilon,
         "epsilon_high": t.epsilon_high,
         "per_device_train_batch_size": t.batch_size,
