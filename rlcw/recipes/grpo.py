@@ -27,7 +27,7 @@ from rlcw.agents.variants import AgentCaps
 from rlcw.config import at_least, one_of
 from rlcw.errors import RlcwError
 from rlcw.measure.probe import ProbeSection
-from rlcw.recipes.common.checks import validate_rl_sections, validate_train_keys
+from rlcw.recipes.common.checks import check_tail_average, validate_rl_sections, validate_train_keys
 from rlcw.recipes.common.prompts import held_out_prompts
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
 from rlcw.recipes.common.sections import (
@@ -137,6 +137,7 @@ def validate(cfg: GRPORecipeConfig) -> PlainRollout:
     rollout = rollout_seam(cfg)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16, (t.adam_beta1, t.adam_beta2))
+    check_tail_average(t.tail_average, t.max_steps, t.deepspeed)
     return rollout
 
 

@@ -28,7 +28,7 @@ from typing import ClassVar
 from rlcw.config import at_least
 from rlcw.errors import RlcwError
 from rlcw.measure.probe import ProbeSection
-from rlcw.recipes.common.checks import validate_rl_sections, validate_train_keys
+from rlcw.recipes.common.checks import check_tail_average, validate_rl_sections, validate_train_keys
 from rlcw.recipes.common.prompts import eval_sampler, held_out_prompts
 from rlcw.recipes.common.prompts import train_prompts as mixed_train_prompts
 from rlcw.recipes.common.sections import (
@@ -92,6 +92,7 @@ def validate(cfg: RLOORecipeConfig) -> None:
     check_rollout(cfg.rollout, TRL_KINDS)
     validate_rl_sections(cfg.data, cfg.monitor, cfg.eval.evaluators)
     validate_train_keys(t.report_to, t.bf16, (t.adam_beta1, t.adam_beta2))
+    check_tail_average(t.tail_average, t.max_steps, t.deepspeed)
 
 
 # ---------------------------------------------------------------- build: TRL args; main

@@ -52,6 +52,22 @@ def validate_train_keys(
             )
 
 
+def check_tail_average(tail: int, max_steps: int, deepspeed: str | None) -> None:
+    """`train.tail_average` (rlcw.rl.tail_average) averages at most the run's steps, in one process's weights."""
+    if tail > max_steps:
+        raise RlcwError(
+            f"train.tail_average={tail} averages more steps than the run takes (train.max_steps={max_steps})",
+            where="train.tail_average",
+            hint=f"at most {max_steps}; 0 keeps the last step's weights",
+        )
+    if tail and deepspeed:
+        raise RlcwError(
+            "train.tail_average keeps its mean of the trainable weights in one process; ZeRO shards them",
+            where="train.tail_average",
+            hint="train.tail_average=0 with train.deepspeed",
+        )
+
+
 def check_bf16(bf16: bool) -> None:
     """This machine against `train.bf16=true` (run in main, not validate: `rlcw plan` checks GPU configs on CPU boxes).
 

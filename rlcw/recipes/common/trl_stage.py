@@ -43,6 +43,7 @@ from rlcw.rewards.slop import human_baseline
 from rlcw.rl.aux_state import AUX_STATE_FILE, AuxStateCallback, load_aux_state, stateful
 from rlcw.rl.grpo.report import grpo_plots, grpo_report, length_control_lines, reward_summary
 from rlcw.rl.grpo.seam import check_vllm_installed
+from rlcw.rl.tail_average import TAIL_FILE, TailAverage
 from rlcw.runs import done_line, resume_checkpoint
 
 # transformers' SchedulerType values (a test holds them equal), so a misspelt scheduler is refused before torch
@@ -81,6 +82,9 @@ class TRLTrainSection:
     epsilon: float = 0.2  # clip range of the importance ratio (TRL `epsilon`; grpo per token, rloo per sequence)
     epsilon_high: float | None = None  # upper clip (DAPO: 0.28); None = epsilon
     max_steps: int = at_least(1, 20)  # optimizer steps of the run
+    # the final policy is the mean of the trainable weights after each of the last N steps (Polyak-Ruppert tail
+    # averaging, rlcw.rl.tail_average; one process); 0 = the last step's weights
+    tail_average: int = at_least(0, 0)
     batch_size: int = at_least(1, 8)  # completions per step per device (multiple of num_generations)
     gradient_accumulation_steps: int = at_least(1, 1)  # batches accumulated per optimizer step
     # completions per prompt (the group size)
@@ -257,6 +261,8 @@ def run_stage(cfg, stage: TRLStage) -> dict:
         args = stage.args(run, rewards.weights)
         probe = build_probe(cfg, tokenizer, run)
         aux = {"monitor": monitor, **{f"reward/{f.__name__}": f for f in funcs}}  # saved with every checkpoint
+        # first: the final evaluation at the end of training reads the averaged policy
+        tail = [TailAverage(t.tail_average, t.max_steps, stage.command)] if t.tail_average else []
         trainer = stage.trainer()(
             model=model,
             reward_funcs=funcs,
@@ -264,7 +270,7 @@ def run_stage(cfg, stage: TRLStage) -> dict:
             train_dataset=build_dataset(train_rows, cfg.model.system_prompt),
             processing_class=tokenizer,
             peft_config=peft,
-            callbacks=[monitor, JsonlMetricsCallback(run, tracker), periodic, probe, AuxStateCallback(aux)],
+            callbacks=[*tail, monitor, JsonlMetricsCallback(run, tracker), periodic, probe, AuxStateCallback(aux)],
             run=run,
             monitor_ngram=m.ngram if m.enabled else None,
             log_kl_every=t.log_kl_every,
@@ -275,9 +281,12 @@ def run_stage(cfg, stage: TRLStage) -> dict:
             **stage.trainer_kwargs(tokenizer),
         )
         # the aux state is written after the trainer's own files: a checkpoint without it was cut short
-        checkpoint = resume_checkpoint(t.resume, run.checkpoints, needs=(AUX_STATE_FILE,) if stateful(aux) else ())
+        needs = ((AUX_STATE_FILE,) if stateful(aux) else ()) + ((TAIL_FILE,) if tail else ())
+        checkpoint = resume_checkpoint(t.resume, run.checkpoints, needs=needs)
         if checkpoint:
             load_aux_state(checkpoint, aux)  # monitor streaks, GenRM pairing RNG
+            if tail:
+                tail[0].load(checkpoint)
         quiet_progress(trainer, stage.command)  # headline numbers per step; every key goes to metrics.jsonl
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         # the scorer's count of inputs cut to the RM's max_length goes into the summary
