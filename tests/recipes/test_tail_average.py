@@ -1,9 +1,10 @@
 """Tail averaging (rlcw.rl.tail_average): the final policy is the mean of the trainable weights after each of the
 last `train.tail_average` steps. By hand on a two-weight model, through a checkpoint and back, and in a real grpo
-run whose final adapter must equal the mean of its last two checkpoints' adapters."""
+run whose final adapter must equal the mean of its last two checkpoints' adapters, also when resumed between them."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -77,6 +78,16 @@ def test_grpo_final_adapter_is_the_mean_of_its_last_checkpoints(tiny_grpo_overri
     )
     assert (ckpts / "checkpoint-3" / TAIL_FILE).is_file()
     assert set(final) == set(three) and any(not torch.equal(two[k], three[k]) for k in three)  # the weights moved
+    for key, value in final.items():
+        torch.testing.assert_close(value, ((two[key].float() + three[key].float()) / 2).to(value.dtype))
+
+    # resumed from checkpoint-2 (step 3 re-run): the mean restored from checkpoint-2 takes the new step 3 in
+    shutil.rmtree(ckpts / "checkpoint-3")
+    shutil.rmtree(ckpts / "final")
+    overrides = tiny_grpo_overrides("tail", *more, "train.tail_average=2", "train.resume=true")
+    assert main(load_config(GRPORecipeConfig, None, overrides))["status"] == "completed"
+    three = load_file(ckpts / "checkpoint-3" / "adapter_model.safetensors")
+    final = load_file(ckpts / "final" / "adapter_model.safetensors")
     for key, value in final.items():
         torch.testing.assert_close(value, ((two[key].float() + three[key].float()) / 2).to(value.dtype))
 
