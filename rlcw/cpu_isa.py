@@ -20,6 +20,7 @@ set the precision there). Measured rates on each path: `scripts/bench_stages.py`
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 
@@ -29,6 +30,7 @@ import torch
 NO_BF16_ISA = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
 CPU_PRECISIONS = ("auto", "fp32", "bf16")
 BF16_MIN_SPEEDUP = 1.5  # bf16 against fp32 matmul rate that `auto` needs without AMX (docs/results/speed.md)
+PROBE_WINDOW_S = 0.05  # each timing window of the bf16 probe: several scheduler slices
 SPEEDUP_SHAPE = (512, 576, 1536)  # rows x in x out: the embedded model's MLP up-projection at a training batch's rows
 
 
@@ -81,8 +83,12 @@ def amx_bf16() -> tuple[bool, str]:
 
 
 def bf16_matmul_speedup() -> float:
-    """fp32 seconds / bf16 seconds of one `SPEEDUP_SHAPE` matmul here, at torch's current thread count (the
-    fastest of 5 after a warm-up each; ~0.1 s), measured once a process and thread count."""
+    """fp32 seconds / bf16 seconds of one `SPEEDUP_SHAPE` matmul here, at torch's current thread count, measured
+    once a process and thread count (~0.3 s). Each precision is timed over 3 windows of at least
+    `PROBE_WINDOW_S` (as many matmuls as fill one), the fastest window taken: a matmul alone lasts 1-5 ms, less
+    than a scheduler slice, so on a machine busy with another job one matmul was timed with a descheduled thread's
+    wait in it and bf16 read 1.1x where it runs 4.4x (docs/results/speed.md); over windows of several slices both
+    precisions lose the same share to the other job."""
     return _speedup(torch.get_num_threads())
 
 
@@ -93,12 +99,16 @@ def _speedup(threads: int) -> float:
     x, w = torch.randn(rows, d_in, generator=gen), torch.randn(d_in, d_out, generator=gen)
 
     def fastest(a: torch.Tensor, b: torch.Tensor) -> float:
+        a @ b  # warm-up (oneDNN builds its kernel on the first call)
+        start = time.perf_counter()
         a @ b
+        reps = max(1, math.ceil(PROBE_WINDOW_S / max(time.perf_counter() - start, 1e-6)))
         times = []
-        for _ in range(5):
+        for _ in range(3):
             start = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - start)
+            for _ in range(reps):
+                a @ b
+            times.append((time.perf_counter() - start) / reps)
         return min(times)
 
     return fastest(x, w) / fastest(x.bfloat16(), w.bfloat16())
