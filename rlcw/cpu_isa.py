@@ -20,8 +20,8 @@ set the precision there). Measured rates on each path: `scripts/bench_stages.py`
 from __future__ import annotations
 
 import functools
-import math
 import os
+import statistics
 import time
 
 import torch
@@ -30,7 +30,7 @@ import torch
 NO_BF16_ISA = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
 CPU_PRECISIONS = ("auto", "fp32", "bf16")
 BF16_MIN_SPEEDUP = 1.5  # bf16 against fp32 matmul rate that `auto` needs without AMX (docs/results/speed.md)
-PROBE_WINDOW_S = 0.05  # each timing window of the bf16 probe: several scheduler slices
+PROBE_PAIRS = 15  # fp32-bf16 matmul pairs the bf16 probe times (their median ratio)
 SPEEDUP_SHAPE = (512, 576, 1536)  # rows x in x out: the embedded model's MLP up-projection at a training batch's rows
 
 
@@ -84,11 +84,13 @@ def amx_bf16() -> tuple[bool, str]:
 
 def bf16_matmul_speedup() -> float:
     """fp32 seconds / bf16 seconds of one `SPEEDUP_SHAPE` matmul here, at torch's current thread count, measured
-    once a process and thread count (~0.3 s). Each precision is timed over 3 windows of at least
-    `PROBE_WINDOW_S` (as many matmuls as fill one), the fastest window taken: a matmul alone lasts 1-5 ms, less
-    than a scheduler slice, so on a machine busy with another job one matmul was timed with a descheduled thread's
-    wait in it and bf16 read 1.1x where it runs 4.4x (docs/results/speed.md); over windows of several slices both
-    precisions lose the same share to the other job."""
+    once a process and thread count (~0.15 s): the median over `PROBE_PAIRS` back-to-back pairs (one fp32 matmul,
+    one bf16) after a warm-up of each. A matmul lasts 1-5 ms, less than a scheduler slice, so on a machine busy with
+    another job a single timing can hold a descheduled thread's wait: the fastest of 5 per precision read 1.1x where
+    bf16 runs 4.4x and sent a quickstart down the fp32 path (4 probes of 40 below the threshold beside a 2-thread
+    job); a pair's two timings share the moment's load, and the median of pairs read 1.68x at its lowest (0 of 40,
+    scripts/bench_isa_probe.py, docs/results/speed.md). Less sensitive, not immune: set the precision where a run
+    must take one path."""
     return _speedup(torch.get_num_threads())
 
 
@@ -97,21 +99,15 @@ def _speedup(threads: int) -> float:
     rows, d_in, d_out = SPEEDUP_SHAPE
     gen = torch.Generator().manual_seed(0)
     x, w = torch.randn(rows, d_in, generator=gen), torch.randn(d_in, d_out, generator=gen)
+    x16, w16 = x.bfloat16(), w.bfloat16()
+    x @ w, x16 @ w16  # warm-up (oneDNN builds its bf16 kernel on the first call)
 
-    def fastest(a: torch.Tensor, b: torch.Tensor) -> float:
-        a @ b  # warm-up (oneDNN builds its kernel on the first call)
+    def seconds(a: torch.Tensor, b: torch.Tensor) -> float:
         start = time.perf_counter()
         a @ b
-        reps = max(1, math.ceil(PROBE_WINDOW_S / max(time.perf_counter() - start, 1e-6)))
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            for _ in range(reps):
-                a @ b
-            times.append((time.perf_counter() - start) / reps)
-        return min(times)
+        return time.perf_counter() - start
 
-    return fastest(x, w) / fastest(x.bfloat16(), w.bfloat16())
+    return statistics.median(seconds(x, w) / seconds(x16, w16) for _ in range(PROBE_PAIRS))
 
 
 def resolve_cpu_precision(precision: str) -> tuple[str, str]:

@@ -22,8 +22,8 @@ import torch
 from rlcw import cpu_isa
 
 
-def single_matmul_ratio() -> float:
-    """The probe before windows: the fastest of 5 single matmuls in each precision, fp32 / bf16."""
+def fastest_of_five_ratio() -> float:
+    """The probe before pairs: the fastest of 5 single matmuls in each precision, fp32 / bf16."""
     rows, d_in, d_out = cpu_isa.SPEEDUP_SHAPE
     gen = torch.Generator().manual_seed(0)
     x, w = torch.randn(rows, d_in, generator=gen), torch.randn(d_in, d_out, generator=gen)
@@ -40,7 +40,7 @@ def single_matmul_ratio() -> float:
     return fastest(x, w) / fastest(x.bfloat16(), w.bfloat16())
 
 
-def windowed_ratio() -> float:
+def shipped_ratio() -> float:
     cpu_isa._speedup.cache_clear()
     return cpu_isa.bf16_matmul_speedup()
 
@@ -54,9 +54,9 @@ def busy(threads: int, stop) -> None:
 
 
 def trials(n: int) -> dict[str, list[float]]:
-    out = {"single matmul": [], "windows (shipped)": []}
+    out = {"fastest of 5": [], "pairs (shipped)": []}
     for i in range(n):
-        order = [("single matmul", single_matmul_ratio), ("windows (shipped)", windowed_ratio)]
+        order = [("fastest of 5", fastest_of_five_ratio), ("pairs (shipped)", shipped_ratio)]
         for name, probe in order if i % 2 == 0 else order[::-1]:
             out[name].append(probe())
     return out

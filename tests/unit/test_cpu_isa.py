@@ -49,8 +49,8 @@ def test_the_matmul_timing_is_a_ratio_taken_once_per_thread_count(monkeypatch):
     monkeypatch.setattr(cpu_isa.time, "perf_counter", lambda: timed.append(1) or float(len(timed)))
     assert bf16_matmul_speedup() == ratio and not timed  # cached
     cpu_isa._speedup.cache_clear()
-    # a fake clock ticking 1 s a read: one matmul "takes" 1 s, over a window each: 1 sizing + 3 windows, 2 reads each
-    assert bf16_matmul_speedup() == 1.0 and len(timed) == 16
+    # a fake clock ticking 1 s a read: every matmul "takes" 1 s; PROBE_PAIRS pairs, two timed matmuls each, 2 reads each
+    assert bf16_matmul_speedup() == 1.0 and len(timed) == 4 * cpu_isa.PROBE_PAIRS
 
 
 def test_isa_limits_take_amx_or_bf16_away(cpu_flags, speedup, monkeypatch):
