@@ -10,8 +10,9 @@ schedule happened to stop, and their mean lands near the point. In the quickstar
 step's policy ends swings between nearly none and nearly all within a few steps, and the held-out outcome follows
 the phase of that swing at the last step. Only the trainable weights are averaged (a LoRA's factors, or every weight
 of a full fine-tune), each as an fp32 running mean; the mean is saved with every checkpoint
-(`rlcw_tail_average.safetensors`) so a resumed run averages the same steps as an uninterrupted one. One process
-without ZeRO-3 (the recipes refuse the rest): each rank would otherwise hold a shard.
+(`rlcw_tail_average.safetensors`) so a resumed run averages the same steps as an uninterrupted one. Under DDP every
+rank holds the whole weights and keeps the same mean; ZeRO shards them, so the recipes refuse `train.deepspeed` with
+it.
 """
 
 from __future__ import annotations

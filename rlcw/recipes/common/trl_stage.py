@@ -83,7 +83,7 @@ class TRLTrainSection:
     epsilon_high: float | None = None  # upper clip (DAPO: 0.28); None = epsilon
     max_steps: int = at_least(1, 20)  # optimizer steps of the run
     # the final policy is the mean of the trainable weights after each of the last N steps (Polyak-Ruppert tail
-    # averaging, rlcw.rl.tail_average; one process); 0 = the last step's weights
+    # averaging, rlcw.rl.tail_average; not with train.deepspeed); 0 = the last step's weights
     tail_average: int = at_least(0, 0)
     batch_size: int = at_least(1, 8)  # completions per step per device (multiple of num_generations)
     gradient_accumulation_steps: int = at_least(1, 1)  # batches accumulated per optimizer step
