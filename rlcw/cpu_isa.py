@@ -84,13 +84,12 @@ def amx_bf16() -> tuple[bool, str]:
 
 def bf16_matmul_speedup() -> float:
     """fp32 seconds / bf16 seconds of one `SPEEDUP_SHAPE` matmul here, at torch's current thread count, measured
-    once a process and thread count (~0.15 s): the median over `PROBE_PAIRS` back-to-back pairs (one fp32 matmul,
-    one bf16) after a warm-up of each. A matmul lasts 1-5 ms, less than a scheduler slice, so on a machine busy with
-    another job a single timing can hold a descheduled thread's wait: the fastest of 5 per precision read 1.1x where
-    bf16 runs 4.4x and sent a quickstart down the fp32 path (4 probes of 40 below the threshold beside a 2-thread
-    job); a pair's two timings share the moment's load, and the median of pairs read 1.68x at its lowest (0 of 40,
-    scripts/bench_isa_probe.py, docs/results/speed.md). Less sensitive, not immune: set the precision where a run
-    must take one path."""
+    once a process and thread count: the median over `PROBE_PAIRS` back-to-back pairs (one fp32 matmul, one bf16)
+    after a warm-up of each. A matmul lasts a few ms, less than a scheduler slice, so on a machine busy with another
+    job a single timing can hold a descheduled thread's wait: the fastest of 5 timings per precision, the probe
+    before, sent a quickstart down the fp32 path on a box where bf16 runs several times faster. A pair's two
+    timings share the moment's load and their median is far steadier (scripts/bench_isa_probe.py,
+    docs/results/speed.md): less sensitive, not immune; set the precision where a run must take one path."""
     return _speedup(torch.get_num_threads())
 
 

@@ -75,10 +75,10 @@ class TRLTrainSection:
     warmup_steps: float = 0.0  # steps; a value below 1 is a ratio of max_steps (transformers 5)
     max_grad_norm: float = 1.0  # gradient-norm clipping threshold
     weight_decay: float = 0.0  # AdamW weight decay
-    # AdamW's moment decay rates (transformers adam_beta1 / adam_beta2): beta1 is the momentum, whose ~1/(1 - beta1)
-    # steps of memory keep a step's direction after its gradient has turned
+    # AdamW's momentum (transformers adam_beta1): its ~1/(1 - beta1) steps of memory keep a step's direction after
+    # the gradient has turned
     adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
+    adam_beta2: float = 0.999  # AdamW's second-moment decay (transformers adam_beta2)
     epsilon: float = 0.2  # clip range of the importance ratio (TRL `epsilon`; grpo per token, rloo per sequence)
     epsilon_high: float | None = None  # upper clip (DAPO: 0.28); None = epsilon
     max_steps: int = at_least(1, 20)  # optimizer steps of the run
