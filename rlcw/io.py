@@ -40,6 +40,24 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return path
 
 
+def atomic_save_tensors(tensors: dict, path: str | Path, metadata: dict[str, str] | None = None) -> Path:
+    """`tensors` (name -> torch tensor) as safetensors with optional string `metadata`, atomically (temp file in the
+    same folder, then rename)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
     """Write `obj` as indented JSON, atomically."""
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")

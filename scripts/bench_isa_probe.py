@@ -5,8 +5,8 @@
 
 `auto` takes bf16 on a CPU with AVX512-BF16 and no AMX only where the probe reads at least BF16_MIN_SPEEDUP; a probe
 that reads differently on a busy machine sends the same config down another precision, so another trajectory. Each
-trial runs the probe as shipped (windows of PROBE_WINDOW_S) and the single-matmul probe before it (the fastest of 5
-single matmuls) in the same process, alternating which goes first; prints each one's min / median / max ratio, and
+trial runs the probe as shipped (the median ratio of PROBE_PAIRS fp32-bf16 pairs) and the probe before it (the
+fastest of 5 single matmuls per precision) in the same process, alternating which goes first; prints each one's min / median / max ratio, and
 how many trials fell below the threshold, quiet and busy.
 """
 

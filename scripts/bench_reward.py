@@ -213,7 +213,8 @@ def standin_ensemble(args, folder: Path) -> Path:
     """K members from the embedded model: member j = top layers + N(0, 1e-3) noise and a random head."""
     from transformers import AutoModelForSequenceClassification
 
-    from rlcw.rm.ensemble import EnsembleManifest, Member, member_tensors, save_manifest, save_tensors
+    from rlcw.io import atomic_save_tensors
+    from rlcw.rm.ensemble import EnsembleManifest, Member, member_tensors, save_manifest
     from rlcw.rm.render import save_spec
 
     src = args.model_dir or resolve(EMBEDDED_ALIAS)
@@ -236,7 +237,7 @@ def standin_ensemble(args, folder: Path) -> Path:
         own = member_tensors(model.state_dict(), model.base_model_prefix, shared)
         own = {k: v + 1e-3 * torch.randn_like(v) if j else v for k, v in own.items()}
         members.append(
-            Member(save_tensors(own, folder / "members" / f"{j}.safetensors").relative_to(folder).as_posix())
+            Member(atomic_save_tensors(own, folder / "members" / f"{j}.safetensors").relative_to(folder).as_posix())
         )
     save_manifest(EnsembleManifest(members, shared_layers=shared), folder)
     return folder

@@ -54,7 +54,7 @@ import torch
 
 from rlcw.config import check_at_least, check_choice
 from rlcw.errors import RlcwError
-from rlcw.io import atomic_folder, atomic_write_json
+from rlcw.io import atomic_folder, atomic_save_tensors, atomic_write_json
 from rlcw.rm.aggregate import AGGREGATES, agreement
 from rlcw.rm.ensemble import (
     MEMBERS_DIR,
@@ -62,7 +62,6 @@ from rlcw.rm.ensemble import (
     Member,
     member_tensors,
     save_manifest,
-    save_tensors,
     trunk_digest,
 )
 from rlcw.rm.pair_eval import evaluate_rm
@@ -205,7 +204,7 @@ def train_member(cfg, run, j: int, train_pairs, eval_pairs, tracker, staging: Pa
     model = trainer.model.merge_and_unload() if hasattr(trainer.model, "merge_and_unload") else trainer.model
     state = model.state_dict()
     prefix = model.base_model_prefix
-    save_tensors(member_tensors(state, prefix, s), staging / f"{j}.safetensors")
+    atomic_save_tensors(member_tensors(state, prefix, s), staging / f"{j}.safetensors")
     if j == 0:
         save_rm(model, tokenizer, spec, staging / "trunk")
     record = {
@@ -281,7 +280,7 @@ def train_joint_members(cfg, run, train_pairs, eval_pairs, tracker, staging: Pat
     for j, member in enumerate(members):
         model = member.merge_and_unload()
         state = model.state_dict()
-        save_tensors(member_tensors(state, model.base_model_prefix, s), staging / f"{j}.safetensors")
+        atomic_save_tensors(member_tensors(state, model.base_model_prefix, s), staging / f"{j}.safetensors")
         if j == 0:
             save_rm(model, parts.tokenizer, parts.spec, staging / "trunk")
         record = _member_record(j, cfg.seed + j, counts[j], steps, trunk_digest(state, model.base_model_prefix, s))

@@ -6,9 +6,7 @@
 
 Polyak-Ruppert averaging of the iterates (Polyak and Juditsky 1992; stochastic weight averaging, Izmailov et al.
 2018): where the last steps move the weights back and forth around a point, the last iterate lands wherever the
-schedule happened to stop, and their mean lands near the point. In the quickstart's GRPO the share of stories a
-step's policy ends swings between nearly none and nearly all within a few steps, and the held-out outcome follows
-the phase of that swing at the last step. Only the trainable weights are averaged (a LoRA's factors, or every weight
+schedule happened to stop, and their mean lands near the point (a trend over those steps it does not undo). Only the trainable weights are averaged (a LoRA's factors, or every weight
 of a full fine-tune), each as an fp32 running mean; the mean is saved with every checkpoint
 (`rlcw_tail_average.safetensors`) so a resumed run averages the same steps as an uninterrupted one. Under DDP every
 rank holds the whole weights and keeps the same mean; ZeRO shards them, so the recipes refuse `train.deepspeed` with
@@ -23,6 +21,7 @@ import torch
 from transformers import TrainerCallback
 
 from rlcw.errors import RlcwError
+from rlcw.io import atomic_save_tensors
 from rlcw.logs import say
 
 TAIL_FILE = "rlcw_tail_average.safetensors"
@@ -86,15 +85,9 @@ class TailAverage(TrainerCallback):
             self.save(folder)
 
     def save(self, folder: Path) -> Path:
-        """The mean and its count in `folder` (written to a temporary name, then renamed)."""
-        from safetensors.torch import save_file
-
-        path = folder / TAIL_FILE
-        tmp = path.with_suffix(".tmp")
-        tensors = {k: v.contiguous() for k, v in self.mean.items()}
-        save_file(tensors, str(tmp), metadata={"count": str(self.count), "first": str(self.first)})
-        tmp.replace(path)
-        return path
+        """The mean, its count and its first step in `folder`, atomically."""
+        meta = {"count": str(self.count), "first": str(self.first)}
+        return atomic_save_tensors({k: v.contiguous() for k, v in self.mean.items()}, folder / TAIL_FILE, meta)
 
     def load(self, folder: Path) -> bool:
         """Restore the mean saved in a checkpoint; False when it has none. A file written for another tail (its

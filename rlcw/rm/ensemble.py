@@ -30,8 +30,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,23 +153,6 @@ def trunk_digest(state: dict[str, torch.Tensor], prefix: str, shared_layers: int
             h.update(k.encode())
             h.update(state[k].detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
-
-
-def save_tensors(tensors: dict[str, torch.Tensor], path: str | Path) -> Path:
-    """safetensors, atomically (temp file in the same folder, then rename)."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file(tensors, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 # --- scoring ---

@@ -53,7 +53,8 @@ def validate_train_keys(
 
 
 def check_tail_average(tail: int, max_steps: int, deepspeed: str | None) -> None:
-    """`train.tail_average` (rlcw.rl.tail_average) averages at most the run's steps, in one process's weights."""
+    """`train.tail_average` (rlcw.rl.tail_average) averages at most the run's steps, over whole weights (not ZeRO's
+    shards)."""
     if tail > max_steps:
         raise RlcwError(
             f"train.tail_average={tail} averages more steps than the run takes (train.max_steps={max_steps})",
