@@ -4,8 +4,8 @@
     OMP_NUM_THREADS=1 python scripts/bench_loss.py --repeats 5 --no-trl-rows --json out.json
     OMP_NUM_THREADS=1 python scripts/bench_loss.py --bf16     # also both shared paths under CPU autocast to bf16
 
-The loss's log-prob call at the quickstart's batch (16 completions of 88 tokens as 2 prompts x 8, the bundled chat
-prompts, SmolLM2-135M with LoRA r16 on its top 8 layers, temperature 0.9), timed as one forward with entropies
+The loss's log-prob call at the quickstart's batch (configs/quickstart/cpu.yaml's sizes by default: 16 completions of
+88 tokens as 4 prompts x 4, the bundled chat prompts, SmolLM2-135M with LoRA r16 on every layer, temperature 0.9), timed as one forward with entropies
 (GRPOTrainer's `_compute_loss` asks for them) and the backward of a GRPO-style loss (advantage-weighted mean
 log-prob over the completion mask) to the LoRA weights, through:
 
@@ -42,6 +42,7 @@ from types import SimpleNamespace
 
 import torch
 from bench_rl import chat_texts  # scripts/bench_rl.py (this script's folder is on sys.path)
+from quickstart_sizes import add_size_args
 
 
 def cpu_name() -> tuple[str, bool]:
@@ -219,11 +220,7 @@ def matmul_rate_cpu(repeats: int = 20) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--batch", type=int, default=16)  # the quickstart's 16 completions a step
-    p.add_argument("--num-generations", type=int, default=8)
-    p.add_argument("--completion-tokens", type=int, default=88)
-    p.add_argument("--temperature", type=float, default=0.9)
-    p.add_argument("--top-layers", type=int, default=8)
+    add_size_args(p, "--completion-tokens")  # the quickstart's, from its config
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-trl-rows", dest="trl_rows", action="store_false", help="skip TRL's every-row path")
     p.add_argument("--bf16", action="store_true", help="also both shared paths under CPU autocast to bf16")

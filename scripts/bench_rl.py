@@ -1,6 +1,6 @@
 """Benchmark one GRPO step on the embedded model, split into its parts, at the quickstart sizes.
 
-    OMP_NUM_THREADS=2 python scripts/bench_rl.py                       # 2 prompts x 8 of 88 tokens (the quickstart: --num-generations 4)
+    OMP_NUM_THREADS=2 python scripts/bench_rl.py                       # the quickstart's sizes (its config): 4 prompts x 4 of 88 tokens
     OMP_NUM_THREADS=2 python scripts/bench_rl.py --step-samplers fast-bf16 fast-bf16-cdf --kl --probe --roofline   # step split before/after
     python scripts/bench_rl.py --rm runs/quickstart/train_rm/model --batch 8 --max-new-tokens 80 --repeats 2 --json out.json
     OMP_NUM_THREADS=1 python scripts/bench_rl.py --fast-rollout --merged-rollout   # candidates vs TRL's path, same run
@@ -46,6 +46,7 @@ from unittest import mock
 
 import roofline  # scripts/roofline.py (this script's folder is on sys.path)
 import torch
+from quickstart_sizes import add_size_args
 
 
 def peak_rss_gb() -> float:
@@ -481,11 +482,7 @@ def main() -> None:
     p.add_argument(
         "--rm", default="runs/quickstart/train_rm/model", help="BT RM folder; absent -> a length stand-in reward"
     )
-    p.add_argument("--batch", type=int, default=16)  # the quickstart's 16 completions a step
-    p.add_argument("--num-generations", type=int, default=8)
-    p.add_argument("--max-new-tokens", type=int, default=88)
-    p.add_argument("--temperature", type=float, default=0.9)
-    p.add_argument("--top-layers", type=int, default=8)
+    add_size_args(p, "--max-new-tokens")  # the quickstart's, from its config
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument(
         "--merged-rollout",

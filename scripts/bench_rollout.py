@@ -1,6 +1,6 @@
 """Rollout samplers side by side against this machine's roofline, at the quickstart's sizes, in one run.
 
-    OMP_NUM_THREADS=2 python scripts/bench_rollout.py                        # embedded model, 2 prompts x 8, 88 tokens
+    OMP_NUM_THREADS=2 python scripts/bench_rollout.py                        # embedded model, the quickstart's sizes
     python scripts/bench_rollout.py --repeats 3 --json rollout.json
     python scripts/bench_rollout.py --random-weights MODEL_DIR               # config + tokenizer only: same shapes
     python scripts/bench_rollout.py --samplers "fast bf16 dynamic cdf" "fast bf16 dynamic cdf packed" --profile
@@ -35,6 +35,7 @@ from pathlib import Path
 
 import roofline  # scripts/roofline.py (this script's folder is on sys.path)
 import torch
+from quickstart_sizes import add_size_args
 
 
 class Int8Linear(torch.nn.Module):
@@ -182,10 +183,7 @@ def main() -> None:
     p.add_argument(
         "--random-weights", metavar="MODEL_DIR", help="config.json + tokenizer: random weights, same shapes"
     )
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--num-generations", type=int, default=8)
-    p.add_argument("--max-new-tokens", type=int, default=88)
-    p.add_argument("--temperature", type=float, default=0.9)
+    add_size_args(p, "--max-new-tokens", lora=False)  # the quickstart's, from its config
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
     p.add_argument("--is-cap", type=float, default=3.0, help="rollout.is_cap for the clipped share")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from rlcw.io import atomic_write_json, read_json
 
@@ -22,6 +23,13 @@ AUX_STATE_FILE = "rlcw_aux_state.json"
 def stateful(objects: dict[str, object]) -> dict[str, object]:
     """The entries that carry state (have state_dict and load_state_dict)."""
     return {k: o for k, o in objects.items() if hasattr(o, "state_dict") and hasattr(o, "load_state_dict")}
+
+
+def saved_checkpoint(args, state) -> Path | None:
+    """The folder the trainer has just saved (`<output_dir>/checkpoint-<step>`) on rank 0; None on other ranks or
+    where the trainer wrote none."""
+    folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+    return folder if state.is_world_process_zero and folder.is_dir() else None
 
 
 def save_aux_state(folder: Path, objects: dict[str, object], name: str = AUX_STATE_FILE) -> Path:
@@ -47,6 +55,5 @@ class AuxStateCallback(TrainerCallback):
         self.objects = objects
 
     def on_save(self, args, state, control, **kwargs):
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if state.is_world_process_zero and folder.is_dir():
+        if (folder := saved_checkpoint(args, state)) is not None:
             save_aux_state(folder, self.objects)

@@ -23,6 +23,7 @@ from transformers import TrainerCallback
 from rlcw.errors import RlcwError
 from rlcw.io import atomic_save_tensors
 from rlcw.logs import say
+from rlcw.rl.aux_state import saved_checkpoint
 
 TAIL_FILE = "rlcw_tail_average.safetensors"
 
@@ -80,8 +81,7 @@ class TailAverage(TrainerCallback):
         )
 
     def on_save(self, args, state, control, **kwargs):
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if state.is_world_process_zero and folder.is_dir():
+        if (folder := saved_checkpoint(args, state)) is not None:
             self.save(folder)
 
     def save(self, folder: Path) -> Path:

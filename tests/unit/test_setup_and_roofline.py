@@ -1,4 +1,5 @@
-"""scripts/uv_env.py (pip's configuration for uv) and scripts/roofline.py's decode bound, hand-worked."""
+"""scripts/uv_env.py (pip's configuration for uv), scripts/roofline.py's decode bound, hand-worked, and the benches'
+quickstart sizes (scripts/quickstart_sizes.py)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,31 @@ def test_decode_bound_hand_worked():
         "limit": "compute",
     }
     assert roofline.decode_bound(100e6, 8, "fp32", 20.0, 1000.0)["bound_tok_s"] == pytest.approx(400.0)
+
+
+def test_bench_sizes_follow_the_quickstart_config(tmp_path):
+    import argparse
+
+    import yaml
+
+    sizes = load("quickstart_sizes")
+    p = argparse.ArgumentParser()
+    sizes.add_size_args(p, "--max-new-tokens")
+    args = p.parse_args([])
+    cfg = yaml.safe_load(sizes.QUICKSTART.read_text())["grpo"]
+    train = cfg["train"]
+    assert (args.batch, args.num_generations, args.max_new_tokens) == (
+        train["batch_size"],
+        train["num_generations"],
+        train["max_completion_length"],
+    )
+    assert args.top_layers == cfg["lora"]["top_layers"]
+    assert p.parse_args(["--top-layers", "all"]).top_layers is None
+    assert p.parse_args(["--top-layers", "8"]).top_layers == 8
+
+    edited = tmp_path / "cpu.yaml"
+    edited.write_text(sizes.QUICKSTART.read_text().replace("num_generations: 4", "num_generations: 8"))
+    assert sizes.grpo_sizes(edited)["num_generations"] == 8
+    rollout = argparse.ArgumentParser()
+    sizes.add_size_args(rollout, "--completion-tokens", lora=False)
+    assert not hasattr(rollout.parse_args([]), "top_layers")
