@@ -14,7 +14,10 @@ ended, with its word count inside the range); the optional `in_range_words` (wor
 range, cut stories included) and `ended_short` (ended below the range) are reported as
 `<key>_start` / `<key>_final`; with `ended_short`, its change `ended_short_delta` and
 `short_rise_minus_in_range_rise` (the rise in the
-share that ends below the range minus the rise in the share that ends inside it) gets its interval too.
+share that ends below the range minus the rise in the share that ends inside it) gets its interval too, and
+`short_of_ended_start` / `_final` / `_delta` is the share of the stories that ended which ended below the range
+(NaN where none ended): the share ending too short is the share that ends times this, so a policy that learns to
+end raises the first unless it lowers the second.
 
 What the RM change is made of (`rm_delta` = mean of final - start over all pairs):
 - `rm_delta_both_finished` / `rm_delta_both_cut`: the mean change within pairs where both sides
@@ -107,6 +110,9 @@ def paired_stats(s: dict, f: dict) -> dict[str, float]:
         out["short_rise_minus_in_range_rise"] = float(
             (f["ended_short"] - s["ended_short"]).mean() - (f["in_range"] - s["in_range"]).mean()
         )
+        out["short_of_ended_start"] = _masked_mean(s["ended_short"], sf)
+        out["short_of_ended_final"] = _masked_mean(f["ended_short"], ff)
+        out["short_of_ended_delta"] = out["short_of_ended_final"] - out["short_of_ended_start"]
     return out
 
 

@@ -89,6 +89,8 @@ def test_quickstart_tiny_end_to_end(quickstart):
     named += ["rm_pays_ending", "rm_pays_ending_short", "rm_per_10_words_ended", "rm_words_pearson_start"]
     named += ["slop_start", "slop_final", "slop_delta", "ended_short_delta", "ended_short_delta_hi"]
     assert all(isinstance(m[f"heldout/{k}"], float) for k in named)
+    assert {"heldout/short_of_ended_start", "heldout/short_of_ended_delta_hi"} <= set(m)  # NaN where none ended
+    assert "| of the stories that ended, the share below the range |" in report
     start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
     assert len(start) == 8 and {r["sample_index"] for r in start} == {0, 1}
     # heldout.score_with: the run's RM scored again gives the held-out RM change; the always-Yes judge gives 1 -> 1

@@ -111,6 +111,32 @@ def test_short_rise_minus_in_range_rise_is_a_paired_statistic_with_an_interval()
     assert "short_rise_minus_in_range_rise" not in paired_stats({k: v for k, v in s.items() if k != "ended_short"}, f)
 
 
+def test_short_of_ended_is_the_share_of_endings_below_the_range():
+    from rlcw.metrics.heldout import paired_bootstrap, paired_stats
+
+    # start: 2 of 8 ended, 1 of them short -> 0.5; tuned: 6 of 8 ended, 2 of them short -> 1/3. The share ending too
+    # short rose 1/8 -> 2/8 while the share of endings below the range fell.
+    s = {
+        "score": np.zeros((4, 2)),
+        "words": np.full((4, 2), 40.0),
+        "finished": np.array([[1, 1], [0, 0], [0, 0], [0, 0]], dtype=float),
+        "in_range": np.array([[1, 0], [0, 0], [0, 0], [0, 0]], dtype=float),
+        "rep": np.zeros((4, 2)),
+        "ended_short": np.array([[0, 1], [0, 0], [0, 0], [0, 0]], dtype=float),
+    }
+    f = dict(s)
+    f["finished"] = np.array([[1, 1], [1, 1], [1, 1], [0, 0]], dtype=float)
+    f["ended_short"] = np.array([[0, 1], [1, 0], [0, 0], [0, 0]], dtype=float)
+    st = paired_stats(s, f)
+    assert st["short_of_ended_start"] == 0.5 and st["short_of_ended_final"] == pytest.approx(1 / 3)
+    assert st["short_of_ended_delta"] == pytest.approx(-1 / 6)
+    assert st["ended_short_delta"] == 0.125
+    b = paired_bootstrap(s, f, n_resamples=300)
+    assert b["short_of_ended_delta_lo"] <= -1 / 6 <= b["short_of_ended_delta_hi"]
+    none_ended = dict(f, finished=np.zeros((4, 2)), ended_short=np.zeros((4, 2)))
+    assert np.isnan(paired_stats(s, none_ended)["short_of_ended_final"])
+
+
 def test_prompts_needed_is_the_80_percent_power_count_for_rm_and_in_range():
     # per-prompt mean changes 0.1 and 0.3: mean 0.2, SD 0.1414; ((1.96 + 0.84) x 0.1414 / 0.2)^2 = 3.92 -> 4
     s = {"score": [[0.0, 0.0], [0.0, 0.0]], "words": [[40, 40]] * 2, "finished": [[1, 1]] * 2, "rep": [[0, 0]] * 2}
