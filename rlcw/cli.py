@@ -141,10 +141,11 @@ def run(argv: list[str]) -> int:
     module_name, cls_name, text = COMMANDS[name]
     if any(a in ("-h", "--help") for a in rest):
         return _help(name, rest)
-    check = any(a in CHECK_FLAGS for a in rest)
-    rest = [a for a in rest if a not in CHECK_FLAGS]
-    if check and cls_name is None:
+    if cls_name is None and "--check" in rest:
         raise RlcwError(f"'rlcw {name}' has no --check", hint="--check is for commands that take a config")
+    # --dry-run is --check for a command with a config; a command without one reads its own (`rlcw sweep --dry-run`)
+    check = cls_name is not None and any(a in CHECK_FLAGS for a in rest)
+    rest = [a for a in rest if a not in CHECK_FLAGS] if cls_name is not None else rest
     static = static_keys(module_name, cls_name) if cls_name else None
     split = None
     if static is not None:  # key, type and bound errors answer before torch and TRL are imported

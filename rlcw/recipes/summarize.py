@@ -3,16 +3,20 @@
 What: finds `**/summary.json` (the `rlcw.runs.SUMMARY_SCHEMA` every command writes), checks each
 has the schema's keys, and writes one row per run: run, command, status, wall time, the sweep's
 overrides (when `<folder>/sweep.json` from `rlcw sweep` is there) and every metric (union of
-keys, blank where a run lacks one). Not here: plots, statistics across seeds.
+keys, blank where a run lacks one). `--command` keeps the rows of one command (a quickstart's folder also
+holds its stages' summaries), `--metrics` the metric columns matching any of its shell-style patterns. Not here:
+plots, statistics across seeds.
 
     rlcw summarize runs/sweeps/pairs-grid                  # writes runs/sweeps/pairs-grid/summary_table.{csv,md}, prints the markdown
     rlcw summarize runs --out results/all --json           # results/all.csv + .md, prints rows as JSON
+    rlcw summarize runs/sweeps/quickstart-seeds --command quickstart --metrics "gate/*" "heldout/ended_short_delta*"
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import io
 import json
 import math
@@ -88,6 +92,30 @@ def collect(root: str | Path) -> list[dict]:
     return rows
 
 
+def select(rows: list[dict], command: str | None = None, metrics: list[str] | None = None) -> list[dict]:
+    """The rows of `command` (all when None), each with the base and override columns and the metric columns that
+    match any of the `metrics` patterns (fnmatch; all when None). A pattern that matches no column is an error."""
+    if command is not None:
+        kept = [r for r in rows if r["command"] == command]
+        if not kept:
+            found = sorted({r["command"] for r in rows})
+            raise RlcwError(f"no run of command {command!r}", where="--command", hint=f"the runs' commands: {found}")
+        rows = kept
+    if metrics is None:
+        return rows
+    names = {k for r in rows for k in r if k not in BASE_COLUMNS and not k.startswith("override:")}
+    for pattern in metrics:
+        if not fnmatch.filter(names, pattern):
+            some = ", ".join(sorted(names)[:8])
+            raise RlcwError(f"no metric matches {pattern!r}", where="--metrics", hint=f"metrics include: {some}, ...")
+
+    def keep(key: str) -> bool:
+        fixed = key in BASE_COLUMNS or key.startswith("override:")
+        return fixed or any(fnmatch.fnmatchcase(key, p) for p in metrics)
+
+    return [{k: v for k, v in r.items() if keep(k)} for r in rows]
+
+
 def columns(rows: list[dict]) -> list[str]:
     """Base columns, then overrides, then metrics, each group sorted (a stable table)."""
     keys = {k for r in rows for k in r} - set(BASE_COLUMNS)
@@ -125,8 +153,10 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("runs_dir")
     parser.add_argument("--out", help="path prefix of the .csv and .md files (default RUNS_DIR/summary_table)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of the markdown table")
+    parser.add_argument("--command", help="only the runs of this command (e.g. quickstart, not its stages)")
+    parser.add_argument("--metrics", nargs="+", metavar="PATTERN", help="only metrics matching these (e.g. 'gate/*')")
     args = parser.parse_args(argv)
-    rows = collect(args.runs_dir)
+    rows = select(collect(args.runs_dir), args.command, args.metrics)
     cols = columns(rows)
     prefix = Path(args.out) if args.out else Path(args.runs_dir) / "summary_table"
     atomic_write_text(prefix.with_name(prefix.name + ".csv"), to_csv(rows, cols))

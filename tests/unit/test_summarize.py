@@ -12,12 +12,12 @@ from rlcw.errors import RlcwError
 from rlcw.recipes.summarize import cli, collect, columns, to_markdown
 
 
-def _summary(folder: Path, name: str, metrics: dict, status: str = "completed") -> None:
+def _summary(folder: Path, name: str, metrics: dict, status: str = "completed", command: str = "train-rm") -> None:
     (folder / name).mkdir(parents=True)
     (folder / name / "summary.json").write_text(
         json.dumps(
             {
-                "command": "train-rm",
+                "command": command,
                 "run_name": name,
                 "status": status,
                 "started_at": 0.0,
@@ -88,3 +88,51 @@ def test_errors_name_the_file(tmp_path):
 def test_markdown_escapes_pipes():
     rows = [{"run": "a|b", "command": "c", "status": "completed", "wall_time_s": 1.0}]
     assert "a\\|b" in to_markdown(rows, columns(rows))
+
+
+def test_one_command_and_the_metrics_asked_for(tmp_path, capsys):
+    # a quickstart run folder holds its stages' summaries too; --command keeps the quickstart rows
+    _summary(
+        tmp_path,
+        "qs-0",
+        {"gate/passed": 1.0, "heldout/ended_short_delta": 0.1, "rm/accuracy": 0.8},
+        command="quickstart",
+    )
+    _summary(tmp_path, "qs-0/grpo", {"train/steps": 24.0}, command="grpo")
+    _summary(tmp_path, "qs-1", {"gate/passed": 0.0, "heldout/ended_short_delta_hi": 0.2}, command="quickstart")
+    (tmp_path / "sweep.json").write_text(
+        json.dumps({"runs": [{"index": 0, "run_name": "qs-0", "overrides": {"seed": 0}}]})
+    )
+    out = tmp_path / "t"
+    assert (
+        cli(
+            [
+                str(tmp_path),
+                "--out",
+                str(out),
+                "--command",
+                "quickstart",
+                "--metrics",
+                "gate/*",
+                "heldout/ended_short*",
+            ]
+        )
+        == 0
+    )
+    rows = list(csv.DictReader(out.with_suffix(".csv").open()))
+    assert [r["run"] for r in rows] == ["qs-0", "qs-1"]
+    assert list(rows[0]) == [
+        "run",
+        "command",
+        "status",
+        "wall_time_s",
+        "override:seed",
+        "gate/passed",
+        "heldout/ended_short_delta",
+        "heldout/ended_short_delta_hi",
+    ]
+    with pytest.raises(RlcwError, match="no metric matches 'slop/\\*'"):
+        cli([str(tmp_path), "--out", str(out), "--metrics", "slop/*"])
+    with pytest.raises(RlcwError, match="no run of command 'ppo'") as err:
+        cli([str(tmp_path), "--out", str(out), "--command", "ppo"])
+    assert "grpo" in str(err.value) and "quickstart" in str(err.value)

@@ -96,6 +96,20 @@ def test_dry_run_prints_and_runs_nothing(tmp_path, monkeypatch, capsys):
     assert ran == [] and not (tmp_path / "t").exists()
 
 
+def test_dry_run_through_the_rlcw_command(tmp_path, monkeypatch, capsys):
+    # `rlcw sweep FILE --dry-run` as the docs write it: --dry-run is the sweep's own flag, not --check
+    from rlcw import cli
+
+    ran = []
+    monkeypatch.setattr(sw.subprocess, "run", lambda *a, **k: ran.append(a))
+    assert cli.run(["sweep", str(SWEEPS / "quickstart_seeds.yaml"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "6 run(s) of 'quickstart', all configs valid" in out and "seed=5" in out
+    assert ran == []
+    with pytest.raises(RlcwError, match="'rlcw sweep' has no --check"):
+        cli.run(["sweep", str(SWEEPS / "quickstart_seeds.yaml"), "--check"])
+
+
 def test_index_runs_only_that_run(tmp_path, monkeypatch):
     calls = []
 
