@@ -8,8 +8,9 @@ Returns the batch's metrics (the reward-hacking statistics `monitor/*`, rlcw.mea
 reward, words and tokens per prompt source `source/<name>/*`); on the main process it appends the
 sampled prompt order to `samples/data_order.jsonl` and writes the top and bottom scored stories to
 `samples/train_step_XXXXXX.jsonl`. A row holds `text`, `tokens`, `truncated`, `reward` (weighted
-total), `rewards` (per function), `prompt`, `prompt_id`, `source`, `min_words`, `max_words` and,
-for Agents' Room, `agents_room`.
+total), `rewards` (per function), `prompt`, `prompt_id`, `source`, `min_words`, `max_words`, for
+Agents' Room `agents_room`, and `reference` for a reference story injected into the group (GRPO's
+`rollout.references`: its sample record's `system` is "reference"; the monitors count it as a completion).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def top_bottom(rows: list[dict], k: int, step: int) -> list[dict]:
             "id": f"{r['prompt_id']}#{i}",
             "prompt": r["prompt"],
             "story": r["text"] or "(empty)",
-            "system": f"policy@{step}",
+            "system": "reference" if r.get("reference") else f"policy@{step}",
             "step": step,
             "source": r["source"],
             "meta": {"rank": rank, **meta},

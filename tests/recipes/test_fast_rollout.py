@@ -463,11 +463,11 @@ def test_rollout_section_reaches_the_sampler(monkeypatch, draw):
     monkeypatch.setattr(seam, "make_fast_rollout_func", lambda *a, **k: seen.append((a, k)) or (lambda *_: None))
     cfg = load_config(GRPORecipeConfig, None, ["rollout.kind=fast", "rollout.precision=bf16", f"rollout.draw={draw}"])
     rollout_seam(cfg).trainer_kwargs(None)
-    assert seen == [(("bf16", draw), {"block_short_endings": False})]
+    assert seen == [(("bf16", draw), {"block_short_endings": False, "references": None})]
     rollout_seam(
         load_config(GRPORecipeConfig, None, ["rollout.kind=fast", "rollout.block_short_endings=true"])
     ).trainer_kwargs(None)
-    assert seen[-1][1] == {"block_short_endings": True}
+    assert seen[-1][1] == {"block_short_endings": True, "references": None}
     defaults = inspect.signature(make_fast_rollout_func).parameters
     assert defaults["compact"].default is True and defaults["prepack"].default is True
 
@@ -574,3 +574,134 @@ def test_no_row_ends_before_its_min_words(policy, tokenizer):
     for comp in out["completion_ids"][::2]:
         cut = next((t for t, tok in enumerate(comp) if tok in eos), None)
         assert cut is None or count_words(tokenizer.decode(comp[:cut])) >= 6
+
+
+def _refs(tmp_path, tokenizer, stories: dict[str, str], cap: int = 12):
+    from rlcw.data.records import write_stories
+    from rlcw.rl.grpo.references import ReferenceInjection
+
+    path = tmp_path / "refs.jsonl"
+    recs = [
+        {"id": f"r{i}", "prompt": p, "story": s, "system": "reference"} for i, (p, s) in enumerate(stories.items())
+    ]
+    write_stories(path, recs)
+    return ReferenceInjection.load(str(path), tokenizer, tokenizer.eos_token_id, cap)
+
+
+def test_teacher_forced_logprobs_are_the_samplers(policy, tokenizer):
+    """A sampled completion, teacher-forced, gets the log-probs the sampler returned for it: the same processed
+    distribution (temperature, top-k, repetition penalty)."""
+    from transformers import GenerationConfig
+
+    from rlcw.rl.grpo.references import teacher_forced_logprobs
+    from rlcw.sampling import sample_with_logprobs
+
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("Once upon a time", "A dragon who")]
+    cfg = GenerationConfig(
+        max_new_tokens=8,
+        do_sample=True,
+        temperature=0.7,
+        top_k=50,
+        repetition_penalty=1.3,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = MergedPolicy(policy).refresh().eval()
+    torch.manual_seed(0)
+    comps, logps = sample_with_logprobs(
+        model, rows, cfg, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id
+    )
+    for prompt, comp, lp in zip(rows, comps, logps, strict=True):
+        torch.testing.assert_close(
+            torch.tensor(teacher_forced_logprobs(model, prompt, comp, cfg)), torch.tensor(lp), atol=1e-4, rtol=1e-4
+        )
+    with torch.no_grad():
+        least = int(model(input_ids=torch.tensor([rows[0]])).logits[0, -1].argmin())
+    assert teacher_forced_logprobs(model, rows[0], [least], cfg) == [float("-inf")]  # outside the top 50: mu = 0
+
+
+def test_reference_rows_cap_and_groups(tmp_path, tokenizer):
+    from rlcw.errors import RlcwError
+
+    refs = _refs(tmp_path, tokenizer, {"Write about rain.": "It rained.", "A fox.": "The fox ran."})
+    assert refs.ids["Write about rain."] == tokenizer("It rained.", add_special_tokens=False)["input_ids"] + [
+        tokenizer.eos_token_id
+    ]
+    texts = ["Write about rain."] * 3 + ["No reference."] * 3 + ["A fox."] * 3
+    assert refs.rows(texts, 3) == [2, 8]  # the last row of each group whose prompt has a reference
+    assert refs.covered([[{"role": "user", "content": "A fox."}], "Other"]) == 1
+    with pytest.raises(RlcwError, match="different prompts"):
+        refs.rows(["Write about rain.", "A fox."], 2)
+    with pytest.raises(RlcwError, match="over the completion cap of 3"):
+        _refs(tmp_path, tokenizer, {"Write about rain.": "It rained all day long."}, cap=3)
+    with pytest.raises(RlcwError, match="reference file not found"):
+        refs.load(str(tmp_path / "missing.jsonl"), tokenizer, tokenizer.eos_token_id, 12)
+
+
+def test_rollout_puts_each_reference_in_its_groups_last_row(policy, tokenizer, tmp_path):
+    """Through the rollout function: the last row of a group with a reference is the reference's ids (not sampled),
+    its log-probs teacher-forced on the copy; the other rows are samples, and the trainer learns which rows."""
+    from rlcw.rl.grpo.references import teacher_forced_logprobs
+    from rlcw.rl.grpo.rollout import make_fast_rollout_func
+
+    refs = _refs(tmp_path, tokenizer, {"Write about rain.": "It rained."})
+    prompts = [[{"role": "user", "content": "Write about rain."}]] * 3 + [[{"role": "user", "content": "A fox."}]] * 3
+    ids = [tokenizer("rain", add_special_tokens=False)["input_ids"]] * 3
+    ids += [tokenizer("fox", add_special_tokens=False)["input_ids"]] * 3
+    trainer = fake_trainer(policy, tokenizer, ids, 6, [tokenizer.eos_token_id], num_generations=3)
+    torch.manual_seed(0)
+    out = make_fast_rollout_func("fp32", references=refs)(prompts, trainer)
+    assert trainer.injected_rows == [2]
+    assert out["completion_ids"][2] == refs.ids["Write about rain."]
+    model = MergedPolicy(policy).refresh().eval()
+    want = teacher_forced_logprobs(model, ids[2], refs.ids["Write about rain."], trainer.generation_config)
+    torch.testing.assert_close(torch.tensor(out["logprobs"][2]), torch.tensor(want), atol=1e-5, rtol=1e-5)
+    sampled = [c for i, c in enumerate(out["completion_ids"]) if i != 2]
+    assert all(len(c) > 0 for c in sampled) and len(out["logprobs"]) == 6
+    assert make_fast_rollout_func("fp32")(prompts, trainer) and trainer.injected_rows == []
+
+
+def test_grpo_stage_with_reference_injection(runs_root, rm_run, tiny_model_dir, tmp_path):
+    """`rlcw grpo rollout.kind=fast rollout.references=FILE`: every group of a step holds its prompt's reference
+    (`rollout/references` counts them), the sample log names it; the bundled references do not fit an 8-token cap,
+    and the error says so; references without the fast rollout are refused before anything loads."""
+    import json
+    from pathlib import Path
+
+    from rlcw.config import load_config
+    from rlcw.data.prompts import load_prompts
+    from rlcw.data.records import write_stories
+    from rlcw.errors import RlcwError
+    from rlcw.recipes.grpo import GRPORecipeConfig, main
+
+    refs = tmp_path / "refs.jsonl"
+    rows = load_prompts("bundled", "train")
+    write_stories(
+        refs, [{"id": r["id"], "prompt": r["prompt"], "story": "The end.", "system": "reference"} for r in rows]
+    )
+    base = [
+        f"output_dir={runs_root}",
+        f"model.name={tiny_model_dir}",
+        f"reward.rm_path={rm_run['artifacts']['model']}",
+        "train.max_steps=2",
+        "train.batch_size=4",
+        "train.num_generations=2",
+        "train.max_completion_length=8",
+        "lora.r=4",
+        "data.max_train_prompts=8",
+        "eval.every_steps=0",
+        "train.samples_k=4",
+        "rollout.kind=fast",
+    ]
+    summary = main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_refs", f"rollout.references={refs}"]))
+    assert summary["status"] == "completed", summary.get("error")
+    run = Path(summary["artifacts"]["metrics"]).parent
+    train = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["rollout/references"] for r in train if "reward" in r] == [2.0, 2.0]  # 4 rows = 2 groups a step
+    logged = [
+        json.loads(x) for f in sorted((run / "samples").glob("train_step_*.jsonl")) for x in f.read_text().splitlines()
+    ]
+    assert any(r["system"] == "reference" and r["story"] == "The end." for r in logged)
+    with pytest.raises(RlcwError, match="reference-001: the reference for .* over the completion cap of 8"):
+        main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_refs_long", "rollout.references=bundled"]))
+    with pytest.raises(RlcwError, match="rollout.references applies to the fast rollout only"):
+        main(load_config(GRPORecipeConfig, None, [*base[:-1], "run_name=x", f"rollout.references={refs}"]))

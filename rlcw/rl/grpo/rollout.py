@@ -40,8 +40,10 @@ from pathlib import Path
 import torch
 
 from rlcw.cpu_isa import native_bf16
+from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.prepack import can_prepack, fuse_projections, prepack_linears
+from rlcw.rl.grpo.references import teacher_forced_logprobs
 from rlcw.sampling import DRAWS, WordCounts, sample_with_logprobs
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -140,6 +142,7 @@ def make_fast_rollout_func(
     compact: bool = True,
     prepack: bool = True,
     block_short_endings: bool = False,
+    references=None,
 ):
     """A TRL 1.16 `GRPOTrainer(rollout_func=...)`: TRL's prompts, tokenisation and generation config, fast sampling.
 
@@ -154,6 +157,8 @@ def make_fast_rollout_func(
     batch's dataset rows, which RlcwGRPOTrainer sets before each generation), the EOS ids masked out of the
     sampling distribution until then (rlcw.sampling's `min_words`); the returned log-probs are the masked
     distribution's, so the IS correction weighs the gap to the policy.
+    references: a `rlcw.rl.grpo.references.ReferenceInjection`: the last row of each group whose prompt has a
+    reference is that story, teacher-forced (not sampled), its log-probs the copy's under the sampling distribution.
     """
     state: dict = {}
 
@@ -165,16 +170,20 @@ def make_fast_rollout_func(
         gen_model = state["merged"].refresh()
         was_training = gen_model.training
         gen_model.eval()
+        texts = [message_text(p) for p in prompts]
+        injected = references.rows(texts, trainer.num_generations) if references is not None else []
+        sampled = [i for i in range(len(prompt_ids)) if i not in set(injected)]
         bounds = {}
         if block_short_endings:
             if "words" not in state:
                 state["words"] = WordCounts.of(trainer.processing_class, gen_model.config.vocab_size)
             rows = trainer.rollout_rows
-            bounds = {"min_words": [int(r.get("min_words") or 0) for r in rows], "words": state["words"]}
+            bounds = {"min_words": [int(rows[i].get("min_words") or 0) for i in sampled], "words": state["words"]}
+        completions, logprobs = [None] * len(prompt_ids), [None] * len(prompt_ids)
         try:
-            completions, logprobs = sample_with_logprobs(
+            drawn, drawn_logps = sample_with_logprobs(
                 gen_model,
-                prompt_ids,
+                [prompt_ids[i] for i in sampled],
                 trainer.generation_config,
                 eos_ids=list(trainer.eos_token_ids),
                 pad_id=trainer.generation_config.pad_token_id,
@@ -182,8 +191,16 @@ def make_fast_rollout_func(
                 compact=compact and draw == "inverse_cdf",
                 **bounds,
             )
+            for i, ids, logps in zip(sampled, drawn, drawn_logps, strict=True):
+                completions[i], logprobs[i] = ids, logps
+            for i in injected:
+                completions[i] = references.ids[texts[i]]
+                logprobs[i] = teacher_forced_logprobs(
+                    gen_model, prompt_ids[i], completions[i], trainer.generation_config
+                )
         finally:
             gen_model.train(was_training)
+        trainer.injected_rows = injected  # the batch rows that hold a reference (logged as rollout/references)
         # TRL 1.16 keeps these as inputs["sampling_per_token_logps"]; it corrects with them only on its vLLM
         # path, so rlcw's GRPO trainer applies the truncated importance weights itself (rollout.is_cap).
         return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": logprobs}
@@ -200,9 +217,19 @@ def check_fast_rollout(
     agents_variant: str | None,
     draw: str = "multinomial",
     block_short_endings: bool = False,
+    references: str | None = None,
 ) -> None:
     """Reject fast-rollout settings that cannot work (`kind` is `rollout.kind`; errors name the `rollout.*` keys)."""
+    from rlcw.rl.grpo.references import check_references
+
     fast = kind == "fast"
+    if references is not None and not fast:
+        raise RlcwError(
+            "rollout.references applies to the fast rollout only",
+            where="rollout.references",
+            hint="add rollout.kind=fast, or leave rollout.references=null",
+        )
+    check_references(references)
     if draw not in DRAWS:
         raise RlcwError(f"unknown rollout.draw {draw!r}", where="rollout.draw", hint=" or ".join(DRAWS))
     if draw != "multinomial" and not fast:

@@ -71,6 +71,9 @@ class GRPORolloutSection(RolloutSection):
     # fast: no story may end before its prompt's min_words (the EOS ids masked out of the sampling distribution
     # until then; the IS correction covers the gap to the policy); prompts without a range are free to end
     block_short_endings: bool = False
+    # fast: a story-record file (prompt, story) or `bundled`: in each group whose prompt has a reference story, the
+    # last completion is that story, teacher-forced (human-reference injection, POLARIS); null = off
+    references: str | None = None
 
 
 def check_rollout(r: RolloutSection, kinds: tuple[str, ...]) -> None:
@@ -129,6 +132,7 @@ def build_rollout(r: GRPORolloutSection, s: RolloutSettings, agents: AgentsRoomS
         agents_variant=agents.variant if agents else None,
         draw=r.draw,
         block_short_endings=r.block_short_endings,
+        references=r.references,
     )
     if agents:
         return AgentsRoomRollout(r, s, agents)
@@ -198,7 +202,13 @@ class FastRollout(PlainRollout):
         precision, why = resolve_precision(r.precision)
         blocked = ", no ending before min_words" if r.block_short_endings else ""
         say("grpo", f"fast rollout: {precision} weight copy ({why}), {r.draw} draw{blocked}")
-        rollout = make_fast_rollout_func(precision, r.draw, block_short_endings=r.block_short_endings)
+        refs = None
+        if r.references is not None:
+            from rlcw.rl.grpo.references import ReferenceInjection
+
+            refs = ReferenceInjection.load(r.references, tokenizer, tokenizer.eos_token_id, self.completion_cap)
+            say("grpo", f"reference injection: {len(refs.ids)} reference stories ({refs.path}), one per group")
+        rollout = make_fast_rollout_func(precision, r.draw, block_short_endings=r.block_short_endings, references=refs)
         return {"rollout_func": rollout, "rollout_is_cap": r.is_cap}
 
 

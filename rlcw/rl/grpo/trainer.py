@@ -267,7 +267,16 @@ class RlcwGRPOTrainer(TRLExtras, GRPOTrainer):
                 output["advantages"] = self._ending_credit_advantages(output["completion_mask"])
             self.step_state.kl_due = False  # the buffer this generation fills is consumed before the next one
             self._on_batch(inputs, output)
+            if getattr(self, "injected_rows", None):  # rollout.references: groups whose last row is a reference
+                self._metrics["train"]["rollout/references"].append(float(len(self.injected_rows)))
         return output
+
+    def _local_rows(self, inputs: list[dict], output: dict) -> list[dict]:
+        """TRLExtras' rows, those the fast rollout filled with a reference story marked `reference`."""
+        rows = super()._local_rows(inputs, output)
+        for i in getattr(self, "injected_rows", ()):
+            rows[i]["reference"] = True
+        return rows
 
     def _ending_credit_advantages(self, completion_mask: torch.Tensor) -> torch.Tensor:
         """(B, T) advantages of this process's rows from the gathered rewards per function of this generation

@@ -1,0 +1,112 @@
+"""Reference injection into GRPO groups (human-reference injection, HRI: POLARIS, Rajendhran et al. 2026).
+
+    refs = ReferenceInjection.load("bundled", tokenizer, eos_id=2, cap=88)   # prompt text -> reference token ids
+    rows = refs.rows(prompt_texts, group=4)          # the batch rows that carry a reference instead of a sample
+    logps = teacher_forced_logprobs(model, prompt_ids, ids, generation_config)
+
+In every GRPO group whose prompt has a reference story, one of the group's `num_generations` completions is that
+story, teacher-forced, instead of a sample: the reward scores it like any completion, and the group's advantages
+are computed with it, so a reference that beats the policy's samples is a high-reward anchor the policy is pulled
+towards (and, with the length terms, an example of ending inside the asked range). The last row of each group is
+the one replaced, so the samples keep their places; the other rows are sampled as usual, and the replaced one is
+not sampled at all.
+
+The loss needs the log-probability the rollout "drew" each token with, for the importance weights (rlcw.rl.grpo.
+is_correction): for a reference token it is the rollout copy's probability of that token under the same processed
+distribution as a sampled token's (temperature, top-k/p, repetition penalty), so pi/mu is the policy/copy gap as for
+a sample. A token outside the top-k/p support has mu = 0 and its weight is the cap.
+
+References are story records (`prompt`, `story`; rlcw.data.records), keyed by the prompt's text (the last user
+message of a conversational prompt) as the PAR anchor keys them; the first story of a prompt is its reference.
+`bundled` is rlcw/data/bundled/references.jsonl (one story written for each bundled `train` prompt that fits an
+88-token cap). A reference that with its EOS would not fit the completion cap is an error naming the file and the
+prompt: a cut reference would teach the policy to run to the cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlcw.data.bundled import resolve_data_path
+from rlcw.data.records import message_text, read_stories
+from rlcw.errors import RlcwError
+
+
+@dataclass
+class ReferenceInjection:
+    """Each prompt text's reference as completion token ids (the story's tokens, then the EOS id)."""
+
+    ids: dict[str, list[int]]
+    path: str
+
+    @classmethod
+    def load(cls, value: str, tokenizer, eos_id: int, cap: int) -> ReferenceInjection:
+        """The references of the story-record file `value` (`bundled`: the bundled ones), tokenised once."""
+        check_references(value)
+        path = resolve_data_path(value, "references.jsonl")
+        ids: dict[str, list[int]] = {}
+        for rec in read_stories(path):
+            if rec["prompt"] in ids:
+                continue
+            tokens = tokenizer(rec["story"], add_special_tokens=False)["input_ids"] + [eos_id]
+            if len(tokens) > cap:
+                raise RlcwError(
+                    f"the reference for {rec['prompt'][:60]!r} is {len(tokens)} tokens with its EOS, over the "
+                    f"completion cap of {cap}",
+                    where=f"{path} record {rec.get('id', '?')}",
+                    hint="a shorter story, or a larger train.max_completion_length",
+                )
+            ids[rec["prompt"]] = tokens
+        return cls(ids, str(path))
+
+    def covered(self, prompts: list) -> int:
+        """How many of `prompts` (dataset prompts: text or conversations) have a reference."""
+        return sum(message_text(p) in self.ids for p in prompts)
+
+    def rows(self, texts: list[str], group: int) -> list[int]:
+        """The rows to replace: the last of each group of `group` consecutive rows (TRL repeats each prompt
+        `num_generations` times in a row), where the group's prompt has a reference."""
+        if group < 2 or len(texts) % group:
+            raise RlcwError(
+                f"reference injection needs groups of >= 2 rows; got {len(texts)} rows in groups of {group}",
+                where="train.num_generations",
+            )
+        out = []
+        for start in range(0, len(texts), group):
+            block = texts[start : start + group]
+            if len(set(block)) != 1:
+                raise RlcwError(
+                    "a GRPO group holds different prompts", where="rollout.references", hint="a bug: report it"
+                )
+            if block[0] in self.ids:
+                out.append(start + group - 1)
+        return out
+
+
+@torch.inference_mode()
+def teacher_forced_logprobs(model, prompt_ids: list[int], completion_ids: list[int], cfg) -> list[float]:
+    """log mu of each completion token under `model` (one row, no padding) after `cfg`'s logits processors (a
+    GenerationConfig: the distribution the sampler draws from), position by position as the sampler sees them."""
+    from rlcw.sampling import logits_processors
+
+    device = next(model.parameters()).device
+    ids = torch.tensor([prompt_ids + completion_ids], dtype=torch.long, device=device)
+    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()  # (T, V): position t predicts token t
+    procs = logits_processors(cfg)
+    out = []
+    for t, token in enumerate(completion_ids):
+        scores = procs(ids[:, : len(prompt_ids) + t], logits[t : t + 1])
+        out.append(float(torch.log_softmax(scores, dim=-1)[0, token]))
+    return out
+
+
+def check_references(value: str | None) -> None:
+    """`rollout.references` names a file that exists (before any model loads)."""
+    if value is not None and not resolve_data_path(value, "references.jsonl").is_file():
+        raise RlcwError(
+            f"reference file not found: {value}",
+            where="rollout.references",
+            hint="a story-record jsonl (prompt, story), `bundled`, or null for no injection",
+        )
