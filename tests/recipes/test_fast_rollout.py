@@ -660,7 +660,7 @@ def test_rollout_puts_each_reference_in_its_groups_last_row(policy, tokenizer, t
     assert make_fast_rollout_func("fp32")(prompts, trainer) and trainer.injected_rows == []
 
 
-def test_grpo_stage_with_reference_injection(runs_root, rm_run, tiny_model_dir, tmp_path):
+def test_grpo_stage_with_reference_injection(tiny_grpo_overrides, tmp_path):
     """`rlcw grpo rollout.kind=fast rollout.references=FILE`: every group of a step holds its prompt's reference
     (`rollout/references` counts them), the sample log names it; the bundled references do not fit an 8-token cap,
     and the error says so; references without the fast rollout are refused before anything loads."""
@@ -678,30 +678,23 @@ def test_grpo_stage_with_reference_injection(runs_root, rm_run, tiny_model_dir, 
     write_stories(
         refs, [{"id": r["id"], "prompt": r["prompt"], "story": "The end.", "system": "reference"} for r in rows]
     )
-    base = [
-        f"output_dir={runs_root}",
-        f"model.name={tiny_model_dir}",
-        f"reward.rm_path={rm_run['artifacts']['model']}",
-        "train.max_steps=2",
-        "train.batch_size=4",
-        "train.num_generations=2",
-        "train.max_completion_length=8",
-        "lora.r=4",
-        "data.max_train_prompts=8",
-        "eval.every_steps=0",
-        "train.samples_k=4",
-        "rollout.kind=fast",
-    ]
-    summary = main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_refs", f"rollout.references={refs}"]))
+    more = ("train.max_steps=2", "data.max_train_prompts=8", "eval.every_steps=0", "train.samples_k=4")
+
+    def run(name: str, *extra: str) -> dict:
+        return main(load_config(GRPORecipeConfig, None, tiny_grpo_overrides(name, *more, *extra)))
+
+    summary = run("grpo_refs", "rollout.kind=fast", f"rollout.references={refs}")
     assert summary["status"] == "completed", summary.get("error")
-    run = Path(summary["artifacts"]["metrics"]).parent
-    train = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    run_dir = Path(summary["artifacts"]["metrics"]).parent
+    train = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["rollout/references"] for r in train if "reward" in r] == [2.0, 2.0]  # 4 rows = 2 groups a step
     logged = [
-        json.loads(x) for f in sorted((run / "samples").glob("train_step_*.jsonl")) for x in f.read_text().splitlines()
+        json.loads(x)
+        for f in sorted((run_dir / "samples").glob("train_step_*.jsonl"))
+        for x in f.read_text().splitlines()
     ]
     assert any(r["system"] == "reference" and r["story"] == "The end." for r in logged)
     with pytest.raises(RlcwError, match="reference-001: the reference for .* over the completion cap of 8"):
-        main(load_config(GRPORecipeConfig, None, [*base, "run_name=grpo_refs_long", "rollout.references=bundled"]))
+        run("grpo_refs_long", "rollout.kind=fast", "rollout.references=bundled")
     with pytest.raises(RlcwError, match="rollout.references applies to the fast rollout only"):
-        main(load_config(GRPORecipeConfig, None, [*base[:-1], "run_name=x", f"rollout.references={refs}"]))
+        run("grpo_refs_trl", f"rollout.references={refs}")
