@@ -14,7 +14,7 @@ from rlcw.outcome.report import StudySetup
 from rlcw.rewards.anchored import default_references
 from rlcw.sampling import DRAWS
 
-GRPO_RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "grpo_par", "grpo_kl", "grpo_default")
+GRPO_RUNS = ("grpo", "grpo_lc", "grpo_ens", "grpo_odin", "grpo_par", "grpo_kl", "grpo_default", "grpo_refs")
 TRAINED = (*GRPO_RUNS, "ppo", "dpo")
 RUNS = (*TRAINED, "best_of_n")
 # grpo_ens needs an ensemble proxy (proxy_ensembles), grpo_odin a two-head one (proxy_length_heads)

@@ -173,8 +173,8 @@ class OutcomeConfig(RunKeys):
     ens_proxy: str = "ens"  # the ensemble proxy grpo_ens optimises
     proxy_length_heads: list[str] = field(default_factory=list)  # proxies trained as ODIN two-head RMs
     odin_proxy: str = "odin"  # the two-head proxy grpo_odin optimises (its quality head)
-    # the study's optimization runs: grpo | grpo_lc | grpo_ens | grpo_odin | grpo_par | grpo_kl | grpo_default | ppo |
-    # dpo | best_of_n
+    # the study's optimization runs: grpo | grpo_lc | grpo_ens | grpo_odin | grpo_par | grpo_kl | grpo_default |
+    # grpo_refs | ppo | dpo | best_of_n
     runs: list[str] = field(default_factory=lambda: list(DEFAULT_RUNS))
     # more RL seeds per trained run: run name -> seeds, each run <name>_seed<k> (e.g. {grpo: [1, 2]}); the report
     # reads every run with seeds as an arm over its seeds at matched KL (`rlcw.outcome.seeds`)
@@ -200,6 +200,8 @@ class OutcomeConfig(RunKeys):
     grpo_kl: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)  # e.g. grpo + beta
     # e.g. the quickstart's GRPO as shipped (its reward terms, schedule and rollout) against the RL proxy
     grpo_default: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
+    # e.g. grpo_default with reference stories injected into its groups (`rollout.references`)
+    grpo_refs: grpo_recipe.GRPORecipeConfig = field(default_factory=grpo_recipe.GRPORecipeConfig)
     ppo: ppo_recipe.PPORecipeConfig = field(default_factory=ppo_recipe.PPORecipeConfig)
     dpo: dpo_recipe.DPORecipeConfig = field(default_factory=dpo_recipe.DPORecipeConfig)
     best_of_n: BestOfNSection = field(default_factory=BestOfNSection)

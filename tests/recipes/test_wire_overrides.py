@@ -62,3 +62,24 @@ def test_default_study_arm_trains_as_the_quickstart_ships():
     wire(study, "/tmp/study")
     assert study.grpo_default.reward.rm_path == "/tmp/study/proxy_rm_large/model"
     assert (study.grpo_default.run_name, study.grpo_default.eval.every_steps) == ("grpo_default", 0)
+
+
+def test_reference_arm_is_the_default_arm_with_references():
+    """grpo_refs differs from grpo_default by the reference stories injected into its groups, and nothing else."""
+    import dataclasses
+
+    study = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/default_cpu.yaml", [])
+    refs, default = study.grpo_refs, study.grpo_default
+    assert refs.rollout.references == "bundled" and default.rollout.references is None
+    assert dataclasses.replace(refs.rollout, references=None) == default.rollout
+    assert (refs.train, refs.lora, refs.data, refs.reward) == (
+        default.train,
+        default.lora,
+        default.data,
+        default.reward,
+    )
+    assert "grpo_refs" in study.runs and study.seeds["grpo_refs"] == [1, 2]
+    wire(study, "/tmp/study")
+    assert (
+        study.grpo_refs.reward.rm_path == "/tmp/study/proxy_rm_large/model" and study.grpo_refs.run_name == "grpo_refs"
+    )
