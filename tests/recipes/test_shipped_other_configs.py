@@ -58,7 +58,12 @@ RUN = [
     "prepare_model/embedded.yaml",
 ]
 # sweeps are not a recipe config: `rlcw sweep FILE --dry-run` validates every run's config
-SWEEPS = {"sweeps/build_pairs_grid.yaml": 4, "sweeps/grpo_lr.yaml": 6, "sweeps/train_rm_lora_rank.yaml": 4}
+SWEEPS = {
+    "sweeps/build_pairs_grid.yaml": 4,
+    "sweeps/grpo_lr.yaml": 6,
+    "sweeps/train_rm_lora_rank.yaml": 4,
+    "sweeps/quickstart_seeds.yaml": 6,
+}
 RECIPES = {
     "judge": (judge, judge.JudgeConfig),
     "curate": (curate, curate.CurateConfig),
