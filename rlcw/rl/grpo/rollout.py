@@ -172,7 +172,8 @@ def make_fast_rollout_func(
         gen_model.eval()
         texts = [message_text(p) for p in prompts]
         injected = references.rows(texts, trainer.num_generations) if references is not None else []
-        sampled = [i for i in range(len(prompt_ids)) if i not in set(injected)]
+        skip = set(injected)
+        sampled = [i for i in range(len(prompt_ids)) if i not in skip]
         bounds = {}
         if block_short_endings:
             if "words" not in state:
