@@ -137,7 +137,7 @@ def test_a_grpo_stage_saved_before_the_rollout_section_is_the_same_run():
         rollout_compact=True,
         rollout_prepack=True,
     )
-    # rollout.block_short_endings came after the move: added at its default, not a change
-    assert config_drift(yaml.safe_dump(saved), cfg) == ([], ["rollout.block_short_endings"])
+    # rollout.block_short_endings and rollout.references came after the move: added at their defaults, not a change
+    assert config_drift(yaml.safe_dump(saved), cfg) == ([], ["rollout.block_short_endings", "rollout.references"])
     saved["train"]["rollout_draw"] = "inverse_cdf"
     assert config_drift(yaml.safe_dump(saved), cfg)[0] == ["rollout.draw"]
