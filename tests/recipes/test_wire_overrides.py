@@ -45,11 +45,12 @@ def test_quickstart_wire_refuses_to_reset_an_override():
 
 
 def test_default_study_arm_trains_as_the_quickstart_ships():
-    """configs/outcome/default_cpu.yaml's grpo_default is the quickstart's GRPO against the study's proxy: the
-    study's verdict on the default is void the moment the two drift apart."""
+    """configs/outcome/default_cpu.yaml's grpo_refs (grpo_default with reference injection, the arm the study chose)
+    is the quickstart's GRPO against the study's proxy: the study's verdict on the default is void the moment the two
+    drift apart."""
     study = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/default_cpu.yaml", [])
     shipped = load_config(quickstart.QuickstartConfig, CONFIGS / "quickstart/cpu.yaml", []).grpo
-    arm = study.grpo_default
+    arm = study.grpo_refs  # the arm the study chose, shipped
     keys = ("learning_rate", "beta", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps")
     keys += ("batch_size", "num_generations", "max_completion_length", "cpu_precision")
     assert {k: getattr(arm.train, k) for k in keys} == {k: getattr(shipped.train, k) for k in keys}
