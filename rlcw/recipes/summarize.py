@@ -103,17 +103,21 @@ def select(rows: list[dict], command: str | None = None, metrics: list[str] | No
         rows = kept
     if metrics is None:
         return rows
-    names = {k for r in rows for k in r if k not in BASE_COLUMNS and not k.startswith("override:")}
+    names = {k for r in rows for k in r if _is_metric(k)}
     for pattern in metrics:
         if not fnmatch.filter(names, pattern):
             some = ", ".join(sorted(names)[:8])
             raise RlcwError(f"no metric matches {pattern!r}", where="--metrics", hint=f"metrics include: {some}, ...")
 
     def keep(key: str) -> bool:
-        fixed = key in BASE_COLUMNS or key.startswith("override:")
-        return fixed or any(fnmatch.fnmatchcase(key, p) for p in metrics)
+        return not _is_metric(key) or any(fnmatch.fnmatchcase(key, p) for p in metrics)
 
     return [{k: v for k, v in r.items() if keep(k)} for r in rows]
+
+
+def _is_metric(key: str) -> bool:
+    """A row's metric column (not a base column or a sweep override)."""
+    return key not in BASE_COLUMNS and not key.startswith("override:")
 
 
 def columns(rows: list[dict]) -> list[str]:

@@ -43,7 +43,7 @@ from rlcw.cpu_isa import native_bf16
 from rlcw.data.records import message_text
 from rlcw.errors import RlcwError
 from rlcw.prepack import can_prepack, fuse_projections, prepack_linears
-from rlcw.rl.grpo.references import teacher_forced_logprobs
+from rlcw.rl.grpo.references import check_references, teacher_forced_logprobs
 from rlcw.sampling import DRAWS, WordCounts, sample_with_logprobs
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -221,8 +221,6 @@ def check_fast_rollout(
     references: str | None = None,
 ) -> None:
     """Reject fast-rollout settings that cannot work (`kind` is `rollout.kind`; errors name the `rollout.*` keys)."""
-    from rlcw.rl.grpo.references import check_references
-
     fast = kind == "fast"
     if references is not None and not fast:
         raise RlcwError(
