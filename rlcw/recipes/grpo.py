@@ -247,8 +247,8 @@ def main(cfg: GRPORecipeConfig) -> dict:
         loss_line=t.loss_type,
         scale_line=t.scale_rewards,
         rewards=rollout.rewards,  # Agents' Room: the whole story is rewarded
-        trainer_kwargs=lambda tokenizer: {
-            **rollout.trainer_kwargs(tokenizer),
+        trainer_kwargs=lambda tokenizer, rows: {
+            **rollout.trainer_kwargs(tokenizer, rows),
             "lm_head": t.lm_head,
             "ending_credit": tuple(t.ending_credit),
             "early_end_unlikelihood": t.early_end_unlikelihood,

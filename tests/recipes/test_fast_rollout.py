@@ -629,6 +629,10 @@ def test_reference_rows_cap_and_groups(tmp_path, tokenizer):
     texts = ["Write about rain."] * 3 + ["No reference."] * 3 + ["A fox."] * 3
     assert refs.rows(texts, 3) == [2, 8]  # the last row of each group whose prompt has a reference
     assert refs.covered([[{"role": "user", "content": "A fox."}], "Other"]) == 1
+    rows = [{"prompt": "Write about rain."}, {"prompt": "x", "messages": [{"role": "user", "content": "A fox."}]}]
+    assert refs.check_coverage(rows) == 2 and refs.check_coverage(rows + [{"prompt": "Other"}]) == 2
+    with pytest.raises(RlcwError, match="none of the 1 training prompts has a reference"):
+        refs.check_coverage([{"prompt": "Other"}])
     with pytest.raises(RlcwError, match="different prompts"):
         refs.rows(["Write about rain.", "A fox."], 2)
     with pytest.raises(RlcwError, match="over the completion cap of 3"):
@@ -698,3 +702,10 @@ def test_grpo_stage_with_reference_injection(tiny_grpo_overrides, tmp_path):
         run("grpo_refs_long", "rollout.kind=fast", "rollout.references=bundled")
     with pytest.raises(RlcwError, match="rollout.references applies to the fast rollout only"):
         run("grpo_refs_trl", f"rollout.references={refs}")
+    elsewhere = tmp_path / "elsewhere.jsonl"  # references for prompts this run never trains on
+    write_stories(
+        elsewhere, [{"id": "x", "prompt": "Another dataset's prompt.", "story": "The end.", "system": "reference"}]
+    )
+    with pytest.raises(RlcwError, match="none of the 8 training prompts has a reference"):
+        run("grpo_refs_none", "rollout.kind=fast", f"rollout.references={elsewhere}")
+    assert not (run_dir.parent / "grpo_refs_none").exists()  # refused before anything was written

@@ -174,7 +174,7 @@ def _same(x):
     return x
 
 
-def _no_kwargs(tokenizer) -> dict:
+def _no_kwargs(tokenizer, rows: list[dict]) -> dict:
     return {}
 
 
@@ -193,7 +193,8 @@ class TRLStage:
     loss_line: str  # the report's loss
     scale_line: str  # the report's reward scaling
     rewards: Callable[[list], list] = _same  # the reward functions as the trainer calls them
-    trainer_kwargs: Callable[[Any], dict] = _no_kwargs  # tokenizer -> the trainer's own keywords (rollout)
+    # (tokenizer, training rows) -> the trainer's own keywords (rollout); called before any model loads
+    trainer_kwargs: Callable[[Any, list[dict]], dict] = _no_kwargs
 
 
 def kl_reference(cfg, stage: TRLStage):
@@ -245,6 +246,7 @@ def run_stage(cfg, stage: TRLStage) -> dict:
     apply_chat_template_file(tokenizer, cfg.model.chat_template)
     train_rows, held_out = fit_prompts_to_context(cfg, tokenizer, train_rows, held_out, stage.max_tokens)
     with stage_run(cfg, stage.command) as run, closing(stage_tracker(cfg, run, cfg.train.report_to)) as tracker:
+        extra = stage.trainer_kwargs(tokenizer, train_rows)  # first: its errors (a reference file) cost no load
         rewards = build_reward_set(cfg.reward.specs, defaults, key="reward.specs")  # before the policy loads
         if stage.scale_line == "group" and any(isinstance(f, ConstrainedReward) for f in rewards.funcs):
             say(stage.command, CONSTRAINED_UNDER_GROUP)
@@ -278,7 +280,7 @@ def run_stage(cfg, stage: TRLStage) -> dict:
             samples_every=t.samples_every,
             samples_k=t.samples_k,
             slop=human_baseline(m.slop_human) if m.enabled else None,
-            **stage.trainer_kwargs(tokenizer),
+            **extra,
         )
         # the aux state is written after the trainer's own files: a checkpoint without it was cut short
         needs = ((AUX_STATE_FILE,) if stateful(aux) else ()) + ((TAIL_FILE,) if tail else ())

@@ -25,6 +25,7 @@ prompt: a cut reference would teach the policy to run to the cap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -64,6 +65,19 @@ class ReferenceInjection:
     def covered(self, prompts: list) -> int:
         """How many of `prompts` (dataset prompts: text or conversations) have a reference."""
         return sum(message_text(p) in self.ids for p in prompts)
+
+    def check_coverage(self, rows: Sequence[dict]) -> int:
+        """How many training prompt rows (rlcw.data.prompts rows: `prompt`, or their own `messages`) have a
+        reference; none is an error: the file would inject nothing, and nothing but a missing metric would say so."""
+        covered = self.covered([row.get("messages") or row["prompt"] for row in rows])
+        if not covered:
+            raise RlcwError(
+                f"none of the {len(rows)} training prompts has a reference in this file: it would inject nothing",
+                where=f"rollout.references ({self.path})",
+                hint="references are matched by the prompt's text: a story record's `prompt` must be a training "
+                "prompt's text (its last user message), or set rollout.references=null",
+            )
+        return covered
 
     def rows(self, texts: list[str], group: int) -> list[int]:
         """The rows to replace: the last of each group of `group` consecutive rows (TRL repeats each prompt

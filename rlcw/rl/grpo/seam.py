@@ -19,7 +19,7 @@ derives a cap.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rlcw.agents.rl import (
@@ -167,8 +167,9 @@ class PlainRollout:
         """The reward callables as the trainer calls them with this rollout's completions."""
         return funcs
 
-    def trainer_kwargs(self, tokenizer) -> dict:
-        """RlcwGRPOTrainer keyword arguments: `rollout_func` (when not TRL's own) and `rollout_is_cap`."""
+    def trainer_kwargs(self, tokenizer, rows: Sequence[dict] = ()) -> dict:
+        """RlcwGRPOTrainer keyword arguments: `rollout_func` (when not TRL's own) and `rollout_is_cap`; `rows` are
+        the training prompt rows (the fast rollout counts the ones its references cover)."""
         return {"rollout_is_cap": 0.0}
 
     def eval_sampler(
@@ -194,7 +195,7 @@ class FastRollout(PlainRollout):
     """rlcw.rl.grpo.rollout's sampler (merged-LoRA copy, shared prompt cache), its tokens' loss weighted by the
     truncated importance ratio min(pi/mu, rollout.is_cap) (rlcw.rl.grpo.is_correction; 0 = off)."""
 
-    def trainer_kwargs(self, tokenizer) -> dict:
+    def trainer_kwargs(self, tokenizer, rows: Sequence[dict] = ()) -> dict:
         from rlcw.logs import say
         from rlcw.rl.grpo.rollout import resolve_precision
 
@@ -207,7 +208,12 @@ class FastRollout(PlainRollout):
             from rlcw.rl.grpo.references import ReferenceInjection
 
             refs = ReferenceInjection.load(r.references, tokenizer, tokenizer.eos_token_id, self.completion_cap)
-            say("grpo", f"reference injection: {len(refs.ids)} reference stories ({refs.path}), one per group")
+            covered = refs.check_coverage(rows)
+            say(
+                "grpo",
+                f"reference injection: {len(refs.ids)} reference stories ({refs.path}) cover {covered} of "
+                f"{len(rows)} training prompts; each of their groups holds its reference as its last row",
+            )
         rollout = make_fast_rollout_func(precision, r.draw, block_short_endings=r.block_short_endings, references=refs)
         return {"rollout_func": rollout, "rollout_is_cap": r.is_cap}
 
@@ -236,7 +242,7 @@ class AgentsRoomRollout(PlainRollout):
     def rewards(self, funcs: list) -> list:
         return [story_reward(f) for f in funcs]
 
-    def trainer_kwargs(self, tokenizer) -> dict:
+    def trainer_kwargs(self, tokenizer, rows: Sequence[dict] = ()) -> dict:
         s = self.settings
         rollout = make_rollout_func(
             tokenizer,
