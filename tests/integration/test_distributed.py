@@ -127,10 +127,30 @@ def tiny_rm(tiny_model_dir, tmp_path_factory) -> Path:
     return make_tiny_rm(tiny_model_dir, tmp_path_factory.mktemp("dist") / "rm")
 
 
+def short_references(path: Path) -> Path:
+    """A reference story for every bundled training prompt, short enough for an 8-token cap."""
+    from rlcw.data.prompts import load_prompts
+    from rlcw.data.records import write_stories
+
+    rows = load_prompts("bundled", "train")
+    write_stories(
+        path, [{"id": r["id"], "prompt": r["prompt"], "story": "The end.", "system": "reference"} for r in rows]
+    )
+    return path
+
+
+# ZeRO-2 runs the shipped CPU config's rollout (rlcw's fast sampler with reference injection); ZeRO-3 refuses it
+# (the sampler needs whole weights) and runs TRL's
+ROLLOUT = {"zero2": ["rollout.kind=fast", "rollout.draw=inverse_cdf"], "zero3": []}
+
+
 @pytest.mark.parametrize("zero", ["zero2", "zero3"])
 def test_grpo_two_cpu_ranks_deepspeed(zero, tiny_model_dir, tiny_rm, tmp_path):
     hook, hashes = write_hook(tmp_path / "hook"), tmp_path / "hashes"
     hashes.mkdir()
+    rollout = ROLLOUT[zero]
+    if rollout:
+        rollout = [*rollout, f"rollout.references={short_references(tmp_path / 'refs.jsonl')}"]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
@@ -151,6 +171,7 @@ def test_grpo_two_cpu_ranks_deepspeed(zero, tiny_model_dir, tiny_rm, tmp_path):
         "grpo",
         *tiny_grpo_overrides(tiny_model_dir, tiny_rm, tmp_path / "runs", zero),
         f"train.deepspeed={ROOT}/configs/deepspeed/{zero}.json",
+        *rollout,
     ]
     start = time.time()
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
@@ -161,6 +182,9 @@ def test_grpo_two_cpu_ranks_deepspeed(zero, tiny_model_dir, tiny_rm, tmp_path):
     assert json.loads((run / "summary.json").read_text())["status"] == "completed"
     adapter = run / "checkpoints" / "final" / "adapter_model.safetensors"
     assert adapter.is_file() and adapter.stat().st_size > 1000  # ZeRO-3: gathered, not empty shards
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    injected = [r["rollout/references"] for r in metrics if "rollout/references" in r]
+    assert injected == ([] if not rollout else [2.0, 2.0]), injected  # both groups on a rank held their reference
 
 
 def test_train_rm_two_cpu_ranks_deepspeed_zero2(tiny_model_dir, tmp_path):

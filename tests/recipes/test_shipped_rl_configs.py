@@ -130,5 +130,7 @@ def test_shipped_config_runs(name, runs_root, tiny_model_dir, rm_run, pairs_run)
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "eval/length/mean_words" in r] == [0, 2]  # periodic evaluation ran
     assert [r["step"] for r in rows if "eval/rm/score" in r] == [0, 2]  # the RM evaluator scored them
+    if name == "grpo/cpu.yaml":  # reference injection beside the periodic evaluation: both groups of each step
+        assert [r["rollout/references"] for r in rows if "rollout/references" in r] == [2.0, 2.0]
     final = Path(summary["artifacts"]["policy"])
     assert (final / "adapter_config.json").is_file()  # every shipped config trains LoRA

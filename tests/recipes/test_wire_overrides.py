@@ -44,13 +44,9 @@ def test_quickstart_wire_refuses_to_reset_an_override():
     assert cfg.grpo.seed == 4 and cfg.grpo.reward.rm_path == "/tmp/qs/train_rm/model"
 
 
-def test_default_study_arm_trains_as_the_quickstart_ships():
-    """configs/outcome/default_cpu.yaml's grpo_refs (grpo_default with reference injection, the arm the study chose)
-    is the quickstart's GRPO against the study's proxy: the study's verdict on the default is void the moment the two
-    drift apart."""
-    study = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/default_cpu.yaml", [])
-    shipped = load_config(quickstart.QuickstartConfig, CONFIGS / "quickstart/cpu.yaml", []).grpo
-    arm = study.grpo_refs  # the arm the study chose, shipped
+def _trains_alike(arm, shipped) -> None:
+    """Two GRPO configs train alike: schedule, batch, caps, LoRA, rollout, prompts and the length terms (the RM,
+    evaluation and run folder may differ)."""
     keys = ("learning_rate", "beta", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps")
     keys += ("batch_size", "num_generations", "max_completion_length", "cpu_precision")
     assert {k: getattr(arm.train, k) for k in keys} == {k: getattr(shipped.train, k) for k in keys}
@@ -59,6 +55,25 @@ def test_default_study_arm_trains_as_the_quickstart_ships():
     assert set(arm.reward.specs) == set(shipped.reward.specs)
     for name in ("length_range", "overlong"):
         assert arm.reward.specs[name] == shipped.reward.specs[name]
+
+
+def test_grpo_cpu_config_trains_as_the_quickstart_ships():
+    """configs/grpo/cpu.yaml, the GRPO config users start from, is the quickstart's GRPO (its defence included)."""
+    from rlcw.recipes.grpo import GRPORecipeConfig
+
+    shipped = load_config(quickstart.QuickstartConfig, CONFIGS / "quickstart/cpu.yaml", []).grpo
+    cpu = load_config(GRPORecipeConfig, CONFIGS / "grpo/cpu.yaml", [])
+    _trains_alike(cpu, shipped)
+    assert cpu.rollout.references == "bundled" and cpu.reward.specs["rm"] == shipped.reward.specs["rm"]
+
+
+def test_default_study_arm_trains_as_the_quickstart_ships():
+    """configs/outcome/default_cpu.yaml's grpo_refs (grpo_default with reference injection, the arm the study chose)
+    is the quickstart's GRPO against the study's proxy: the study's verdict on the default is void the moment the two
+    drift apart."""
+    study = load_config(outcome.OutcomeConfig, CONFIGS / "outcome/default_cpu.yaml", [])
+    shipped = load_config(quickstart.QuickstartConfig, CONFIGS / "quickstart/cpu.yaml", []).grpo
+    _trains_alike(study.grpo_refs, shipped)  # the arm the study chose, shipped
     assert "grpo_default" in study.runs and study.seeds["grpo_default"] == [1, 2]
     wire(study, "/tmp/study")
     assert study.grpo_default.reward.rm_path == "/tmp/study/proxy_rm_large/model"
