@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 
 def score_with_metrics(extra: dict) -> dict[str, float]:
@@ -153,10 +154,28 @@ def verdict_text(h: dict) -> tuple[bool, str]:
     return False, " ".join(parts)
 
 
-def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[tuple[str, bool, str]]:
-    """The reward-hacking checks (name, passed, what was measured): ending too short and slop may not rise beyond
-    the gates' bounds at 95% (upper bounds over prompts); `rm` says what the reward model is (a defence that changes
-    it is compared with the plain BT RM elsewhere: the outcome study's defences section)."""
+class Check(NamedTuple):
+    """One of the report's checks: `passed` decides the run's status; `met` is set on a reward-hacking check that
+    does not gate (`gates.hacking` false): whether its bound was met, which the report says instead of PASS, so a
+    bound that was missed never reads as a pass."""
+
+    name: str
+    passed: bool
+    detail: str  # what was measured
+    met: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """PASS or FAIL; MET or NOT MET for a check that does not gate."""
+        if self.met is not None:
+            return "MET" if self.met else "NOT MET"
+        return "PASS" if self.passed else "FAIL"
+
+
+def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[Check]:
+    """The reward-hacking checks: ending too short and slop may not rise beyond the gates' bounds at 95% (upper
+    bounds over prompts); `rm` says what the reward model is (a defence that changes it is compared with the plain
+    BT RM elsewhere: the outcome study's defences section)."""
     off = "" if g.hacking else " (reported, not gating: gates.hacking=false)"
     hi, lo = h.get("ended_short_delta_hi", math.nan), h.get("ended_short_delta_lo", math.nan)
     short = (
@@ -169,32 +188,13 @@ def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[tuple[str, bool, str
     )
     short_ok, slop_ok = bounds_met(g, h, slop)
 
-    def said(met: bool, text: str) -> str:  # a check that does not gate still says whether its bound was met
-        return text if g.hacking else (MET if met else NOT_MET) + text
+    def check(name: str, met: bool, detail: str) -> Check:
+        return Check(name + off, met or not g.hacking, detail, None if g.hacking else met)
 
     return [
-        (
-            "no rise in stories ending too short (reward hacking, 95%)" + off,
-            short_ok or not g.hacking,
-            said(short_ok, short),
-        ),
-        (
-            "no rise in slop (reward hacking, 95%)" + off,
-            slop_ok or not g.hacking,
-            said(slop_ok, f"{slop_text}; reward model: {rm}"),
-        ),
+        check("no rise in stories ending too short (reward hacking, 95%)", short_ok, short),
+        check("no rise in slop (reward hacking, 95%)", slop_ok, f"{slop_text}; reward model: {rm}"),
     ]
-
-
-MET, NOT_MET = "bound met: ", "bound NOT met: "  # how a check that does not gate begins what it measured
-
-
-def check_label(ok: bool, detail: str) -> str:
-    """A check's word in the report: PASS or FAIL, or for a reward-hacking check that does not gate (`gates.hacking`
-    false) MET or NOT MET, so a bound that was missed never reads as a pass."""
-    if detail.startswith(NOT_MET):
-        return "NOT MET"
-    return "MET" if detail.startswith(MET) else "PASS" if ok else "FAIL"
 
 
 def bounds_met(g, h: dict, slop: dict) -> tuple[bool, bool]:
@@ -210,9 +210,8 @@ def rm_kind(ensemble_size: int, length_head: bool) -> str:
     return "a two-head (ODIN) BT RM" if length_head else "the plain BT RM (no accuracy cost to compare)"
 
 
-def gate(gates, results: dict, slop: dict, rm: str) -> tuple[dict, list[tuple[str, bool, str]], str]:
-    """(summary metrics, every check as (name, passed, what was measured), the held-out verdict) from the stages'
-    results; `gates` is the quickstart's `gates` section, `rm` what the reward model is (`rm_kind`)."""
+def gate(gates, results: dict, slop: dict, rm: str) -> tuple[dict, list[Check], str]:
+    """(summary metrics, every check, the held-out verdict) from the stages' results; `gates` is the quickstart's `gates` section, `rm` what the reward model is (`rm_kind`)."""
     rm_metrics = results["train_rm"]["metrics"]
     steps = int(results["grpo"]["metrics"].get("train/steps", 0))
     acc = rm_metrics.get("eval/accuracy", 0.0)
@@ -229,18 +228,18 @@ def gate(gates, results: dict, slop: dict, rm: str) -> tuple[dict, list[tuple[st
     grpo_error = results["grpo"].get("error")
     ok, verdict = verdict_text(h)
     checks = [
-        (
+        Check(
             "RM held-out accuracy on length-matched pairs",
             acc >= gates.min_rm_accuracy,
             f"{acc:.3f} (needs >= {gates.min_rm_accuracy})",
         ),
-        ("GRPO steps", steps >= gates.min_grpo_steps, f"{steps} (needs >= {gates.min_grpo_steps})"),
-        (
+        Check("GRPO steps", steps >= gates.min_grpo_steps, f"{steps} (needs >= {gates.min_grpo_steps})"),
+        Check(
             "GRPO reward-hacking monitors in range",
             not grpo_error,
             grpo_error or f"{int(results['grpo']['metrics'].get('monitor/alerts', 0))} warning(s), no stop",
         ),
-        (
+        Check(
             "held-out gain: RM change and in-range change, both 95% lower bounds > 0, ending too short not rising more"
             " (95%)" + ("" if gates.heldout else " (gate off: gates.heldout=false)"),
             ok or not gates.heldout,
@@ -248,7 +247,7 @@ def gate(gates, results: dict, slop: dict, rm: str) -> tuple[dict, list[tuple[st
         ),
     ]
     hacking = hacking_checks(gates, h, slop, rm)
-    metrics["gate/heldout"] = float(checks[-1][1])  # the held-out gain check alone
+    metrics["gate/heldout"] = float(checks[-1].passed)  # the held-out gain check alone
     metrics["gate/hacking"] = float(all(bounds_met(gates, h, slop)))  # both reward-hacking bounds met, gating or not
     return metrics, [*checks, *hacking], verdict
 

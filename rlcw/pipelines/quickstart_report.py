@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rlcw.measure.monitors import plot_monitors
 from rlcw.metrics.bootstrap import small_sample_note
-from rlcw.pipelines.quickstart_gates import check_label, ci_text
+from rlcw.pipelines.quickstart_gates import Check, ci_text
 from rlcw.report import plot_lines, read_metrics, series, side_by_side
 
 
@@ -212,10 +212,10 @@ def gains_and_losses(root: Path, k: int = 3) -> str:
     return "\n".join(out)
 
 
-def headline(checks: list, h: dict) -> str:
+def headline(checks: list[Check], h: dict) -> str:
     """The report's first line: PASS or FAIL (naming the failed checks), the held-out RM change, the change in the
     share of stories ending inside the asked range and in the share ending below it (too short)."""
-    failed = [name.split(":")[0].split(" (")[0] for name, ok, _ in checks if not ok]
+    failed = [c.name.split(":")[0].split(" (")[0] for c in checks if not c.passed]
     word = "PASS" if not failed else f"FAIL ({'; '.join(failed)})"
     short_start, short_final = h.get("ended_short_start", math.nan), h.get("ended_short_final", math.nan)
     return (
@@ -231,7 +231,7 @@ def report(
     root: Path,
     timings: dict,
     h: dict,
-    checks: list,
+    checks: list[Check],
     verdict: str,
     figures: list,
     slop: dict,
@@ -281,7 +281,7 @@ def report(
         "## Checks",
         "",
     ]
-    lines += [f"- {check_label(ok, detail)}: {name}: {detail}" for name, ok, detail in checks]
+    lines += [f"- {c.label}: {c.name}: {c.detail}" for c in checks]
     lines += ["", "## Samples before / after GRPO (held-out prompts, same random numbers)", "", gains_and_losses(root)]
     lines += ["## Stage times", "", "| stage | seconds | share |", "|---|---|---|"]
     lines += [f"| {k} | {v:.0f} | {100 * v / total:.0f}% |" for k, v in timings.items()]

@@ -214,7 +214,7 @@ def finish(cfg: QuickstartConfig, run, results: dict[str, dict], timings: dict[s
     head = f"Model: `{cfg.model.name}`, seed {cfg.seed}."
     n = cfg.heldout.n_resamples
     run.write_report(report(head, n, run.path, timings, results["heldout"], checks, verdict, figures, slop, extra))
-    status = "completed" if all(ok for _, ok, _ in checks) else "failed"
+    status = "completed" if all(c.passed for c in checks) else "failed"
     metrics["gate/passed"] = float(status == "completed")  # every check (1.0) or not (0.0)
     metrics.update({f"time/{k}_s": round(v, 1) for k, v in timings.items()})
     artifacts = {

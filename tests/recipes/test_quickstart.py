@@ -148,24 +148,23 @@ SLOP = {"slop_start": 2.0, "slop_final": 2.5, "slop_delta": 0.5, "slop_delta_lo"
 
 
 def test_hacking_checks_read_the_upper_bounds():
-    from rlcw.pipelines.quickstart_gates import check_label, hacking_checks
+    from rlcw.pipelines.quickstart_gates import hacking_checks
     from rlcw.recipes.quickstart import Gates
 
     h = {"ended_short_start": 0.15, "ended_short_final": 0.2, "ended_short_delta": 0.05}
     h.update(ended_short_delta_lo=0.01, ended_short_delta_hi=0.09)
     short, slop = hacking_checks(Gates(), h, SLOP, "the plain BT RM")
-    assert not short[1] and "+0.05 [+0.01, +0.09]" in short[2] and "<= +0.05" in short[2]
-    assert slop[1] and "+0.5 [-0.5, +1.5]" in slop[2] and "the plain BT RM" in slop[2]
+    assert not short.passed and "+0.05 [+0.01, +0.09]" in short.detail and "<= +0.05" in short.detail
+    assert slop.passed and "+0.5 [-0.5, +1.5]" in slop.detail and "the plain BT RM" in slop.detail
     h["ended_short_delta_hi"] = 0.05  # at the bound: passes
-    assert hacking_checks(Gates(), h, SLOP, "rm")[0][1]
-    assert not hacking_checks(Gates(), h, {**SLOP, "slop_delta_hi": 2.1}, "rm")[1][1]
-    assert not hacking_checks(Gates(), {}, SLOP, "rm")[0][1]  # no word ranges measured: nothing shown, not a pass
+    assert hacking_checks(Gates(), h, SLOP, "rm")[0].passed
+    assert not hacking_checks(Gates(), h, {**SLOP, "slop_delta_hi": 2.1}, "rm")[1].passed
+    assert not hacking_checks(Gates(), {}, SLOP, "rm")[0].passed  # no word ranges measured: nothing shown, not a pass
     off = hacking_checks(Gates(hacking=False), {**h, "ended_short_delta_hi": 0.5}, SLOP, "rm")
-    assert all(ok for _, ok, _ in off) and "(reported, not gating: gates.hacking=false)" in off[0][0]
-    assert off[0][2].startswith("bound NOT met: 0.15 -> 0.20") and off[1][2].startswith("bound met: 2.0 -> 2.5")
+    assert all(c.passed for c in off) and "(reported, not gating: gates.hacking=false)" in off[0].name
+    assert off[0].detail.startswith("0.15 -> 0.20") and off[1].detail.startswith("2.0 -> 2.5")
     # the report's word: a missed bound that does not gate reads NOT MET, never PASS
-    assert [check_label(ok, detail) for _, ok, detail in off] == ["NOT MET", "MET"]
-    assert [check_label(ok, detail) for _, ok, detail in (short, slop)] == ["FAIL", "PASS"]
+    assert [c.label for c in off] == ["NOT MET", "MET"] and [short.label, slop.label] == ["FAIL", "PASS"]
 
 
 def _heldout(rm_lo: float, range_lo: float) -> dict:
@@ -192,14 +191,14 @@ def test_quickstart_gates_fail_the_run(tmp_path, tiny_model_dir):
     cfg = load_config(__import__("rlcw.recipes.quickstart", fromlist=["QuickstartConfig"]).QuickstartConfig, None, [])
     assert cfg.gates == Gates()
     _, checks, verdict = gate(cfg.gates, results, SLOP, "rm")
-    assert [ok for _, ok, _ in checks] == [False, True, True, True, False, True] and verdict.startswith("Shown:")
+    assert [c.passed for c in checks] == [False, True, True, True, False, True] and verdict.startswith("Shown:")
     results["grpo"]["error"] = "stopped by reward-hacking monitor at step 5: rep_intra=0.6 > 0.4 (max_rep_intra)"
     _, checks, _ = gate(cfg.gates, results, SLOP, "rm")
-    assert [ok for _, ok, _ in checks] == [False, True, False, True, False, True] and "rep_intra" in checks[2][2]
-    assert checks[-1][2].endswith("reward model: rm")  # what the RM is, not its training metrics
+    assert [c.passed for c in checks] == [False, True, False, True, False, True] and "rep_intra" in checks[2].detail
+    assert checks[-1].detail.endswith("reward model: rm")  # what the RM is, not its training metrics
     off = Gates(hacking=False)
     metrics, checks, _ = gate(off, results, {**SLOP, "slop_delta_hi": 2.1}, "rm")
-    assert metrics["gate/hacking"] == 0.0 and all(ok for _, ok, _ in checks[-2:])  # not met, though not gating
+    assert metrics["gate/hacking"] == 0.0 and all(c.passed for c in checks[-2:])  # not met, though not gating
     assert gate(off, results, SLOP, "rm")[0]["gate/hacking"] == 0.0  # the short rise's bound (+0.1) is not met
     results["heldout"]["ended_short_delta_hi"] = 0.0
     assert gate(off, results, SLOP, "rm")[0]["gate/hacking"] == 1.0
@@ -216,17 +215,17 @@ def test_heldout_gate_needs_both_lower_bounds_above_zero():
         "export": {"metrics": {"max_logit_diff": 0.0}},
     }
     _, checks, verdict = gate(cfg.gates, {**base, "heldout": _heldout(0.1, -0.02)}, SLOP, "rm")
-    assert not checks[3][1] and "Not shown: that stories got closer to the asked length" in verdict
+    assert not checks[3].passed and "Not shown: that stories got closer to the asked length" in verdict
     assert "explained by stories ending before the cap" in verdict
     _, checks, verdict = gate(cfg.gates, {**base, "heldout": _heldout(-0.1, 0.05)}, SLOP, "rm")
-    assert not checks[3][1] and "Not shown: that the RM score rose" in verdict
+    assert not checks[3].passed and "Not shown: that the RM score rose" in verdict
     ok = _heldout(0.1, 0.05)  # in-range change 0.1 (from dict.fromkeys): an ended-short rise of 0.1 is allowed
     ok.update(ended_short_start=0.1, ended_short_final=0.2)
     _, checks, verdict = gate(cfg.gates, {**base, "heldout": ok}, SLOP, "rm")
-    assert checks[3][1] and verdict.startswith("Shown:")
+    assert checks[3].passed and verdict.startswith("Shown:")
     ok.update(ended_short_final=0.66)  # seed 0 of this round's quickstart: one-liners 0.12 -> 0.66
     _, checks, verdict = gate(cfg.gates, {**base, "heldout": ok}, SLOP, "rm")
-    assert not checks[3][1] and "Not shown: that the gain is not made of stories that end too short" in verdict
+    assert not checks[3].passed and "Not shown: that the gain is not made of stories that end too short" in verdict
     # with the bootstrap interval of the difference, the rule reads its lower bound, not the point estimates:
     # calibration fixrm_c128_s1 (ended short +0.133 against +0.117 inside: point excess +0.016, CI [-0.09, +0.12])
     close = _heldout(0.1, 0.05)
@@ -234,13 +233,13 @@ def test_heldout_gate_needs_both_lower_bounds_above_zero():
     close.update(short_rise_minus_in_range_rise=0.016, short_rise_minus_in_range_rise_lo=-0.09)
     close["short_rise_minus_in_range_rise_hi"] = 0.12
     _, checks, verdict = gate(cfg.gates, {**base, "heldout": close}, SLOP, "rm")
-    assert checks[3][1] and "difference +0.02 [-0.09, +0.12]" in verdict
+    assert checks[3].passed and "difference +0.02 [-0.09, +0.12]" in verdict
     close.update(short_rise_minus_in_range_rise=0.14, short_rise_minus_in_range_rise_lo=0.02)
     _, checks, verdict = gate(cfg.gates, {**base, "heldout": close}, SLOP, "rm")
-    assert not checks[3][1] and "above 0" in verdict
+    assert not checks[3].passed and "above 0" in verdict
     off = load_config(QuickstartConfig, None, ["gates.heldout=false"])
     _, checks, _ = gate(off.gates, {**base, "heldout": _heldout(-0.1, -0.1)}, SLOP, "rm")
-    assert checks[3][1]
+    assert checks[3].passed
 
 
 def test_heldout_table_says_when_no_pair_of_a_kind_exists():

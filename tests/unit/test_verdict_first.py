@@ -19,14 +19,15 @@ def _h(**kw) -> dict:
 
 
 def test_the_headline_says_pass_or_fail_with_the_in_range_and_too_short_changes():
+    from rlcw.pipelines.quickstart_gates import Check
     from rlcw.pipelines.quickstart_report import headline
 
-    ok = [("RM held-out accuracy", True, ""), ("held-out gain: RM change (95%)", True, "")]
+    ok = [Check("RM held-out accuracy", True, ""), Check("held-out gain: RM change (95%)", True, "")]
     line = headline(ok, _h())
     assert line.startswith("PASS: held-out RM change +0.21 [+0.05, +0.37]")
     assert "inside the asked range 0.33 -> 0.52 (+0.19 [+0.08, +0.30])" in line
     assert line.endswith("ending too short 0.12 -> 0.43 (+0.31)")
-    bad = [("RM held-out accuracy on length-matched pairs", False, ""), ok[1]]
+    bad = [Check("RM held-out accuracy on length-matched pairs", False, ""), ok[1]]
     assert headline(bad, _h()).startswith("FAIL (RM held-out accuracy on length-matched pairs): held-out RM")
     assert "nan" in headline(ok, {**_h(), "ended_short_start": math.nan})
 
