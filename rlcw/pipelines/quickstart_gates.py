@@ -211,7 +211,8 @@ def rm_kind(ensemble_size: int, length_head: bool) -> str:
 
 
 def gate(gates, results: dict, slop: dict, rm: str) -> tuple[dict, list[Check], str]:
-    """(summary metrics, every check, the held-out verdict) from the stages' results; `gates` is the quickstart's `gates` section, `rm` what the reward model is (`rm_kind`)."""
+    """(summary metrics, every check, the held-out verdict) from the stages' results; `gates` is the quickstart's
+    `gates` section, `rm` what the reward model is (`rm_kind`)."""
     rm_metrics = results["train_rm"]["metrics"]
     steps = int(results["grpo"]["metrics"].get("train/steps", 0))
     acc = rm_metrics.get("eval/accuracy", 0.0)
