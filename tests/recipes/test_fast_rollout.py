@@ -588,35 +588,40 @@ def _refs(tmp_path, tokenizer, stories: dict[str, str], cap: int = 12):
     return ReferenceInjection.load(str(path), tokenizer, tokenizer.eos_token_id, cap)
 
 
-def test_teacher_forced_logprobs_are_the_samplers(policy, tokenizer):
-    """A sampled completion, teacher-forced, gets the log-probs the sampler returned for it: the same processed
-    distribution (temperature, top-k, repetition penalty)."""
+@pytest.mark.parametrize("penalty", [1.3, 1.0])
+def test_teacher_forced_logprobs_are_the_samplers(policy, tokenizer, penalty):
+    """Sampled completions, teacher-forced in one padded forward, get the log-probs the sampler returned for them:
+    the same processed distribution (temperature, top-k; with a repetition penalty, position by position)."""
     from transformers import GenerationConfig
 
     from rlcw.rl.grpo.references import teacher_forced_logprobs
     from rlcw.sampling import sample_with_logprobs
 
-    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("Once upon a time", "A dragon who")]
+    texts = ("Once upon a time", "A dragon who", "The night the lighthouse keeper")
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     cfg = GenerationConfig(
         max_new_tokens=8,
         do_sample=True,
         temperature=0.7,
         top_k=50,
-        repetition_penalty=1.3,
+        repetition_penalty=penalty,
         pad_token_id=tokenizer.pad_token_id,
     )
     model = MergedPolicy(policy).refresh().eval()
-    torch.manual_seed(0)
-    comps, logps = sample_with_logprobs(
-        model, rows, cfg, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id
-    )
-    for prompt, comp, lp in zip(rows, comps, logps, strict=True):
-        torch.testing.assert_close(
-            torch.tensor(teacher_forced_logprobs(model, prompt, comp, cfg)), torch.tensor(lp), atol=1e-4, rtol=1e-4
+    got = []
+    for row in rows:  # one row a call: the sampler's history has no padding, as the teacher-forced one
+        torch.manual_seed(0)
+        comps, logps = sample_with_logprobs(
+            model, [row], cfg, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id
         )
+        got.append((comps[0][: 8 - len(got)], logps[0][: 8 - len(got)]))  # completions of different lengths
+    forced = teacher_forced_logprobs(model, rows, [c for c, _ in got], cfg, tokenizer.pad_token_id)
+    for (_, lp), tf in zip(got, forced, strict=True):
+        torch.testing.assert_close(torch.tensor(tf), torch.tensor(lp), atol=1e-4, rtol=1e-4)
     with torch.no_grad():
         least = int(model(input_ids=torch.tensor([rows[0]])).logits[0, -1].argmin())
-    assert teacher_forced_logprobs(model, rows[0], [least], cfg) == [float("-inf")]  # outside the top 50: mu = 0
+    out = teacher_forced_logprobs(model, rows[:2], [[least], got[1][0]], cfg, tokenizer.pad_token_id)
+    assert out[0] == [float("-inf")]  # outside the top 50: mu = 0
 
 
 def test_reference_rows_cap_and_groups(tmp_path, tokenizer):
@@ -657,7 +662,8 @@ def test_rollout_puts_each_reference_in_its_groups_last_row(policy, tokenizer, t
     assert trainer.injected_rows == [2]
     assert out["completion_ids"][2] == refs.ids["Write about rain."]
     model = MergedPolicy(policy).refresh().eval()
-    want = teacher_forced_logprobs(model, ids[2], refs.ids["Write about rain."], trainer.generation_config)
+    cfg = trainer.generation_config
+    want = teacher_forced_logprobs(model, [ids[2]], [refs.ids["Write about rain."]], cfg, tokenizer.pad_token_id)[0]
     torch.testing.assert_close(torch.tensor(out["logprobs"][2]), torch.tensor(want), atol=1e-5, rtol=1e-5)
     sampled = [c for i, c in enumerate(out["completion_ids"]) if i != 2]
     assert all(len(c) > 0 for c in sampled) and len(out["logprobs"]) == 6

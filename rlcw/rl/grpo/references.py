@@ -2,7 +2,7 @@
 
     refs = ReferenceInjection.load("bundled", tokenizer, eos_id=2, cap=88)   # prompt text -> reference token ids
     rows = refs.rows(prompt_texts, group=4)          # the batch rows that carry a reference instead of a sample
-    logps = teacher_forced_logprobs(model, prompt_ids, ids, generation_config)
+    logps = teacher_forced_logprobs(model, prompts, completions, generation_config, pad_id)  # one forward
 
 In every GRPO group whose prompt has a reference story, one of the group's `num_generations` completions is that
 story, teacher-forced, instead of a sample: the reward scores it like any completion, and the group's advantages
@@ -100,19 +100,38 @@ class ReferenceInjection:
 
 
 @torch.inference_mode()
-def teacher_forced_logprobs(model, prompt_ids: list[int], completion_ids: list[int], cfg) -> list[float]:
-    """log mu of each completion token under `model` (one row, no padding) after `cfg`'s logits processors (a
-    GenerationConfig: the distribution the sampler draws from), position by position as the sampler sees them."""
-    from rlcw.sampling import logits_processors
+def teacher_forced_logprobs(
+    model, prompts: list[list[int]], completions: list[list[int]], cfg, pad_id: int
+) -> list[list[float]]:
+    """log mu of each completion token under `model` after `cfg`'s logits processors (a GenerationConfig: the
+    distribution the sampler draws from), position by position as the sampler sees them, for every row in one
+    forward: the rows left-padded (positions from the mask, as the sampler's prefill), logits only where a completion
+    token is predicted. Without a repetition penalty the processors read only the scores, so each row's positions go
+    through them at once; with it (it reads the prefix) one position at a time."""
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+
+    from rlcw.sampling import left_pad, logits_processors
 
     device = next(model.parameters()).device
-    ids = torch.tensor([prompt_ids + completion_ids], dtype=torch.long, device=device)
-    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()  # (T, V): position t predicts token t
+    ids, mask = left_pad([p + c for p, c in zip(prompts, completions, strict=True)], pad_id, device=device)
+    pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    keep = (
+        max(len(c) for c in completions) + 1
+    )  # the last position predicts nothing; the one before each completion does
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep).logits
     procs = logits_processors(cfg)
+    per_position = any(isinstance(p, RepetitionPenaltyLogitsProcessor) for p in procs)
     out = []
-    for t, token in enumerate(completion_ids):
-        scores = procs(ids[:, : len(prompt_ids) + t], logits[t : t + 1])
-        out.append(float(torch.log_softmax(scores, dim=-1)[0, token]))
+    for i, completion in enumerate(completions):
+        n = len(completion)
+        rows = logits[i, keep - n - 1 : keep - 1].float()  # (n, V): row t predicts completion token t
+        if per_position:  # the penalty reads the row's own tokens (no padding), as a one-row prefill has them
+            first, start = ids.size(1) - len(prompts[i]) - n, ids.size(1) - n
+            scores = torch.cat([procs(ids[i : i + 1, first : start + t], rows[t : t + 1]) for t in range(n)])
+        else:
+            scores = procs(ids[i : i + 1].expand(n, -1), rows)
+        target = torch.tensor(completion, device=device)[:, None]
+        out.append(torch.log_softmax(scores, dim=-1).gather(1, target)[:, 0].tolist())
     return out
 
 

@@ -194,11 +194,17 @@ def make_fast_rollout_func(
             )
             for i, ids, logps in zip(sampled, drawn, drawn_logps, strict=True):
                 completions[i], logprobs[i] = ids, logps
-            for i in injected:
-                completions[i] = references.ids[texts[i]]
-                logprobs[i] = teacher_forced_logprobs(
-                    gen_model, prompt_ids[i], completions[i], trainer.generation_config
+            if injected:
+                forced = [references.ids[texts[i]] for i in injected]
+                logps = teacher_forced_logprobs(
+                    gen_model,
+                    [prompt_ids[i] for i in injected],
+                    forced,
+                    trainer.generation_config,
+                    pad_id=trainer.generation_config.pad_token_id,
                 )
+                for i, ids, lps in zip(injected, forced, logps, strict=True):
+                    completions[i], logprobs[i] = ids, lps
         finally:
             gen_model.train(was_training)
         trainer.injected_rows = injected  # the batch rows that hold a reference (logged as rollout/references)
