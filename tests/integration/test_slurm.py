@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_distributed import check_ranks, tiny_grpo_overrides, write_hook
+from test_distributed import check_ranks, short_references, tiny_grpo_overrides, write_hook
 from test_serve_rm import free_port, make_tiny_rm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +85,14 @@ def test_sbatch_grpo_two_ranks(slurm, tiny_model_dir, tmp_path):
         "RLCW_TEST_HASH_DIR": str(hashes),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
     }
-    overrides = tiny_grpo_overrides(tiny_model_dir, rm, tmp_path / "runs", "slurm-grpo")
+    # the shipped CPU config at the tiny sizes: its fast rollout with reference injection on 2 DDP ranks (the bundled
+    # references do not fit the 8-token cap: short ones instead)
+    refs = short_references(tmp_path / "refs.jsonl")
+    overrides = ["--config", str(ROOT / "configs/grpo/cpu.yaml")]
+    overrides += [
+        *tiny_grpo_overrides(tiny_model_dir, rm, tmp_path / "runs", "slurm-grpo"),
+        f"rollout.references={refs}",
+    ]
     start = time.time()
     sub = subprocess.run(
         ["sbatch", "--parsable", f"--output={tmp_path}/%x-%j.out", "--cpus-per-task=2", "slurm/grpo.sh", *overrides],
@@ -113,6 +120,9 @@ def test_sbatch_grpo_two_ranks(slurm, tiny_model_dir, tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["metrics"]["train/steps"] == 2.0
     assert (run / "checkpoints" / "final" / "adapter_model.safetensors").is_file()
+    assert "fast rollout" in log and "cover 8 of 8 training prompts" in log
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["rollout/references"] for r in metrics if "rollout/references" in r] == [2.0, 2.0]
 
 
 def test_sweep_job_array_then_summarize(slurm, tmp_path):
