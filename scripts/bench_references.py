@@ -57,9 +57,8 @@ def main() -> None:
     tok = load_tokenizer(args.model, padding_side="left")
     policy = load_causal_lm(args.model, "float32").eval()
     refs = ReferenceInjection.load("bundled", tok, tok.eos_token_id, args.max_new_tokens)
-    rows = [r for r in load_prompts("bundled", "train") if r["prompt"] in refs.ids][
-        : args.batch // args.num_generations
-    ]
+    covered = [r for r in load_prompts("bundled", "train") if r["prompt"] in refs.ids]
+    rows = covered[: args.batch // args.num_generations]  # one reference a group
     prompts = prompt_token_ids(tok, rows, DEFAULT_SYSTEM_PROMPT)
     completions = [refs.ids[r["prompt"]] for r in rows]
     cfg = GenerationConfig(

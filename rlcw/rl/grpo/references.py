@@ -115,9 +115,8 @@ def teacher_forced_logprobs(
     device = next(model.parameters()).device
     ids, mask = left_pad([p + c for p, c in zip(prompts, completions, strict=True)], pad_id, device=device)
     pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    keep = (
-        max(len(c) for c in completions) + 1
-    )  # the last position predicts nothing; the one before each completion does
+    # logits of the last positions only: each completion's tokens and the one before them (the last predicts nothing)
+    keep = max(len(c) for c in completions) + 1
     logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep).logits
     procs = logits_processors(cfg)
     per_position = any(isinstance(p, RepetitionPenaltyLogitsProcessor) for p in procs)
