@@ -20,6 +20,12 @@ BAD = [
     ("grpo", ["train.resume=maybe"], "train.resume='maybe' is not one of"),
     ("grpo", ["rollout.precision=bf16"], "applies to the fast rollout only"),
     ("grpo", ["rollout.kind=fast", "train.deepspeed=configs/deepspeed/zero3.json"], "cannot be combined with"),
+    (  # the shipped CPU config's rollout under ZeRO-3: the hint sets back every key of the fast sampler it set
+        "grpo",
+        ["rollout.kind=fast", "rollout.draw=inverse_cdf", "rollout.references=bundled"]
+        + ["train.deepspeed=configs/deepspeed/zero3.json"],
+        "rollout.kind=trl rollout.draw=multinomial rollout.references=null \\(",
+    ),
     ("grpo", ["rollout.kind=sglang"], "unknown rollout.kind"),
     ("grpo", ["rollout.vllm.mode=remote"], "unknown rollout.vllm.mode"),
     ("grpo", ["agents.variant=outline"], "variant"),

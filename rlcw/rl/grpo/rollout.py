@@ -270,10 +270,18 @@ def check_fast_rollout(
     zero3 = deepspeed and "zero3" in Path(deepspeed).name
     clash = "agents.variant" if agents_variant else "train.deepspeed (ZeRO-3)" if zero3 else None
     if fast and clash:
+        # the fast sampler's own keys, set away from TRL's rollout, go back with it (configs/grpo/cpu.yaml sets them)
+        own = {
+            "rollout.precision=fp32": precision != "fp32",
+            "rollout.draw=multinomial": draw != "multinomial",
+            "rollout.block_short_endings=false": block_short_endings,
+            "rollout.references=null": references is not None,
+        }
+        back = " ".join(["rollout.kind=trl", *(k for k, on in own.items() if on)])
         raise RlcwError(
             f"rollout.kind=fast cannot be combined with {clash}",
             where="rollout.kind",
-            hint="rollout.kind=trl (the fast sampler needs whole weights and plain rollouts)",
+            hint=f"{back} (the fast sampler needs whole weights and plain rollouts)",
         )
 
 
