@@ -85,3 +85,18 @@ def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture
+def short_references(tmp_path) -> Path:
+    """A references file (`rollout.references`) with a 2-word story for every bundled training prompt: short enough
+    for the tests' 8-token completion cap, where the bundled references do not fit."""
+    from rlcw.data.prompts import load_prompts
+    from rlcw.data.records import write_stories
+
+    path = tmp_path / "short_references.jsonl"
+    rows = load_prompts("bundled", "train")
+    write_stories(
+        path, [{"id": r["id"], "prompt": r["prompt"], "story": "The end.", "system": "reference"} for r in rows]
+    )
+    return path

@@ -127,30 +127,18 @@ def tiny_rm(tiny_model_dir, tmp_path_factory) -> Path:
     return make_tiny_rm(tiny_model_dir, tmp_path_factory.mktemp("dist") / "rm")
 
 
-def short_references(path: Path) -> Path:
-    """A reference story for every bundled training prompt, short enough for an 8-token cap."""
-    from rlcw.data.prompts import load_prompts
-    from rlcw.data.records import write_stories
-
-    rows = load_prompts("bundled", "train")
-    write_stories(
-        path, [{"id": r["id"], "prompt": r["prompt"], "story": "The end.", "system": "reference"} for r in rows]
-    )
-    return path
-
-
 # ZeRO-2 runs the shipped CPU config's rollout (rlcw's fast sampler with reference injection); ZeRO-3 refuses it
 # (the sampler needs whole weights) and runs TRL's
 ROLLOUT = {"zero2": ["rollout.kind=fast", "rollout.draw=inverse_cdf"], "zero3": []}
 
 
 @pytest.mark.parametrize("zero", ["zero2", "zero3"])
-def test_grpo_two_cpu_ranks_deepspeed(zero, tiny_model_dir, tiny_rm, tmp_path):
+def test_grpo_two_cpu_ranks_deepspeed(zero, tiny_model_dir, tiny_rm, tmp_path, short_references):
     hook, hashes = write_hook(tmp_path / "hook"), tmp_path / "hashes"
     hashes.mkdir()
     rollout = ROLLOUT[zero]
     if rollout:
-        rollout = [*rollout, f"rollout.references={short_references(tmp_path / 'refs.jsonl')}"]
+        rollout = [*rollout, f"rollout.references={short_references}"]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),

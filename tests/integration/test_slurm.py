@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_distributed import check_ranks, short_references, tiny_grpo_overrides, write_hook
+from test_distributed import check_ranks, tiny_grpo_overrides, write_hook
 from test_serve_rm import free_port, make_tiny_rm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ def wait_for(job: str, env: dict, timeout: float = 900) -> dict[str, str]:
     return {"raw": shown, **dict(re.findall(r"(\w+)=(\S+)", shown))}
 
 
-def test_sbatch_grpo_two_ranks(slurm, tiny_model_dir, tmp_path):
+def test_sbatch_grpo_two_ranks(slurm, tiny_model_dir, tmp_path, short_references):
     rm = make_tiny_rm(tiny_model_dir, tmp_path / "rm")
     hashes = tmp_path / "hashes"
     hashes.mkdir()
@@ -87,11 +87,10 @@ def test_sbatch_grpo_two_ranks(slurm, tiny_model_dir, tmp_path):
     }
     # the shipped CPU config at the tiny sizes: its fast rollout with reference injection on 2 DDP ranks (the bundled
     # references do not fit the 8-token cap: short ones instead)
-    refs = short_references(tmp_path / "refs.jsonl")
     overrides = ["--config", str(ROOT / "configs/grpo/cpu.yaml")]
     overrides += [
         *tiny_grpo_overrides(tiny_model_dir, rm, tmp_path / "runs", "slurm-grpo"),
-        f"rollout.references={refs}",
+        f"rollout.references={short_references}",
     ]
     start = time.time()
     sub = subprocess.run(

@@ -670,7 +670,7 @@ def test_rollout_puts_each_reference_in_its_groups_last_row(policy, tokenizer, t
     assert make_fast_rollout_func("fp32")(prompts, trainer) and trainer.injected_rows == []
 
 
-def test_grpo_stage_with_reference_injection(tiny_grpo_overrides, tmp_path):
+def test_grpo_stage_with_reference_injection(tiny_grpo_overrides, tmp_path, short_references):
     """`rlcw grpo rollout.kind=fast rollout.references=FILE`: every group of a step holds its prompt's reference
     (`rollout/references` counts them), the sample log names it; the bundled references do not fit an 8-token cap,
     and the error says so; references without the fast rollout are refused before anything loads."""
@@ -678,16 +678,11 @@ def test_grpo_stage_with_reference_injection(tiny_grpo_overrides, tmp_path):
     from pathlib import Path
 
     from rlcw.config import load_config
-    from rlcw.data.prompts import load_prompts
     from rlcw.data.records import write_stories
     from rlcw.errors import RlcwError
     from rlcw.recipes.grpo import GRPORecipeConfig, main
 
-    refs = tmp_path / "refs.jsonl"
-    rows = load_prompts("bundled", "train")
-    write_stories(
-        refs, [{"id": r["id"], "prompt": r["prompt"], "story": "The end.", "system": "reference"} for r in rows]
-    )
+    refs = short_references
     more = ("train.max_steps=2", "data.max_train_prompts=8", "eval.every_steps=0", "train.samples_k=4")
 
     def run(name: str, *extra: str) -> dict:
