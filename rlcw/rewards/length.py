@@ -2,6 +2,7 @@
 
     length_penalty(words=35, min_words=40, max_words=60)            # -> -0.25: 5 words short / range 20
     length_penalty(35, 40, 60, miss=1.0)                            # -> -1.25: a miss costs 1 + the distance
+    length_penalty(43, 40, 60, floor_margin=0.25)                   # -> -0.1: priced from 45, 2 words short / 20
     overlong_penalty(tokens=90, max_tokens=100, buffer=20)          # -> -0.5: 10 tokens into the last 20
     LengthReward(clip=2.0), OverlongReward(max_tokens=96, buffer=24)  # TRL reward callables
     EndedShortCost(max_tokens=96)                                   # 1 for a story that ended below its range
@@ -21,6 +22,10 @@ third control, the length-controlled RM score, lives in the RM scorer
   outside the range loses at least one RM unit (the quickstart reports its RM's ended-minus-cut
   gap on held-out samples, `heldout/rm_gap_ended_minus_cut`, to compare). Rows without a range get 0. A range that no completion can reach under the completion
   cap gives every completion the same penalty: `range_fits_cap` is what recipes check.
+- Floor margin: `floor_margin` raises the floor the term prices by that fraction of the range width (0.25 on 40-60
+  prices from 45 words), the distance still in the prompt's range widths; what the held-out measurement calls in
+  range or too short stays the prompt's own range. A policy that learns where the priced floor is, but not
+  precisely, places its misses a few words below it: with a margin they land inside the asked range.
 - Overlong (DAPO's soft overlong punishment): zero up to `max_tokens - buffer` tokens, then
   falling linearly to -1 at the cap, so completions learn to finish before truncation.
 """
@@ -46,14 +51,21 @@ def ended_in_range(words: int, n_ids: int, low: int | None, high: int | None, ma
 
 
 def length_penalty(
-    words: int, min_words: int | None, max_words: int | None, clip: float = 2.0, miss: float = 0.0
+    words: int,
+    min_words: int | None,
+    max_words: int | None,
+    clip: float = 2.0,
+    miss: float = 0.0,
+    floor_margin: float = 0.0,
 ) -> float:
-    """Minus (`miss` + the distance to [min_words, max_words] in range widths, clipped at `clip`); 0 inside."""
+    """Minus (`miss` + the distance to [min_words + floor_margin x width, max_words] in range widths, clipped at
+    `clip`); 0 inside."""
     if min_words is None or max_words is None:
         return 0.0
     width = max(1, max_words - min_words)
-    if words < min_words:
-        dist = min_words - words
+    floor = min_words + floor_margin * width
+    if words < floor:
+        dist = floor - words
     elif words > max_words:
         dist = words - max_words
     else:
@@ -88,9 +100,19 @@ class LengthReward:
 
     __name__ = "length_range"
 
-    def __init__(self, clip: float = 2.0, miss: float = 0.0, cut: str = "words", max_tokens: int | None = None):
+    def __init__(
+        self,
+        clip: float = 2.0,
+        miss: float = 0.0,
+        cut: str = "words",
+        max_tokens: int | None = None,
+        floor_margin: float = 0.0,
+    ):
         if clip < 0 or miss < 0:
             raise ValueError(f"clip and miss must be >= 0, got clip={clip}, miss={miss}")
+        if not 0 <= floor_margin < 1:
+            raise ValueError(f"floor_margin is a fraction of the range width in [0, 1), got {floor_margin}")
+        self.floor_margin = floor_margin
         if cut not in ("words", "skip"):
             raise ValueError(f"cut must be 'words' or 'skip', got {cut!r}")
         if cut == "skip" and not max_tokens:
@@ -107,7 +129,9 @@ class LengthReward:
             raise ValueError("length_range with cut='skip' needs completion_ids (TRL passes them to reward functions)")
         cut = [len(ids) >= self.max_tokens for ids in completion_ids] if self.cut == "skip" else [False] * n
         return [
-            0.0 if is_cut else length_penalty(count_words(message_text(c)), lo, hi, self.clip, self.miss)
+            0.0
+            if is_cut
+            else length_penalty(count_words(message_text(c)), lo, hi, self.clip, self.miss, self.floor_margin)
             for c, lo, hi, is_cut in zip(completions, lows, highs, cut, strict=False)
         ]
 

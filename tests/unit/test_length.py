@@ -99,3 +99,23 @@ def test_length_reward_cut_skip_judges_only_stories_that_ended():
         LengthReward(cut="skip")
     with pytest.raises(ValueError, match="cut must be"):
         LengthReward(cut="drop", max_tokens=8)
+
+
+def test_floor_margin_prices_from_a_raised_floor_in_the_prompts_range_widths():
+    # range 40-60 (width 20), margin 0.25: priced from 45 words; the distance in the prompt's widths
+    assert length_penalty(43, 40, 60, floor_margin=0.25) == pytest.approx(-0.1)
+    assert length_penalty(43, 40, 60, miss=1.0, floor_margin=0.25) == pytest.approx(-1.1)
+    assert length_penalty(45, 40, 60, miss=1.0, floor_margin=0.25) == 0.0
+    assert length_penalty(61, 40, 60, miss=1.0, floor_margin=0.25) == pytest.approx(-1.05)  # the ceiling as it was
+    assert length_penalty(43, 40, 60, miss=1.0) == 0.0  # no margin: inside
+    reward = LengthReward(miss=1.0, cut="skip", max_tokens=8, floor_margin=0.25)
+    got = reward(
+        ["p"] * 3,
+        ["w " * 43] * 3,
+        min_words=[40, 40, None],
+        max_words=[60, 60, None],
+        completion_ids=[[1] * 5, [1] * 8, [1] * 5],
+    )
+    assert got == pytest.approx([-1.1, 0.0, 0.0])  # the cut one and the row without a range pay nothing here
+    with pytest.raises(ValueError, match="floor_margin"):
+        LengthReward(floor_margin=1.0)

@@ -33,3 +33,26 @@ def test_a_set_precision_is_kept_and_auto_is_a_valid_key(cpu_flags):
     check_fast_rollout("fast", "auto", 3.0, deepspeed=None, agents_variant=None)
     with pytest.raises(RlcwError, match="fp32, bf16 or auto"):
         check_fast_rollout("fast", "int8", 3.0, deepspeed=None, agents_variant=None)
+
+
+def test_every_fast_sampler_key_a_trl_rollout_cannot_take_is_named_in_one_error():
+    def error(kind, **keys):
+        with pytest.raises(RlcwError) as info:
+            check_fast_rollout(
+                kind, keys.pop("precision", "fp32"), 3.0, deepspeed=keys.pop("ds", None), agents_variant=None, **keys
+            )
+        return info.value
+
+    e = error("trl", precision="bf16", draw="inverse_cdf", block_short_endings=True)
+    assert "rollout.precision and rollout.draw and rollout.block_short_endings apply to the fast rollout only" in str(
+        e
+    )
+    assert e.where == "rollout.precision"
+    assert "or set rollout.precision=fp32 rollout.draw=multinomial rollout.block_short_endings=false" in e.hint
+    # a typo in a value is reported before a key that only needs the fast rollout
+    with pytest.raises(RlcwError, match="unknown rollout.draw 'gumbel'"):
+        check_fast_rollout("trl", "bf16", 3.0, deepspeed=None, agents_variant=None, draw="gumbel")
+    # under ZeRO-3 the same keys go back with the sampler, in the same order
+    e = error("fast", precision="auto", block_short_endings=True, ds="configs/deepspeed/zero3.json")
+    assert e.hint.startswith("rollout.kind=trl rollout.precision=fp32 rollout.block_short_endings=false (")
+    check_fast_rollout("trl", "fp32", 3.0, deepspeed="configs/deepspeed/zero3.json", agents_variant=None)

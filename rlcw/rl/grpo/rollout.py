@@ -215,6 +215,10 @@ def make_fast_rollout_func(
     return rollout
 
 
+# The fast sampler's own keys and the value that leaves each off (what TRL's rollout runs with), in hint order.
+FAST_ONLY_OFF = {"precision": "fp32", "draw": "multinomial", "block_short_endings": "false", "references": "null"}
+
+
 def check_fast_rollout(
     kind: str,
     precision: str,
@@ -226,41 +230,36 @@ def check_fast_rollout(
     block_short_endings: bool = False,
     references: str | None = None,
 ) -> None:
-    """Reject fast-rollout settings that cannot work (`kind` is `rollout.kind`; errors name the `rollout.*` keys)."""
+    """Reject fast-rollout settings that cannot work (`kind` is `rollout.kind`; errors name the `rollout.*` keys).
+
+    Values are checked first (an unknown draw or precision), then the fast sampler's own keys: every one set away
+    from its off value is named in one error when the rollout is TRL's, and in the hint of the ZeRO-3 and Agents'
+    Room clash, so one edit fixes the config."""
     fast = kind == "fast"
-    if references is not None and not fast:
-        raise RlcwError(
-            "rollout.references applies to the fast rollout only",
-            where="rollout.references",
-            hint="add rollout.kind=fast, or leave rollout.references=null",
-        )
-    check_references(references)
     if draw not in DRAWS:
         raise RlcwError(f"unknown rollout.draw {draw!r}", where="rollout.draw", hint=" or ".join(DRAWS))
-    if draw != "multinomial" and not fast:
-        raise RlcwError(
-            "rollout.draw applies to the fast rollout only",
-            where="rollout.draw",
-            hint="add rollout.kind=fast, or leave rollout.draw=multinomial",
-        )
-    if block_short_endings and not fast:
-        raise RlcwError(
-            "rollout.block_short_endings applies to the fast rollout only",
-            where="rollout.block_short_endings",
-            hint="add rollout.kind=fast, or leave rollout.block_short_endings=false",
-        )
     if precision not in ("fp32", "bf16", "auto"):
         raise RlcwError(
             f"unknown rollout.precision {precision!r}",
             where="rollout.precision",
             hint="fp32, bf16 or auto (bf16 where the CPU or GPU has native bf16)",
         )
-    if precision != "fp32" and not fast:
+    on = {
+        "precision": precision != "fp32",
+        "draw": draw != "multinomial",
+        "block_short_endings": block_short_endings,
+        "references": references is not None,
+    }
+    own = [key for key in FAST_ONLY_OFF if on[key]]
+    back = [f"rollout.{key}={FAST_ONLY_OFF[key]}" for key in own]
+    if own and not fast:
+        names = " and ".join(f"rollout.{key}" for key in own)
         raise RlcwError(
-            "rollout.precision applies to the fast rollout only",
-            where="rollout.precision",
-            hint="add rollout.kind=fast, or leave rollout.precision=fp32",
+            f"{names} {'applies' if len(own) == 1 else 'apply'} to the fast rollout only",
+            where=f"rollout.{own[0]}",
+            hint=f"add rollout.kind=fast, or set {' '.join(back)}",
         )
+    check_references(references)
     if is_cap < 0 or (0 < is_cap < 1):
         raise RlcwError(
             f"rollout.is_cap={is_cap} would down-weight even on-policy tokens",
@@ -270,18 +269,11 @@ def check_fast_rollout(
     zero3 = deepspeed and "zero3" in Path(deepspeed).name
     clash = "agents.variant" if agents_variant else "train.deepspeed (ZeRO-3)" if zero3 else None
     if fast and clash:
-        # the fast sampler's own keys, set away from TRL's rollout, go back with it (configs/grpo/cpu.yaml sets them)
-        own = {
-            "rollout.precision=fp32": precision != "fp32",
-            "rollout.draw=multinomial": draw != "multinomial",
-            "rollout.block_short_endings=false": block_short_endings,
-            "rollout.references=null": references is not None,
-        }
-        back = " ".join(["rollout.kind=trl", *(k for k, on in own.items() if on)])
+        # the fast sampler's own keys go back with it (configs/grpo/cpu.yaml sets several)
         raise RlcwError(
             f"rollout.kind=fast cannot be combined with {clash}",
             where="rollout.kind",
-            hint=f"{back} (the fast sampler needs whole weights and plain rollouts)",
+            hint=f"{' '.join(['rollout.kind=trl', *back])} (the fast sampler needs whole weights and plain rollouts)",
         )
 
 
