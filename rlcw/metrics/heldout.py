@@ -28,6 +28,9 @@ What the RM change is made of (`rm_delta` = mean of final - start over all pairs
 - `rm_delta_length_controlled`: the change after removing b x log(1 + words), with b the least
   squares slope of score on log(1 + words) over the start samples (the `rlcw eval-rm` length
   control form).
+How many stories a bound on a change needs (`variance_components`, `design_se`, `bound_pass_chance`;
+scripts/heldout_power.py reads them off finished runs): the chance that the upper end of the interval of a change
+falls under a bound, given the true change and the design's standard error.
 `rm_delta_prompt_sd` is the SD of the per-prompt mean change; `prompts_needed` is the number of
 prompts at which a normal 95% interval would exclude 0 in 4 runs of 5 (80% power) if the true change
 were the observed one; `in_range_prompt_sd` and `in_range_prompts_needed` are the same for the
@@ -125,6 +128,29 @@ def _prompts_needed(change: np.ndarray, z_alpha: float = 1.96, z_power: float = 
     if eff == 0 or math.isnan(sd):
         return sd, math.inf
     return sd, float(math.ceil(((z_alpha + z_power) * sd / eff) ** 2))
+
+
+def variance_components(change: np.ndarray) -> tuple[float, float]:
+    """(between-prompt, within-prompt) variance of a (prompts, samples) paired change, by one-way ANOVA: within =
+    the mean over prompts of each prompt's sample variance, between = the variance of the prompt means minus
+    within / samples, floored at 0. Needs >= 2 prompts and >= 2 samples a prompt."""
+    change = np.asarray(change, dtype=float)
+    if change.ndim != 2 or min(change.shape) < 2:
+        raise ValueError(f"variance components need >= 2 prompts x >= 2 samples, got shape {change.shape}")
+    within = float(change.var(axis=1, ddof=1).mean())
+    between = max(0.0, float(change.mean(axis=1).var(ddof=1)) - within / change.shape[1])
+    return between, within
+
+
+def design_se(between: float, within: float, prompts: int, samples: int) -> float:
+    """Standard error of a mean paired change over `prompts` x `samples` (samples of a prompt correlated)."""
+    return math.sqrt((between + within / samples) / prompts)
+
+
+def bound_pass_chance(true_change: float, se: float, bound: float, z: float = 1.96) -> float:
+    """Chance that the upper end of a normal 95% interval (mean + z x se) is <= `bound` when the true change is
+    `true_change`: Phi((bound - z x se - true_change) / se)."""
+    return 0.5 * (1 + math.erf((bound - z * se - true_change) / se / math.sqrt(2)))
 
 
 def paired_bootstrap(s: dict, f: dict, n_resamples: int = 2000, alpha: float = 0.05, seed: int = 0) -> dict:

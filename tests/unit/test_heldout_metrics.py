@@ -149,3 +149,17 @@ def test_prompts_needed_is_the_80_percent_power_count_for_rm_and_in_range():
     assert out["in_range_prompt_sd"] == pytest.approx(0.5 / math.sqrt(2))
     assert out["in_range_prompts_needed"] == 16.0
     assert paired_bootstrap(s, s, n_resamples=20)["in_range_prompts_needed"] == math.inf
+
+
+def test_variance_components_and_the_chance_a_bound_holds_hand_worked():
+    from rlcw.metrics.heldout import bound_pass_chance, design_se, variance_components
+
+    # prompt means 1 and 3 (variance 2); each prompt's two samples differ by 2 (variance 2): within 2, between 2 - 2/2
+    assert variance_components(np.array([[0.0, 2.0], [2.0, 4.0]])) == pytest.approx((1.0, 2.0))
+    assert variance_components(np.array([[0.0, 2.0], [0.0, 2.0]])) == pytest.approx((0.0, 2.0))  # floored at 0
+    assert design_se(1.0, 2.0, prompts=4, samples=2) == pytest.approx(math.sqrt(0.5))
+    # se 0.04: the upper end is the mean + 0.0784; a true change of 0 clears +0.05 when the mean <= -0.0284
+    assert bound_pass_chance(0.0, 0.04, 0.05) == pytest.approx(0.2389, abs=1e-4)
+    assert bound_pass_chance(-0.0284, 0.04, 0.05) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="2 prompts"):
+        variance_components(np.zeros((5, 1)))
