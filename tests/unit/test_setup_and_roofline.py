@@ -1,5 +1,5 @@
 """scripts/uv_env.py (pip's configuration for uv), scripts/roofline.py's decode bound, hand-worked, and the benches'
-quickstart sizes (scripts/quickstart_sizes.py)."""
+quickstart sizes (scripts/quickstart_sizes.py), scripts/heldout_power.py's pairing."""
 
 from __future__ import annotations
 
@@ -95,3 +95,26 @@ def test_bench_sizes_follow_the_quickstart_config(tmp_path):
     rollout = argparse.ArgumentParser()
     sizes.add_size_args(rollout, "--completion-tokens", lora=False)
     assert not hasattr(rollout.parse_args([]), "top_layers")
+
+
+def test_heldout_power_pairs_a_runs_samples_by_prompt_and_sample(tmp_path):
+    import json
+
+    power = load("heldout_power")
+    held = tmp_path / "run" / "heldout"
+    held.mkdir(parents=True)
+    # start all 0; tuned 1 at (prompt 0, sample 1) and (prompt 1, both samples): changes [[0, 1], [1, 1]]
+    for name, ones in (("start.jsonl", set()), ("tuned.jsonl", {(0, 1), (1, 0), (1, 1)})):
+        rows = [
+            {"prompt_index": p, "sample_index": k, "ended_short": (p, k) in ones} for k in (1, 0) for p in (1, 0)
+        ]
+        (held / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    change = power.paired_change(tmp_path / "run", "ended_short")
+    assert change.tolist() == [[0.0, 1.0], [1.0, 1.0]]
+    assert (power.paired_change(held, "ended_short") == change).all()  # the heldout/ folder itself works too
+    with pytest.raises(SystemExit, match="no 'slop' in its records"):
+        power.paired_change(held, "slop")
+    (held / "tuned.jsonl").unlink()
+    with pytest.raises(SystemExit, match="tuned.jsonl: not found"):
+        power.paired_change(held, "ended_short")
+    assert power.design("64x2") == (64, 2)
