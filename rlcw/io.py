@@ -134,6 +134,13 @@ def _read_utf8(path: Path) -> str:
     return text
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The non-blank lines of JSON Lines text, split at "\\n" only: `str.splitlines` also splits at U+2028, U+2029,
+    U+0085 and other separators, which a JSON string may hold unescaped (`json.dumps(..., ensure_ascii=False)` writes
+    them raw, and generated stories contain them)."""
+    return [line for line in text.split("\n") if line.strip()]
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """Yield `(line_number, object)` for each non-blank line; errors name file and line."""
     path = Path(path)

@@ -13,12 +13,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from rlcw.io import jsonl_lines
+
 
 def read_metrics(path: Path) -> list[dict]:
     """metrics.jsonl rows (a torn last line from a crash is skipped)."""
     rows = []
     if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in jsonl_lines(path.read_text(encoding="utf-8")):
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rlcw.errors import RlcwError
-from rlcw.io import append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from rlcw.io import append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text, jsonl_lines
 from rlcw.logs import say
 from rlcw.run_guard import LOCK_FILE, RunLock, lock_run_folder
 
@@ -173,7 +173,7 @@ def run_contents(path: str | Path) -> list[str]:
             found.append(f"checkpoints/ ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
     metrics = path / "metrics.jsonl"
     if metrics.is_file():
-        rows = sum(1 for line in metrics.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
+        rows = len(jsonl_lines(metrics.read_text(encoding="utf-8", errors="replace")))
         if rows:
             found.append(f"metrics.jsonl ({rows} rows)")
     return found
@@ -205,9 +205,7 @@ def drop_rows_after(folder: str | Path, step: int) -> dict[str, int]:
         if rel.parts[0] == "checkpoints":
             continue
         keep, dropped = [], 0
-        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
-            if not line.strip():
-                continue
+        for line in jsonl_lines(file.read_text(encoding="utf-8", errors="replace")):
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from rlcw.config import load_config
-from rlcw.io import atomic_write_json
+from rlcw.io import atomic_write_json, jsonl_lines
 from rlcw.models import EMBEDDED_ALIAS
 
 
@@ -104,7 +104,7 @@ def step_seconds(metrics: Path, clock: str = "time") -> float:
     that log a training loss (`loss`, or `member_<j>/loss`): each series' (last - first) / (steps - 1), summed over
     series (members trained one after another add up; a joint run's members are logged together: one series)."""
     series: dict[str, list[tuple[int, float]]] = {}
-    for line in metrics.read_text(encoding="utf-8").splitlines():
+    for line in jsonl_lines(metrics.read_text(encoding="utf-8")):
         row = json.loads(line)
         for key in filter(_is_loss, row):
             series.setdefault(key, []).append((row["step"], row[clock]))

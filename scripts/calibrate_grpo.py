@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rlcw.config import load_config
 from rlcw.data.prompts import load_prompts
+from rlcw.io import jsonl_lines
 from rlcw.measure.heldout import HeldoutSettings, measure_policies
 from rlcw.recipes import grpo
 
@@ -39,7 +40,7 @@ def _ci(st: dict, k: str) -> str:
 
 
 def table() -> str:
-    rows = [json.loads(x) for x in (ROOT / "calibration.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in jsonl_lines((ROOT / "calibration.jsonl").read_text(encoding="utf-8"))]
     s0 = rows[-1]["stats"]
     head = (
         f"start: words {s0['words_start']:.0f}, in range {s0['in_range_start']:.2f}, ends {s0['finished_start']:.2f}, "
@@ -67,7 +68,7 @@ def table() -> str:
 
 
 def last_kl(run_dir: Path) -> float:
-    vals = [json.loads(x).get("monitor/kl_to_start") for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    vals = [json.loads(x).get("monitor/kl_to_start") for x in jsonl_lines((run_dir / "metrics.jsonl").read_text())]
     vals = [v for v in vals if v is not None]
     return float(vals[-1]) if vals else float("nan")
 

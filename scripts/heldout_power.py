@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlcw.io import jsonl_lines
 from rlcw.metrics.heldout import bound_pass_chance, design_se, variance_components
 
 
@@ -30,7 +31,7 @@ def paired_change(run: Path, key: str) -> np.ndarray:
         path = folder / name
         if not path.is_file():
             sys.exit(f"{path}: not found (a quickstart run folder, or its heldout/ folder, after the held-out stage)")
-        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        recs = [json.loads(line) for line in jsonl_lines(path.read_text(encoding="utf-8"))]
         if not recs or key not in recs[0]:
             sys.exit(f"{path}: no {key!r} in its records (keys: {', '.join(recs[0]) if recs else 'none'})")
         shape = (max(r["prompt_index"] for r in recs) + 1, max(r["sample_index"] for r in recs) + 1)

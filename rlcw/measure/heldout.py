@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from rlcw.cpu_isa import CPU_PRECISIONS, resolve_cpu_precision
 from rlcw.errors import RlcwError
 from rlcw.generation import prompt_token_ids
-from rlcw.io import atomic_write_json
+from rlcw.io import atomic_write_json, jsonl_lines
 from rlcw.logs import say
 from rlcw.metrics.heldout import paired_bootstrap
 from rlcw.metrics.text import count_words, repetition_rate
@@ -254,7 +254,7 @@ def policy_samples(
     from rlcw.models import load_causal_lm
 
     if cache is not None and cache.is_file():
-        lines = cache.read_text().splitlines()
+        lines = jsonl_lines(cache.read_text(encoding="utf-8"))
         if lines and json.loads(lines[0]) == key:
             return [json.loads(x) for x in lines[1:]], 0.0
     start = time.time()

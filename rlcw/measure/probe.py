@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
 from rlcw.generation import chat_messages
+from rlcw.io import jsonl_lines
 from rlcw.sampling import logprobs_from_logits
 
 MIN_MOVE = 0.01  # nats/token of mean |log-prob change| on the probe texts: below it "the policy did not move"
@@ -127,7 +128,7 @@ class LearningProbe(TrainerCallback):
 
 
 def read_probe(path: Path) -> list[dict]:
-    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()] if Path(path).is_file() else []
+    return [json.loads(x) for x in jsonl_lines(Path(path).read_text(encoding="utf-8"))] if Path(path).is_file() else []
 
 
 def plot_probe(history: list[dict], path: Path) -> Path:

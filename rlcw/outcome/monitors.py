@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlcw.io import jsonl_lines
 from rlcw.measure.monitors import check_rules, monitor_stats
 from rlcw.outcome.analysis import Summary
 
@@ -71,9 +72,7 @@ def read_series(metrics: Path) -> dict[str, list[tuple[int, float]]]:
     out: dict[str, list[tuple[int, float]]] = {}
     if not metrics.is_file():
         return out
-    for line in metrics.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
+    for line in jsonl_lines(metrics.read_text(encoding="utf-8")):
         row = json.loads(line)
         if "step" not in row:
             continue

@@ -3,10 +3,12 @@ the held-out slop change, and the summary keys they fill (`gate`)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import NamedTuple
+
+from rlcw.io import read_jsonl
+from rlcw.metrics.heldout import bound_pass_chance
 
 
 def score_with_metrics(extra: dict) -> dict[str, float]:
@@ -182,6 +184,11 @@ def hacking_checks(g, h: dict, slop: dict, rm: str) -> list[Check]:
         f"{h.get('ended_short_start', math.nan):.2f} -> {h.get('ended_short_final', math.nan):.2f}, change "
         f"{h.get('ended_short_delta', math.nan):+.2f} [{lo:+.2f}, {hi:+.2f}] (upper bound needs <= {g.max_short_rise:+.2f})"
     )
+    if hi > lo:  # what the check can tell at this design: the interval's width read as a normal one's
+        chance = bound_pass_chance(0.0, (hi - lo) / (2 * 1.96), g.max_short_rise)
+        short += (
+            f"; at this interval's width a share that did not change would meet the bound {chance:.0%} of the time"
+        )
     slop_text = (
         f"{slop['slop_start']:.1f} -> {slop['slop_final']:.1f} points, change {slop['slop_delta']:+.1f} "
         f"[{slop['slop_delta_lo']:+.1f}, {slop['slop_delta_hi']:+.1f}] (upper bound needs <= {g.max_slop_rise:+.1f})"
@@ -259,8 +266,7 @@ def held_out_slop(root: Path, n_resamples: int) -> dict:
     from rlcw.metrics.slop import SlopBaseline, slop_change
     from rlcw.rewards.slop import load_human_texts
 
-    start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
-    tuned = [json.loads(x) for x in (root / "heldout" / "tuned.jsonl").read_text().splitlines()]
+    start, tuned = read_jsonl(root / "heldout" / "start.jsonl"), read_jsonl(root / "heldout" / "tuned.jsonl")
     return slop_change(
         SlopBaseline(load_human_texts("bundled")),
         [r["story"] for r in start],

@@ -3,10 +3,10 @@ times and figures."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
+from rlcw.io import read_jsonl
 from rlcw.measure.monitors import plot_monitors
 from rlcw.metrics.bootstrap import small_sample_note
 from rlcw.pipelines.quickstart_gates import Check, ci_text
@@ -195,8 +195,7 @@ def slop_lines(c: dict, k: int = 8) -> list[str]:
 
 def gains_and_losses(root: Path, k: int = 3) -> str:
     """Side-by-side start/tuned samples: the k largest RM gains and the k largest losses, labelled."""
-    start = [json.loads(x) for x in (root / "heldout" / "start.jsonl").read_text().splitlines()]
-    tuned = [json.loads(x) for x in (root / "heldout" / "tuned.jsonl").read_text().splitlines()]
+    start, tuned = read_jsonl(root / "heldout" / "start.jsonl"), read_jsonl(root / "heldout" / "tuned.jsonl")
     order = sorted(range(len(start)), key=lambda i: tuned[i]["score"] - start[i]["score"])
     out = []
     for label, idx in (("Largest RM gains", order[::-1][:k]), ("Largest RM losses", order[:k])):

@@ -24,8 +24,9 @@ third control, the length-controlled RM score, lives in the RM scorer
   cap gives every completion the same penalty: `range_fits_cap` is what recipes check.
 - Floor margin: `floor_margin` raises the floor the term prices by that fraction of the range width (0.25 on 40-60
   prices from 45 words), the distance still in the prompt's range widths; what the held-out measurement calls in
-  range or too short stays the prompt's own range. A policy that learns where the priced floor is, but not
-  precisely, places its misses a few words below it: with a margin they land inside the asked range.
+  range or too short stays the prompt's own range. Meant for a policy whose misses fall a few words below the
+  priced floor: with a margin they land inside the asked range (in the quickstart its misses spread further on
+  some seeds: docs/results/quickstart.md).
 - Overlong (DAPO's soft overlong punishment): zero up to `max_tokens - buffer` tokens, then
   falling linearly to -1 at the cap, so completions learn to finish before truncation.
 """

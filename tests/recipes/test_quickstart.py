@@ -155,6 +155,8 @@ def test_hacking_checks_read_the_upper_bounds():
     h.update(ended_short_delta_lo=0.01, ended_short_delta_hi=0.09)
     short, slop = hacking_checks(Gates(), h, SLOP, "the plain BT RM")
     assert not short.passed and "+0.05 [+0.01, +0.09]" in short.detail and "<= +0.05" in short.detail
+    # se = 0.08 / 3.92; an unchanged share clears +0.05 with chance Phi(0.05 / se - 1.96) = Phi(0.49) = 0.69
+    assert "a share that did not change would meet the bound 69% of the time" in short.detail
     assert slop.passed and "+0.5 [-0.5, +1.5]" in slop.detail and "the plain BT RM" in slop.detail
     h["ended_short_delta_hi"] = 0.05  # at the bound: passes
     assert hacking_checks(Gates(), h, SLOP, "rm")[0].passed

@@ -262,3 +262,18 @@ def test_a_spec_added_on_one_side_reads_as_unset():
     new = "reward:\n  specs:\n    rm: {weight: 1.0}\n    len: {weight: 0.5}\n"
     assert experiment_changes(old, new) == [("reward.specs.len.weight", "(unset)", 0.5)]
     assert experiment_changes(new, new) == []
+
+
+def test_resume_keeps_a_story_that_holds_a_unicode_line_separator(tmp_path):
+    # generated stories contain U+2028 / U+2029 / U+0085; json.dumps(ensure_ascii=False) writes them raw, and
+    # str.splitlines would cut such a row in two and drop both halves as torn lines
+    from rlcw.io import jsonl_lines, read_jsonl
+
+    story = "A keeper\u2028lost her\u2029wedding\x85day."
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    rows = [{"step": 1, "story": story}, {"step": 5, "story": "later"}]
+    (samples / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    assert len(jsonl_lines((samples / "train.jsonl").read_text())) == 2
+    assert drop_rows_after(tmp_path, 3) == {"samples/train.jsonl": 1}
+    assert read_jsonl(samples / "train.jsonl") == rows[:1]  # the story intact, only the later row gone

@@ -137,11 +137,14 @@ def test_quickstart_slop_lines_read_the_heldout_samples(tmp_path):
     from rlcw.pipelines.quickstart_report import slop_lines, slop_warning
 
     (tmp_path / "heldout").mkdir()
-    human_like = ["The dog ran home.", "One man walked in.", "Rain fell all night.", "She sang by the sea."]
+    # a raw U+2028 (generated stories hold them; the held-out writer keeps non-ASCII raw) is not a line break
+    human_like = ["The dog ran home.", "One man walked in.", "Rain fell all night.", "She sang\u2028by the sea."]
     start = [{"prompt_id": f"p{i}", "story": s} for i, s in enumerate(human_like)]
     tuned = [{"prompt_id": f"p{i}", "story": "A tapestry of light, a testament to hope."} for i in range(4)]
     for name, rows in (("start", start), ("tuned", tuned)):
-        (tmp_path / "heldout" / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (tmp_path / "heldout" / f"{name}.jsonl").write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        )
     change = held_out_slop(tmp_path, n_resamples=100)
     lines = slop_lines(change)
     assert (
