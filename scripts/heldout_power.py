@@ -13,35 +13,33 @@ on `--seeds` seeds at once.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from rlcw.io import jsonl_lines
+from rlcw.io import read_jsonl
+from rlcw.measure.heldout import as_arrays
 from rlcw.metrics.heldout import bound_pass_chance, design_se, variance_components
 
 
 def paired_change(run: Path, key: str) -> np.ndarray:
-    """(prompts, samples) tuned - start of `key` in a run folder (or its heldout/ folder)."""
+    """(prompts, samples) tuned - start of `key` in a run folder (or its heldout/ folder): the records' arrays as the
+    held-out measurement builds them (rlcw.measure.heldout.as_arrays, which refuses unpaired records)."""
     folder = run / "heldout" if (run / "heldout").is_dir() else run
     sides = []
     for name in ("start.jsonl", "tuned.jsonl"):
         path = folder / name
         if not path.is_file():
             sys.exit(f"{path}: not found (a quickstart run folder, or its heldout/ folder, after the held-out stage)")
-        recs = [json.loads(line) for line in jsonl_lines(path.read_text(encoding="utf-8"))]
-        if not recs or key not in recs[0]:
-            sys.exit(f"{path}: no {key!r} in its records (keys: {', '.join(recs[0]) if recs else 'none'})")
+        recs = read_jsonl(path)
+        if key not in recs[0]:
+            sys.exit(f"{path}: no {key!r} in its records (keys: {', '.join(recs[0])})")
         shape = (max(r["prompt_index"] for r in recs) + 1, max(r["sample_index"] for r in recs) + 1)
-        arr = np.full(shape, np.nan)
-        for r in recs:
-            arr[r["prompt_index"], r["sample_index"]] = float(r[key])
-        sides.append(arr)
-    if sides[0].shape != sides[1].shape or np.isnan(sides[0] - sides[1]).any():
-        sys.exit(f"{folder}: start and tuned samples do not pair up")
-    return sides[1] - sides[0]
+        sides.append(as_arrays(recs, *shape))
+    if key not in sides[0] or sides[0][key].shape != sides[1][key].shape:
+        sys.exit(f"{folder}: {key!r} is not a per-story measure of the held-out records, or the two sides differ")
+    return sides[1][key] - sides[0][key]
 
 
 def design(text: str) -> tuple[int, int]:

@@ -113,12 +113,11 @@ class LengthReward:
             raise ValueError(f"clip and miss must be >= 0, got clip={clip}, miss={miss}")
         if not 0 <= floor_margin < 1:
             raise ValueError(f"floor_margin is a fraction of the range width in [0, 1), got {floor_margin}")
-        self.floor_margin = floor_margin
         if cut not in ("words", "skip"):
             raise ValueError(f"cut must be 'words' or 'skip', got {cut!r}")
         if cut == "skip" and not max_tokens:
             raise ValueError("cut='skip' needs max_tokens (the completion cap) to tell a cut completion")
-        self.clip, self.miss, self.cut, self.max_tokens = clip, miss, cut, max_tokens
+        self.clip, self.miss, self.cut, self.max_tokens, self.floor_margin = clip, miss, cut, max_tokens, floor_margin
 
     def __call__(
         self, prompts, completions, min_words=None, max_words=None, completion_ids=None, **kwargs

@@ -101,11 +101,16 @@ def test_heldout_power_pairs_a_runs_samples_by_prompt_and_sample(tmp_path):
     import json
 
     power = load("heldout_power")
+    measures = {"score": 0.0, "words": 40, "finished": True, "in_range": True, "rep": 0.0}  # what every record holds
     held = tmp_path / "run" / "heldout"
     held.mkdir(parents=True)
     # start all 0; tuned 1 at (prompt 0, sample 1) and (prompt 1, both samples): changes [[0, 1], [1, 1]]
     for name, ones in (("start.jsonl", set()), ("tuned.jsonl", {(0, 1), (1, 0), (1, 1)})):
-        rows = [{"prompt_index": p, "sample_index": k, "ended_short": (p, k) in ones} for k in (1, 0) for p in (1, 0)]
+        rows = [
+            {"prompt_index": p, "sample_index": k, "ended_short": (p, k) in ones, **measures}
+            for k in (1, 0)
+            for p in (1, 0)
+        ]
         (held / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
     change = power.paired_change(tmp_path / "run", "ended_short")
     assert change.tolist() == [[0.0, 1.0], [1.0, 1.0]]
